@@ -1,0 +1,53 @@
+"""An address every peer can reach, for each node, without a lookup storm.
+
+Each task checks only its own node's name (one ``getaddrinfo``); an exchange carries
+what every task found. Names that do not resolve are replaced by Slurm's ``NodeAddr``,
+asked once for all of them; a node with neither is an error that names it.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping, Sequence
+
+from .errors import AddressError
+
+__all__ = ["resolves", "address_map"]
+
+
+def resolves(name: str) -> bool:
+    """Whether ``name`` resolves to an address on this host."""
+    try:
+        return bool(socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP))
+    except (OSError, UnicodeError):
+        return False
+
+
+def address_map(
+    nodes: Sequence[str],
+    checked: Mapping[str, bool],
+    node_addresses: Callable[[Sequence[str]], Mapping[str, str]],
+) -> dict[str, str]:
+    """Node name to address.
+
+    Args:
+        nodes: every node of the job.
+        checked: nodes whose name was checked, and whether it resolved. Unchecked
+            nodes are taken to behave as the checked ones (names of one cluster
+            follow one scheme); if any checked name failed, they are looked up too.
+        node_addresses: asks Slurm for ``NodeAddr`` (called at most once).
+    """
+    failed = [n for n in dict.fromkeys(nodes) if checked.get(n) is False]
+    if failed and any(n not in checked for n in nodes):
+        failed = [n for n in dict.fromkeys(nodes) if checked.get(n) is not True]
+    if not failed:
+        return {n: n for n in nodes}
+    found = node_addresses(failed)
+    missing = [n for n in failed if not found.get(n) or found[n] == n]
+    if missing:
+        raise AddressError(
+            f"node {missing[0]} has no reachable address: its name does not resolve and Slurm "
+            f"gives no other NodeAddr{f' (also: {missing[1:]})' if len(missing) > 1 else ''}",
+            "add the node names to DNS or /etc/hosts on every node, or set NodeAddr in slurm.conf",
+        )
+    return {n: found.get(n, n) for n in nodes}

@@ -1,0 +1,192 @@
+"""ClusterSpec: job names to task addresses, with the behaviour of ``tf.train.ClusterSpec``.
+
+Jobs are kept sorted by name and tasks by index, as TensorFlow keeps them; a job may be
+sparse (``{'worker': {1: 'h:2222'}}``). Unknown jobs and tasks raise ``ValueError`` with
+TensorFlow's wording, followed by what exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
+
+from .errors import ConfigurationError, MissingDependencyError
+
+__all__ = ["ClusterSpec", "ClusterDict"]
+
+ClusterDict = Mapping[str, Union[Sequence[str], Mapping[int, str]]]
+
+
+def _tasks_of(job: object, tasks: object) -> dict[int, str]:
+    if isinstance(tasks, (list, tuple)):
+        items: list[tuple[Any, Any]] = list(enumerate(tasks))
+    elif isinstance(tasks, Mapping):
+        items = list(tasks.items())
+    else:
+        raise TypeError(
+            f"The tasks for job {job!r} must be a list or a dictionary from integers to strings."
+        )
+    result: dict[int, str] = {}
+    for index, address in items:
+        try:
+            number = int(index)
+        except (TypeError, ValueError):
+            raise TypeError(f"Task index {index!r} of job {job!r} must be an integer.") from None
+        if number < 0:
+            raise ValueError(f"Task index {number} of job {job!r} must not be negative.")
+        if isinstance(address, bytes):
+            address = address.decode()
+        if not isinstance(address, str):
+            raise TypeError(f"Task address {address!r} must be bytes or unicode")
+        result[number] = address
+    return dict(sorted(result.items()))
+
+
+class ClusterSpec:
+    """Represents a cluster as a set of jobs, each a set of tasks with an address.
+
+    Args:
+        cluster: a dict of job name to a list of addresses or to a dict of index to
+            address; another ``ClusterSpec`` (ours or TensorFlow's); or a TensorFlow
+            ``ClusterDef``.
+
+    >>> spec = ClusterSpec({"worker": ["w0:2222", "w1:2222"], "ps": {1: "p1:2222"}})
+    >>> spec.jobs
+    ['ps', 'worker']
+    >>> spec.as_dict()
+    {'ps': {1: 'p1:2222'}, 'worker': ['w0:2222', 'w1:2222']}
+    >>> spec.task_address("worker", 1)
+    'w1:2222'
+    """
+
+    def __init__(self, cluster: Any) -> None:
+        if isinstance(cluster, ClusterSpec):
+            jobs = {name: dict(tasks) for name, tasks in cluster._jobs.items()}
+        elif isinstance(cluster, Mapping):
+            jobs = {}
+            for name, tasks in cluster.items():
+                if isinstance(name, bytes):
+                    name = name.decode()
+                if not isinstance(name, str):
+                    raise TypeError(f"Job name {name!r} must be bytes or unicode")
+                jobs[name] = _tasks_of(name, tasks)
+        elif hasattr(cluster, "as_dict") and callable(cluster.as_dict):
+            return self.__init__(cluster.as_dict())  # type: ignore[misc]
+        elif hasattr(cluster, "job"):  # a TensorFlow ClusterDef
+            jobs = {j.name: dict(sorted(j.tasks.items())) for j in cluster.job}
+        else:
+            raise TypeError(
+                "`cluster` must be a dictionary mapping one or more job names to lists of "
+                "network addresses, or a `ClusterDef` protocol buffer"
+            )
+        self._jobs: dict[str, dict[int, str]] = dict(sorted(jobs.items()))
+
+    def __bool__(self) -> bool:
+        return bool(self._jobs)
+
+    __nonzero__ = __bool__
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ClusterSpec):
+            return self._jobs == other._jobs
+        if isinstance(other, Mapping):
+            try:
+                return self._jobs == ClusterSpec(other)._jobs
+            except (TypeError, ValueError):
+                return False
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking, as TensorFlow's
+
+    def __repr__(self) -> str:
+        items = self.as_dict()
+        return "ClusterSpec({" + ", ".join(f"{k!r}: {items[k]!r}" for k in sorted(items)) + "})"
+
+    __str__ = __repr__
+
+    @property
+    def jobs(self) -> list[str]:
+        """The job names, sorted."""
+        return list(self._jobs)
+
+    def _job(self, job_name: str) -> dict[int, str]:
+        try:
+            return self._jobs[job_name]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"No such job in cluster: {job_name!r} (jobs in the cluster: "
+                f"{', '.join(map(repr, self._jobs)) or 'none'})"
+            ) from None
+
+    def num_tasks(self, job_name: str) -> int:
+        """The number of tasks defined in ``job_name``."""
+        return len(self._job(job_name))
+
+    def task_indices(self, job_name: str) -> list[int]:
+        """The sorted task indices of ``job_name``."""
+        return list(self._job(job_name))
+
+    def task_address(self, job_name: str, task_index: int) -> str:
+        """The address of task ``task_index`` of ``job_name``."""
+        job = self._job(job_name)
+        try:
+            return job[task_index]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"No task with index {task_index!r} in job {job_name!r} "
+                f"(indices: {', '.join(map(str, job)) or 'none'})"
+            ) from None
+
+    def job_tasks(self, job_name: str) -> list[str | None]:
+        """The addresses of ``job_name`` by index; gaps of a sparse job are ``None``."""
+        job = self._job(job_name)
+        if not job:
+            return []
+        tasks: list[str | None] = [None] * (max(job) + 1)
+        for index, address in job.items():
+            tasks[index] = address
+        return tasks
+
+    def as_dict(self) -> dict[str, list[str] | dict[int, str]]:
+        """Jobs to lists of addresses, or to index dicts where a job is sparse."""
+        result: dict[str, list[str] | dict[int, str]] = {}
+        for name, job in self._jobs.items():
+            if not job:
+                result[name] = {}
+            elif max(job) + 1 == len(job):
+                result[name] = list(job.values())
+            else:
+                result[name] = dict(job)
+        return result
+
+    def to_json(self) -> str:
+        """The ``cluster`` member of TF_CONFIG, as JSON text."""
+        return json.dumps(self.as_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ClusterSpec:
+        """Parse the ``cluster`` member of TF_CONFIG."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigurationError(f"cluster JSON is malformed: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigurationError(f"cluster JSON must be an object of jobs, not {type(data).__name__}")
+        return cls(data)
+
+    def as_cluster_def(self) -> Any:
+        """The cluster as a TensorFlow ``ClusterDef`` protocol buffer (needs TensorFlow)."""
+        return self.to_tensorflow().as_cluster_def()
+
+    def to_tensorflow(self) -> Any:
+        """An equivalent ``tf.train.ClusterSpec`` (needs TensorFlow)."""
+        try:
+            from tensorflow.python.training.server_lib import ClusterSpec as TFClusterSpec
+        except ImportError:
+            raise MissingDependencyError("tensorflow", "tensorflow", "A TensorFlow ClusterSpec") from None
+        return TFClusterSpec(self.as_dict())

@@ -1,0 +1,81 @@
+"""The one module that touches ``os.environ``: a frozen snapshot in, one writer out.
+
+Everything else in slurm_resolver receives a :class:`Snapshot` (or a plain mapping, in
+tests) and never reads the process environment itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .errors import ConfigurationError
+from .variables import PREFIXES
+
+__all__ = ["Snapshot", "snapshot", "export"]
+
+
+@dataclass(frozen=True)
+class Snapshot(Mapping[str, str]):
+    """An immutable copy of the launcher variables of one process.
+
+    Behaves as a read-only mapping; build it with :func:`snapshot`.
+    """
+
+    values: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+
+    def __getitem__(self, name: str) -> str:
+        return self.values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.values.items())))
+
+
+def snapshot(environ: Mapping[str, str] | None = None) -> Snapshot:
+    """Copy the variables slurm_resolver reads from ``environ`` (``os.environ`` by default).
+
+    >>> snapshot({"SLURM_PROCID": "3", "HOME": "/root"}).get("SLURM_PROCID")
+    '3'
+    >>> "HOME" in snapshot({"HOME": "/root"})
+    False
+    """
+    source = os.environ if environ is None else environ
+    if isinstance(source, Snapshot):
+        return source
+    return Snapshot({k: v for k, v in source.items() if k.startswith(PREFIXES)})
+
+
+def export(
+    variables: Mapping[str, str],
+    *,
+    overwrite: bool = False,
+    environ: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Write ``variables`` into the environment (``os.environ`` by default).
+
+    A variable that is already set to a different value is refused unless ``overwrite``
+    is true, so that what a launcher bound (``CUDA_VISIBLE_DEVICES``, ``MASTER_ADDR``)
+    is never silently replaced. Returns the variables that changed.
+    """
+    target: dict[str, str] | os._Environ[str] = os.environ if environ is None else environ
+    clashes = {k: (target[k], v) for k, v in variables.items() if k in target and target[k] != v}
+    if clashes and not overwrite:
+        shown = ", ".join(f"{k}={old!r} (wanted {new!r})" for k, (old, new) in sorted(clashes.items()))
+        raise ConfigurationError(
+            f"refusing to overwrite environment variables already set: {shown}",
+            "unset them first, or pass overwrite=True (command line: --overwrite)",
+        )
+    changed = {k: v for k, v in variables.items() if target.get(k) != v}
+    target.update(changed)
+    return changed

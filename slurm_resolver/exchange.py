@@ -1,0 +1,74 @@
+"""Exchanges: every rank contributes a value and receives everyone's, in rank order.
+
+:class:`MPIExchange` runs over MPI; :class:`LocalExchange` runs N ranks in one process
+(threads), for tests and single-node runs. The resolver takes any object with
+``rank``, ``size`` and ``allgather``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Protocol
+
+from .errors import ConfigurationError, ResolutionError
+
+__all__ = ["Exchange", "MPIExchange", "LocalExchange"]
+
+
+class Exchange(Protocol):
+    """Rank, size and an allgather of JSON-serialisable values."""
+
+    rank: int
+    size: int
+
+    def allgather(self, value: Any) -> list[Any]:
+        """Every rank's value, indexed by rank."""
+        ...
+
+
+class MPIExchange:
+    """Allgather over ``MPI.COMM_WORLD`` (or a given communicator), with a timeout."""
+
+    def __init__(self, comm: Any = None, timeout: float = 60.0) -> None:
+        from . import mpi
+
+        self.comm = mpi.world() if comm is None else comm
+        self.rank = int(self.comm.Get_rank())
+        self.size = int(self.comm.Get_size())
+        self.timeout = timeout
+
+    def allgather(self, value: Any) -> list[Any]:
+        from . import mpi
+
+        data = json.dumps(value).encode()
+        return [json.loads(b) for b in mpi.allgather_bytes(self.comm, data, self.timeout)]
+
+
+class LocalExchange:
+    """One rank of an in-process group; make the group with :meth:`group`."""
+
+    def __init__(self, rank: int, size: int, shared: dict[str, Any]) -> None:
+        self.rank = rank
+        self.size = size
+        self._shared = shared
+
+    @classmethod
+    def group(cls, size: int, timeout: float = 10.0) -> list[LocalExchange]:
+        """``size`` connected ranks, to be used from ``size`` threads."""
+        if size < 1:
+            raise ConfigurationError(f"an exchange group needs at least one rank, not {size}")
+        shared: dict[str, Any] = {"barrier": threading.Barrier(size, timeout=timeout), "values": [None] * size}
+        return [cls(rank, size, shared) for rank in range(size)]
+
+    def allgather(self, value: Any) -> list[Any]:
+        barrier: threading.Barrier = self._shared["barrier"]
+        self._shared["values"][self.rank] = json.loads(json.dumps(value))
+        try:
+            barrier.wait()
+            result = list(self._shared["values"])
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            raise ResolutionError(f"the in-process exchange of {self.size} ranks timed out",
+                                  "every rank must call allgather") from None
+        return result

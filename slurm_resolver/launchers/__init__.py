@@ -1,0 +1,44 @@
+"""Launch detection: each launch mode is a small plugin, tried in a fixed, tested order.
+
+MPI launchers come first (their rank wins over ``SLURM_PROCID``), then Slurm's own
+modes, then the single-process fallback. :func:`register` adds a plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..errors import ConfigurationError
+from .base import Launch, Launcher
+from .mpi import PMIx, MpichHydra, OpenMPI
+from .single import SingleProcess
+from .slurm import BatchStep, SallocShell, SrunStep
+
+__all__ = ["Launch", "Launcher", "LAUNCHERS", "detect", "resolve", "register", "by_name"]
+
+LAUNCHERS: list[type[Launcher]] = [OpenMPI, MpichHydra, PMIx, SrunStep, BatchStep, SallocShell, SingleProcess]
+
+
+def register(launcher: type[Launcher], before: type[Launcher] = SingleProcess) -> None:
+    """Add a launcher plugin, tried just before ``before`` (the fallback by default)."""
+    if launcher not in LAUNCHERS:
+        LAUNCHERS.insert(LAUNCHERS.index(before), launcher)
+
+
+def by_name(name: str) -> type[Launcher]:
+    """The plugin called ``name``; an unknown name lists the known ones."""
+    for launcher in LAUNCHERS:
+        if launcher.name == name:
+            return launcher
+    raise ConfigurationError(
+        f"unknown launcher {name!r}", f"choose one of {', '.join(l.name for l in LAUNCHERS)}")
+
+
+def detect(env: Mapping[str, str]) -> type[Launcher]:
+    """The first plugin whose variables are present in ``env``."""
+    return next(launcher for launcher in LAUNCHERS if launcher.detect(env))
+
+
+def resolve(env: Mapping[str, str]) -> Launch:
+    """The job as the detected launcher describes it."""
+    return detect(env).resolve(env)

@@ -1,0 +1,59 @@
+"""The seam to MPI (mpi4py), imported only when an exchange needs it.
+
+``import mpi4py.MPI`` initialises MPI, so nothing here runs at import time of
+slurm_resolver; only :func:`world` does, and only when the launcher is an MPI one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .errors import MissingDependencyError, ResolutionError
+
+__all__ = ["world", "allgather_bytes"]
+
+
+def world() -> Any:
+    """``MPI.COMM_WORLD``, initialising MPI on first use."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise MissingDependencyError("mpi4py", "mpi", "Exchanging placement between MPI ranks") from None
+    return MPI.COMM_WORLD
+
+
+def allgather_bytes(comm: Any, data: bytes, timeout: float) -> list[bytes]:
+    """Gather one byte string from every rank, failing after ``timeout`` seconds.
+
+    Non-blocking collectives are polled, so a rank that never arrives is an error
+    rather than a hang.
+    """
+    import array
+
+    from mpi4py import MPI
+
+    size = comm.Get_size()
+    deadline = time.monotonic() + timeout
+    lengths = array.array("q", [0] * size)
+    _poll(comm.Iallgather([array.array("q", [len(data)]), MPI.INT64_T], [lengths, MPI.INT64_T]),
+          deadline, timeout, size)
+    counts = [int(n) for n in lengths]
+    displacements = [sum(counts[:i]) for i in range(size)]
+    buffer = bytearray(sum(counts))
+    request = comm.Iallgatherv([data, MPI.BYTE], [buffer, counts, displacements, MPI.BYTE])
+    _poll(request, deadline, timeout, size)
+    return [bytes(buffer[d:d + c]) for d, c in zip(displacements, counts)]
+
+
+def _poll(request: Any, deadline: float, timeout: float, size: int) -> None:
+    pause = 0.0005
+    while not request.Test():
+        if time.monotonic() > deadline:
+            raise ResolutionError(
+                f"the MPI exchange between {size} ranks did not complete within {timeout:g} s: "
+                "at least one rank did not start, crashed, or does not call slurm_resolver",
+                "make every rank resolve the cluster, or raise the timeout",
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)

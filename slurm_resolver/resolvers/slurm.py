@@ -1,0 +1,91 @@
+"""SlurmClusterResolver: TensorFlow's constructor and methods, right on every real launch.
+
+Resolution happens once, in the constructor, from a snapshot of the environment (see
+:func:`slurm_resolver.cluster.resolve`); :meth:`cluster_spec` returns that result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..cluster import Cluster, resolve
+from ..cluster_spec import ClusterSpec
+from ..errors import ConfigurationError
+from ..exchange import Exchange
+from .base import ClusterResolver, format_master_url
+
+__all__ = ["SlurmClusterResolver"]
+
+
+def _check_gpu_count(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ConfigurationError(f"{name}={value!r} must be a whole number >= 0 (0 means no GPU)")
+
+
+class SlurmClusterResolver(ClusterResolver):
+    """The cluster of the running Slurm job, and the calling task's place in it.
+
+    Args:
+        jobs: ``{'ps': 1, 'worker': 3}`` (names taken in sorted order, as TensorFlow
+            does), a list of names (one job per heterogeneous-job component), or None
+            for every task a ``worker``.
+        port_base: first port on each node; a node's tasks take consecutive ports.
+        gpus_per_node, gpus_per_task: GPUs of each node and of each task (0 for none).
+        tasks_per_node: overrides Slurm's layout: a count, or ``{node: count}``.
+        auto_set_gpu: write the calling task's ``CUDA_VISIBLE_DEVICES``.
+        rpc_layer: protocol of :meth:`master` URLs.
+        environ: variables to read instead of ``os.environ`` (keyword only).
+        exchange: ``'auto'``, ``'mpi'``, ``'none'`` or an Exchange (keyword only).
+    """
+
+    def __init__(self, jobs: Mapping[str, int] | Sequence[str] | None = None, port_base: int | None = 8888,
+                 gpus_per_node: int | None = None, gpus_per_task: int | None = None,
+                 tasks_per_node: int | Mapping[str, int] | None = None, auto_set_gpu: bool = True,
+                 rpc_layer: str | None = "grpc", *, environ: Mapping[str, str] | None = None,
+                 exchange: str | Exchange | None = None, timeout: float = 60.0) -> None:
+        _check_gpu_count("gpus_per_node", gpus_per_node)
+        _check_gpu_count("gpus_per_task", gpus_per_task)
+        self._gpus_per_node = gpus_per_node
+        self._gpus_per_task = gpus_per_task
+        self._auto_set_gpu = auto_set_gpu
+        self._rpc_layer = rpc_layer
+        self._cluster = resolve(environ, jobs=jobs, port_base=None if port_base == 8888 else port_base,
+                                tasks_per_node=tasks_per_node, exchange=exchange, timeout=timeout)
+        self._spec = self._cluster.spec()
+        me = self._cluster.me
+        self._task_type = me.job if me else None
+        self._task_id = me.index if me else None
+
+    @property
+    def cluster(self) -> Cluster:
+        """Everything resolved: each task's node, address, local rank and GPUs."""
+        return self._cluster
+
+    def cluster_spec(self) -> ClusterSpec:
+        """The job's ClusterSpec."""
+        return self._spec
+
+    def get_task_info(self) -> tuple[str | None, int | None]:
+        """``(task_type, task_id)`` of the calling task."""
+        return self.task_type, self.task_id
+
+    def master(self, task_type: str | None = None, task_id: int | None = None,
+               rpc_layer: str | None = None) -> str:
+        """The URL of a task (the calling task by default); ``''`` when there is none."""
+        task_type = task_type if task_type is not None else self.task_type
+        task_id = task_id if task_id is not None else self.task_id
+        if task_type is not None and task_id is not None:
+            return format_master_url(self._spec.task_address(task_type, task_id), rpc_layer or self.rpc_layer)
+        return ""
+
+    def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
+                         config_proto: Any = None) -> dict[str, int]:
+        """``{'GPU': n}`` for a task's GPUs (the calling task by default); ``{}`` for none."""
+        del config_proto
+        task_type = task_type if task_type is not None else self.task_type
+        task_id = task_id if task_id is not None else self.task_id
+        if task_type is None or task_id is None:
+            return {}
+        count = len(self._cluster.task(self._cluster.rank_of(task_type, task_id)).gpus)
+        return {"GPU": count} if count else {}

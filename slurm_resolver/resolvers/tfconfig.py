@@ -1,0 +1,121 @@
+"""TFConfigClusterResolver: the cluster and task from the ``TF_CONFIG`` variable.
+
+Behaves as TensorFlow's: TF_CONFIG is read again at every call, explicit arguments win
+over its values, and a missing ``cluster`` gives an empty ClusterSpec. Unlike TensorFlow,
+a malformed TF_CONFIG is an error that names the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..cluster_spec import ClusterSpec
+from ..environment import snapshot
+from ..errors import EnvironmentVariableError
+from .base import ClusterResolver, format_master_url
+
+__all__ = ["TFConfigClusterResolver", "parse_tf_config"]
+
+_HINT = ('TF_CONFIG looks like {"cluster": {"worker": ["host:port", ...]}, '
+         '"task": {"type": "worker", "index": 0}}')
+
+
+def parse_tf_config(text: str | None) -> dict[str, Any]:
+    """Parse and check TF_CONFIG; an unset or empty value is ``{}``."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise EnvironmentVariableError("TF_CONFIG", text, f"JSON ({exc})", _HINT) from None
+    if not isinstance(config, dict):
+        raise EnvironmentVariableError("TF_CONFIG", text, "a JSON object", _HINT)
+    cluster = config.get("cluster", {})
+    try:
+        spec = ClusterSpec(cluster)
+    except (TypeError, ValueError) as exc:
+        raise EnvironmentVariableError("TF_CONFIG", text, f"a valid 'cluster' member ({exc})", _HINT) from None
+    task = config.get("task", {})
+    if not isinstance(task, dict):
+        raise EnvironmentVariableError("TF_CONFIG", text, "'task' to be an object with 'type' and 'index'", _HINT)
+    index = task.get("index")
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        raise EnvironmentVariableError("TF_CONFIG", text, f"'task.index' to be a whole number >= 0, not {index!r}", _HINT)
+    kind = task.get("type")
+    if kind is not None and spec and kind not in spec.jobs:
+        raise EnvironmentVariableError(
+            "TF_CONFIG", text, f"'task.type' {kind!r} to be one of the cluster's jobs {spec.jobs}", _HINT)
+    if kind is not None and index is not None and spec and index not in spec.task_indices(kind):
+        raise EnvironmentVariableError(
+            "TF_CONFIG", text, f"'task.index' {index} to exist in job {kind!r} "
+            f"(indices {spec.task_indices(kind)})", _HINT)
+    return config
+
+
+class TFConfigClusterResolver(ClusterResolver):
+    """Reads the cluster, task, RPC layer and environment from ``TF_CONFIG``.
+
+    Args:
+        task_type, task_id, rpc_layer, environment: override TF_CONFIG's values.
+        environ: where to read TF_CONFIG (``os.environ`` by default); for tests.
+    """
+
+    def __init__(self, task_type: str | None = None, task_id: int | None = None,
+                 rpc_layer: str | None = None, environment: str | None = None,
+                 *, environ: Mapping[str, str] | None = None) -> None:
+        self._task_type = task_type
+        self._task_id = task_id
+        self._rpc_layer = rpc_layer
+        self._environment = environment
+        self._environ = environ
+
+    def _config(self) -> dict[str, Any]:
+        return parse_tf_config(snapshot(self._environ).get("TF_CONFIG"))
+
+    @property
+    def task_type(self) -> str | None:
+        if self._task_type is not None:
+            return self._task_type
+        return self._config().get("task", {}).get("type")
+
+    @task_type.setter
+    def task_type(self, task_type: str | None) -> None:
+        self._task_type = task_type
+
+    @property
+    def task_id(self) -> int | None:
+        if self._task_id is not None:
+            return self._task_id
+        return self._config().get("task", {}).get("index")
+
+    @task_id.setter
+    def task_id(self, task_id: int | None) -> None:
+        self._task_id = task_id
+
+    @property
+    def environment(self) -> str:
+        return self._environment if self._environment is not None else self._config().get("environment", "") or ""
+
+    @property
+    def rpc_layer(self) -> str | None:
+        return self._rpc_layer if self._rpc_layer is not None else self._config().get("rpc_layer")
+
+    @rpc_layer.setter
+    def rpc_layer(self, rpc_layer: str | None) -> None:
+        self._rpc_layer = rpc_layer
+
+    def cluster_spec(self) -> ClusterSpec:
+        """The ``cluster`` of TF_CONFIG; empty when TF_CONFIG has none."""
+        return ClusterSpec(self._config().get("cluster", {}))
+
+    def master(self, task_type: str | None = None, task_id: int | None = None,
+               rpc_layer: str | None = None) -> str:
+        """The address of a task (this one by default); ``''`` when no task is known."""
+        task_type = task_type if task_type is not None else self.task_type
+        task_id = task_id if task_id is not None else self.task_id
+        if task_type is not None and task_id is not None:
+            return format_master_url(self.cluster_spec().task_address(task_type, task_id),
+                                     rpc_layer or self.rpc_layer)
+        return ""

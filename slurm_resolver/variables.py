@@ -1,0 +1,79 @@
+"""Every environment variable slurm_resolver reads, in one table.
+
+The documentation's variable reference is generated from :data:`VARIABLES`
+(``python -m slurm_resolver.variables`` prints it as Markdown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Variable", "VARIABLES", "PREFIXES", "HET_PATTERN", "reference_markdown"]
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One environment variable: who sets it and what slurm_resolver takes from it."""
+
+    name: str
+    source: str
+    meaning: str
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("SLURM_JOB_ID", "Slurm", "job id; its presence means the process runs in a Slurm job"),
+    Variable("SLURM_STEP_ID", "Slurm (srun)", "step id; present in srun steps, absent in the batch step and salloc shell"),
+    Variable("SLURM_PROCID", "Slurm", "rank of the task in its step (the batch step is rank 0)"),
+    Variable("SLURM_LOCALID", "Slurm (srun)", "rank of the task among the step's tasks on its node"),
+    Variable("SLURM_NODEID", "Slurm (srun)", "index of the task's node in the step's node list"),
+    Variable("SLURMD_NODENAME", "Slurm", "name of the node the task runs on"),
+    Variable("SLURM_NTASKS", "Slurm", "number of tasks of the job (or step, inside srun)"),
+    Variable("SLURM_STEP_NUM_TASKS", "Slurm (srun)", "number of tasks of the step"),
+    Variable("SLURM_STEP_NODELIST", "Slurm (srun)", "hostlist of the step's nodes, in Slurm's order"),
+    Variable("SLURM_JOB_NODELIST", "Slurm", "hostlist of the job's nodes, in Slurm's order"),
+    Variable("SLURM_NODELIST", "Slurm", "older name of SLURM_JOB_NODELIST, read when that is absent"),
+    Variable("SLURM_STEP_TASKS_PER_NODE", "Slurm (srun)", "tasks of the step on each node, compressed (4,1(x2))"),
+    Variable("SLURM_TASKS_PER_NODE", "Slurm", "tasks of the job on each node, compressed (4,1(x2))"),
+    Variable("SLURM_NTASKS_PER_NODE", "Slurm", "--ntasks-per-node, when given"),
+    Variable("SLURM_DISTRIBUTION", "Slurm (srun)", "task distribution: block, cyclic, plane, arbitrary"),
+    Variable("SLURM_HOSTFILE", "user", "host of each rank for -m arbitrary"),
+    Variable("SLURM_HET_SIZE", "Slurm", "number of components of a heterogeneous job"),
+    Variable("SLURM_JOB_NODELIST_HET_GROUP_<n>", "Slurm", "hostlist of component n (also *_PACK_GROUP_<n>)"),
+    Variable("SLURM_TASKS_PER_NODE_HET_GROUP_<n>", "Slurm", "tasks per node of component n"),
+    Variable("SLURM_NTASKS_HET_GROUP_<n>", "Slurm", "number of tasks of component n"),
+    Variable("SLURM_STEP_GPUS", "Slurm (GRES)", "GPU indices bound to the step on this node"),
+    Variable("SLURM_JOB_GPUS", "Slurm (GRES)", "GPU indices bound to the job on this node"),
+    Variable("GPU_DEVICE_ORDINAL", "Slurm (GRES)", "GPU indices bound to the task"),
+    Variable("CUDA_VISIBLE_DEVICES", "Slurm (GRES) or user", "GPUs the task may use: indices or GPU-/MIG- UUIDs"),
+    Variable("OMPI_COMM_WORLD_RANK", "Open MPI mpirun", "rank; wins over SLURM_PROCID"),
+    Variable("OMPI_COMM_WORLD_SIZE", "Open MPI mpirun", "number of ranks"),
+    Variable("OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI mpirun", "rank among the ranks on this node"),
+    Variable("PMI_RANK", "MPICH/Hydra, srun --mpi=pmi2", "rank"),
+    Variable("PMI_SIZE", "MPICH/Hydra, srun --mpi=pmi2", "number of ranks"),
+    Variable("MPI_LOCALRANKID", "MPICH/Hydra", "rank among the ranks on this node"),
+    Variable("PMIX_RANK", "PMIx launchers (prterun, srun --mpi=pmix)", "rank"),
+    Variable("TF_CONFIG", "user, TensorFlow", "cluster and task as JSON, read by TFConfigClusterResolver"),
+    Variable("SLURM_RESOLVER_JOBS", "user", "override of `jobs`, e.g. ps=1,worker=3"),
+    Variable("SLURM_RESOLVER_PORT_BASE", "user", "override of `port_base`"),
+    Variable("SLURM_RESOLVER_EXCHANGE", "user", "placement exchange: auto, mpi or none"),
+)
+
+PREFIXES: tuple[str, ...] = (
+    "SLURM_", "SLURMD_NODENAME", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
+    "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL", "TF_CONFIG",
+)
+"""Names (or prefixes of names) copied into the environment snapshot."""
+
+HET_PATTERN = "{name}_HET_GROUP_{index}"
+
+
+def reference_markdown() -> str:
+    """The variable reference of the documentation, as a Markdown table."""
+    rows = ["| variable | set by | what slurm_resolver takes from it |", "|---|---|---|"]
+    rows += [f"| `{v.name}` | {v.source} | {v.meaning} |" for v in VARIABLES]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(reference_markdown(), end="")
