@@ -55,8 +55,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster, Task, resolve
     from .cluster_spec import ClusterSpec
     from .environment import export, snapshot
-    from .errors import (AddressError, ConfigurationError, EnvironmentVariableError, MissingDependencyError,
-                         PlacementError, ResolutionError, SlurmResolverError)
+    from .errors import (
+        AddressError,
+        ConfigurationError,
+        EnvironmentVariableError,
+        MissingDependencyError,
+        PlacementError,
+        ResolutionError,
+        SlurmResolverError,
+    )
     from .resolvers.base import ClusterResolver, SimpleClusterResolver, UnionClusterResolver
     from .resolvers.slurm import SlurmClusterResolver
     from .resolvers.tfconfig import TFConfigClusterResolver

@@ -7,12 +7,13 @@ asked once for all of them; a node with neither is an error that names it.
 
 from __future__ import annotations
 
+import errno
 import socket
 from collections.abc import Callable, Mapping, Sequence
 
 from .errors import AddressError
 
-__all__ = ["resolves", "address_map"]
+__all__ = ["resolves", "address_map", "port_in_use"]
 
 
 def resolves(name: str) -> bool:
@@ -51,3 +52,21 @@ def address_map(
             "add the node names to DNS or /etc/hosts on every node, or set NodeAddr in slurm.conf",
         )
     return {n: found.get(n, n) for n in nodes}
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether another socket already listens on ``host:port`` (a bind test, then closed).
+
+    Only ``EADDRINUSE`` counts; an address that is not this host's says nothing.
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except (OSError, UnicodeError):
+        return False
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False

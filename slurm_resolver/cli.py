@@ -74,6 +74,20 @@ def _variables(args: argparse.Namespace) -> int:
     return 0
 
 
+def _render(args: argparse.Namespace) -> int:
+    from .errors import ConfigurationError
+    from .templates import render
+
+    values = {}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigurationError(f"--set {item!r} must be key=value")
+        values[key] = value
+    print(render(args.template, values), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``slurm-resolver``."""
     parser = argparse.ArgumentParser(prog="slurm-resolver", description="Resolve the cluster of a Slurm job.")
@@ -91,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     col = sub.add_parser("collapse", help="collapse host names into a host list")
     col.add_argument("hosts", nargs="*", help="names (or standard input)")
     col.set_defaults(func=_collapse)
+    ren = sub.add_parser("render", help="print the sbatch text of a template")
+    ren.add_argument("template")
+    ren.add_argument("--set", action="append", metavar="KEY=VALUE", help="a template parameter")
+    ren.set_defaults(func=_render)
     sub.add_parser("launchers", help="the launch modes, in detection order").set_defaults(func=_launchers)
     sub.add_parser("variables", help="the environment variable reference").set_defaults(func=_variables)
     return parser

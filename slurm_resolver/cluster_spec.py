@@ -71,8 +71,8 @@ class ClusterSpec:
                 if not isinstance(name, str):
                     raise TypeError(f"Job name {name!r} must be bytes or unicode")
                 jobs[name] = _tasks_of(name, tasks)
-        elif hasattr(cluster, "as_dict") and callable(cluster.as_dict):
-            return self.__init__(cluster.as_dict())  # type: ignore[misc]
+        elif hasattr(cluster, "as_dict") and callable(cluster.as_dict):  # TensorFlow's ClusterSpec
+            jobs = ClusterSpec(cluster.as_dict())._jobs
         elif hasattr(cluster, "job"):  # a TensorFlow ClusterDef
             jobs = {j.name: dict(sorted(j.tasks.items())) for j in cluster.job}
         else:

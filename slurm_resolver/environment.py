@@ -24,22 +24,22 @@ class Snapshot(Mapping[str, str]):
     Behaves as a read-only mapping; build it with :func:`snapshot`.
     """
 
-    values: Mapping[str, str] = field(default_factory=dict)
+    data: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "values", MappingProxyType(dict(self.values)))
+        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
 
     def __getitem__(self, name: str) -> str:
-        return self.values[name]
+        return self.data[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.values)
+        return iter(self.data)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.data)
 
     def __hash__(self) -> int:
-        return hash(tuple(sorted(self.values.items())))
+        return hash(tuple(sorted(self.data.items())))
 
 
 def snapshot(environ: Mapping[str, str] | None = None) -> Snapshot:

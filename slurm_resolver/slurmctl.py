@@ -31,7 +31,7 @@ def parse_scontrol_nodes(text: str) -> dict[str, str]:
 
 def _from_pyslurm(names: Sequence[str]) -> dict[str, str] | None:
     try:
-        import pyslurm  # type: ignore[import-not-found]
+        import pyslurm
     except ImportError:
         return None
     try:  # pyslurm >= 23: Nodes.load(); earlier: node().get()

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from ..errors import ConfigurationError
 from .base import Launch, Launcher
-from .mpi import PMIx, MpichHydra, OpenMPI
+from .mpi import MpichHydra, OpenMPI, PMIx
 from .single import SingleProcess
 from .slurm import BatchStep, SallocShell, SrunStep
 

@@ -146,7 +146,7 @@ class SimpleClusterResolver(ClusterResolver):
             cluster_spec = ClusterSpec(cluster_spec)
         if not isinstance(master, str):
             raise TypeError("master must be a string.")
-        self._cluster_spec = cluster_spec
+        self._cluster_spec: ClusterSpec = cluster_spec
         self._master = master
         self._task_type = task_type
         self._task_id = task_id

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..addresses import port_in_use
 from ..cluster import Cluster, resolve
 from ..cluster_spec import ClusterSpec
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ResolutionError
 from ..exchange import Exchange
 from .base import ClusterResolver, format_master_url
 
@@ -21,6 +22,17 @@ __all__ = ["SlurmClusterResolver"]
 def _check_gpu_count(name: str, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ConfigurationError(f"{name}={value!r} must be a whole number >= 0 (0 means no GPU)")
+
+
+def _check_own_port(node: str, address: str) -> None:
+    host, _, port = address.rpartition(":")
+    if port_in_use(host, int(port)):
+        raise ResolutionError(
+            f"port {port} on {node} is already in use, probably by another job sharing the node; "
+            "its servers would answer this job's tasks",
+            "choose another port_base (or SLURM_RESOLVER_PORT_BASE), use slurm_resolver.bootstrap() "
+            "which binds free ports, or pass check_port=False if this job's own server holds it",
+        )
 
 
 class SlurmClusterResolver(ClusterResolver):
@@ -37,13 +49,17 @@ class SlurmClusterResolver(ClusterResolver):
         rpc_layer: protocol of :meth:`master` URLs.
         environ: variables to read instead of ``os.environ`` (keyword only).
         exchange: ``'auto'``, ``'mpi'``, ``'none'`` or an Exchange (keyword only).
+        check_port: fail when the calling task's port is already taken on its node,
+            typically by another job sharing the node (keyword only). TensorFlow does
+            not check, and a worker may then run its ops on another job's server.
     """
 
     def __init__(self, jobs: Mapping[str, int] | Sequence[str] | None = None, port_base: int | None = 8888,
                  gpus_per_node: int | None = None, gpus_per_task: int | None = None,
                  tasks_per_node: int | Mapping[str, int] | None = None, auto_set_gpu: bool = True,
                  rpc_layer: str | None = "grpc", *, environ: Mapping[str, str] | None = None,
-                 exchange: str | Exchange | None = None, timeout: float = 60.0) -> None:
+                 exchange: str | Exchange | None = None, timeout: float = 60.0,
+                 check_port: bool = True) -> None:
         _check_gpu_count("gpus_per_node", gpus_per_node)
         _check_gpu_count("gpus_per_task", gpus_per_task)
         self._gpus_per_node = gpus_per_node
@@ -54,6 +70,8 @@ class SlurmClusterResolver(ClusterResolver):
                                 tasks_per_node=tasks_per_node, exchange=exchange, timeout=timeout)
         self._spec = self._cluster.spec()
         me = self._cluster.me
+        if check_port and me is not None and self._cluster.launcher not in ("batch", "salloc", "single"):
+            _check_own_port(me.node, me.address)
         self._task_type = me.job if me else None
         self._task_id = me.index if me else None
 

@@ -78,7 +78,8 @@ class TFConfigClusterResolver(ClusterResolver):
     def task_type(self) -> str | None:
         if self._task_type is not None:
             return self._task_type
-        return self._config().get("task", {}).get("type")
+        kind = self._config().get("task", {}).get("type")
+        return None if kind is None else str(kind)
 
     @task_type.setter
     def task_type(self, task_type: str | None) -> None:
@@ -88,7 +89,8 @@ class TFConfigClusterResolver(ClusterResolver):
     def task_id(self) -> int | None:
         if self._task_id is not None:
             return self._task_id
-        return self._config().get("task", {}).get("index")
+        index = self._config().get("task", {}).get("index")
+        return None if index is None else int(index)
 
     @task_id.setter
     def task_id(self, task_id: int | None) -> None:

@@ -16,11 +16,18 @@ PREFIXES = ("SLURM", "OMPI_COMM_WORLD_", "PMI_", "PMIX_RANK", "PMIX_NAMESPACE", 
             "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES")
 SKIP = ("SLURM_CONF", "SLURM_SRUN_COMM_HOST", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_TOPOLOGY_ADDR",
         "PMI_FD", "SLURM_STEP_LAUNCHER_PORT", "SLURM_SRUN_COMM_PORT", "SLURM_TASK_PID")
-env = {k: v for k, v in os.environ.items() if k.startswith(PREFIXES) and k not in SKIP}
-env["_HOSTNAME"] = socket.gethostname()
-line = json.dumps(env, sort_keys=True)
-if len(sys.argv) > 1:
-    with open(os.path.join(sys.argv[1], f"{socket.gethostname()}-{os.getpid()}.json"), "w") as f:
-        f.write(line + "\n")
-else:
-    print(line, flush=True)
+
+
+def main() -> None:
+    env = {k: v for k, v in os.environ.items() if k.startswith(PREFIXES) and k not in SKIP}
+    env["_HOSTNAME"] = socket.gethostname()
+    line = json.dumps(env, sort_keys=True)
+    if len(sys.argv) > 1:
+        with open(os.path.join(sys.argv[1], f"{socket.gethostname()}-{os.getpid()}.json"), "w") as f:
+            f.write(line + "\n")
+    else:
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Shared fixtures: captured environments, and the real Slurm test cluster.
+
+Tests marked ``slurm`` use the cluster started by ``tests/cluster/testcluster``. They are
+never skipped: if the cluster cannot start, they fail with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+TESTCLUSTER = ROOT / "tests" / "cluster" / "testcluster"
+
+
+def captured(name: str) -> list[dict[str, str]]:
+    """The environments of every task of a captured launch (tests/data/env/NAME.jsonl)."""
+    with open(DATA / "env" / f"{name}.jsonl") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> dict[str, str]:
+    """Bring the test cluster up (or reuse it); export SLURM_CONF. Fails, never skips."""
+    result = subprocess.run([str(TESTCLUSTER), "up"], capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        pytest.fail(f"the Slurm test cluster did not start:\n{result.stderr[-4000:]}", pytrace=False)
+    conf = subprocess.run([str(TESTCLUSTER), "env"], capture_output=True, text=True).stdout.split("=", 1)[1].strip()
+    os.environ["SLURM_CONF"] = conf
+    return {"SLURM_CONF": conf}
+
+
+def sbatch_wait(script: Path, *args: str, timeout: float = 120) -> None:
+    """Submit ``script`` and wait for the job to end (polling faster than ``sbatch --wait``)."""
+    import time
+
+    out = subprocess.run(["sbatch", "--parsable", *args, str(script)], capture_output=True, text=True, check=True)
+    job = out.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True).stdout
+        if not state.strip():
+            return
+        time.sleep(0.25)
+    subprocess.run(["scancel", job], capture_output=True)
+    raise AssertionError(f"job {job} did not end within {timeout} s")
+
+
+@pytest.fixture
+def run_tasks(slurm_cluster: dict[str, str], tmp_path: Path) -> Callable[..., list[dict[str, Any]]]:
+    """Run a Python snippet under a Slurm command; return each task's JSON line, sorted by rank.
+
+    The snippet runs as ``python -c`` with this interpreter; every line it prints that
+    starts with ``{`` is collected.
+    """
+
+    def run(launcher: list[str], code: str, timeout: float = 120, check: bool = True) -> list[dict[str, Any]]:
+        script = tmp_path / "task.py"
+        script.write_text(code)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.run([*launcher, sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=tmp_path)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(launcher)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        rows.sort(key=lambda r: r.get("truth_rank", r.get("rank") or 0))
+        run.last = proc  # type: ignore[attr-defined]
+        return rows
+
+    return run

@@ -1,0 +1,172 @@
+"""Resolution of captured launches: every task agrees on the cluster and sits where Slurm put it."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from slurm_resolver.cluster import Cluster, resolve
+from slurm_resolver.errors import AddressError, ConfigurationError, PlacementError, ResolutionError
+from slurm_resolver.exchange import LocalExchange
+
+from .conftest import captured
+
+
+def always(_: str) -> bool:
+    return True
+
+
+def truth_rank(env: dict[str, str]) -> int:
+    return int(env.get("OMPI_COMM_WORLD_RANK", env.get("SLURM_PROCID", "0")))
+
+
+def resolve_all(envs: list[dict[str, str]], **kwargs: Any) -> list[Cluster]:
+    return [resolve(e, resolves=always, **kwargs) for e in envs]
+
+
+STEP_CASES = ["srun_N3_n6", "srun_N2_n4_cyclic", "srun_N2_ntasks_per_node2", "srun_N2_ntasks_per_node2_cyclic",
+              "srun_plane2", "srun_pmi2", "srun_pmix", "srun_het", "sbatch_srun", "sbatch_hetjob",
+              "srun_gpus_per_task1", "srun_cpu_only"]
+
+
+@pytest.mark.parametrize("case", STEP_CASES)
+def test_every_task_is_where_slurm_put_it(case: str) -> None:
+    envs = captured(case)
+    clusters = resolve_all(envs)
+    specs = {c.spec().to_json() for c in clusters}
+    assert len(specs) == 1, "tasks disagree on the cluster"
+    for env, cluster in zip(envs, clusters):
+        me = cluster.me
+        assert me is not None
+        assert cluster.rank == truth_rank(env)
+        assert me.node == env["SLURMD_NODENAME"]
+        assert me.address.split(":")[0] == env["SLURMD_NODENAME"]
+        assert me.local_rank == int(env["SLURM_LOCALID"])
+
+
+def test_cyclic_where_tensorflow_is_wrong() -> None:
+    clusters = resolve_all(captured("srun_N2_n4_cyclic"))
+    assert clusters[0].spec().as_dict() == {"worker": ["node1:8888", "node2:8888", "node1:8889", "node1:8890"]}
+
+
+def test_node9_node10_keep_slurms_order() -> None:
+    # Derived from the capture srun_N2_ntasks_per_node2 with the nodes renamed node[9-10].
+    envs = [dict(e, SLURM_STEP_NODELIST="node[9-10]", SLURM_JOB_NODELIST="node[9-10]",
+                 SLURMD_NODENAME=e["SLURMD_NODENAME"].replace("node1", "node9").replace("node2", "node10"))
+            for e in captured("srun_N2_ntasks_per_node2")]
+    clusters = resolve_all(envs)
+    assert clusters[0].spec().as_dict() == {"worker": ["node9:8888", "node9:8889", "node10:8888", "node10:8889"]}
+    assert [c.me.node for c in clusters if c.me] == ["node9", "node9", "node10", "node10"]
+
+
+def test_mpirun_ranks_exchange_their_nodes() -> None:
+    envs = captured("salloc_mpirun")
+    group = LocalExchange.group(len(envs))
+    results: list[Cluster | None] = [None] * len(envs)
+
+    def run(i: int) -> None:
+        results[i] = resolve(envs[i], exchange=group[i], resolves=always, hostname=lambda: "vm")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(envs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.rank for r in results if r] == [0, 1, 2, 3]  # not 0, 0, 0, 1 as SLURM_PROCID says
+    assert results[0] and results[0].spec().as_dict() == {
+        "worker": ["node1:8888", "node1:8889", "node1:8890", "node2:8888"]}
+
+
+def test_mpirun_without_exchange_says_how_to_fix() -> None:
+    with pytest.raises(PlacementError, match="mpirun") as info:
+        resolve(captured("salloc_mpirun")[0], exchange="none", resolves=always)
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_arbitrary_distribution_is_never_guessed() -> None:
+    env = dict(captured("srun_N2_n4_cyclic")[0], SLURM_DISTRIBUTION="arbitrary")
+    with pytest.raises(PlacementError, match="srun --mpi=pmix"):
+        resolve(env, resolves=always)
+
+
+def test_wrong_computed_placement_is_caught() -> None:
+    env = dict(captured("srun_N2_n4_cyclic")[1], SLURM_DISTRIBUTION="block")  # rank 1 is on node2
+    with pytest.raises(PlacementError, match="rank 1 runs on node2"):
+        resolve(env, resolves=always)
+
+
+def test_batch_step_is_the_jobs_view() -> None:
+    cluster = resolve(captured("sbatch_batch_step")[0], resolves=always)
+    assert cluster.launcher == "batch" and cluster.rank == 0
+    assert cluster.spec().as_dict() == {"worker": ["node1:8888", "node1:8889", "node1:8890", "node2:8888"]}
+
+
+def test_salloc_shell_is_no_task() -> None:
+    cluster = resolve(captured("salloc_shell")[0], resolves=always)
+    assert cluster.me is None and cluster.world_size == 4
+    assert cluster.describe()["task_type"] is None
+
+
+def test_single_process() -> None:
+    cluster = resolve({})
+    assert cluster.launcher == "single" and cluster.spec().as_dict() == {"worker": ["localhost:8888"]}
+
+
+def test_het_components_map_onto_jobs() -> None:
+    clusters = resolve_all(captured("srun_het"), jobs=["ps", "worker"])
+    assert clusters[0].spec().as_dict() == {"ps": ["node1:8888"],
+                                            "worker": ["node2:8888", "node2:8889", "node3:8888"]}
+    assert [(c.me.job, c.me.index) for c in clusters if c.me] == [("ps", 0), ("worker", 0), ("worker", 1),
+                                                                   ("worker", 2)]
+    batch = resolve(captured("sbatch_hetjob_batch_step")[0], jobs=["ps", "worker"], resolves=always)
+    assert batch.spec().as_dict() == {"ps": ["node1:8888"], "worker": ["node2:8888", "node3:8888"]}
+
+
+def test_jobs_packing_and_counts() -> None:
+    cluster = resolve(captured("srun_N3_n6")[4], jobs={"worker": 4, "ps": 1, "chief": 1}, resolves=always)
+    assert cluster.spec().as_dict() == {"chief": ["node1:8888"], "ps": ["node1:8889"],
+                                        "worker": ["node1:8890", "node1:8891", "node2:8888", "node3:8888"]}
+    assert (cluster.me.job, cluster.me.index) == ("worker", 2)  # type: ignore[union-attr]
+    with pytest.raises(ResolutionError, match="ask for 8 tasks, but the job has 6"):
+        resolve(captured("srun_N3_n6")[0], jobs={"ps": 2, "worker": 6}, resolves=always)
+
+
+def test_precedence_argument_over_variable_over_default() -> None:
+    env = dict(captured("srun_cpu_only")[0], SLURM_RESOLVER_PORT_BASE="9000", SLURM_RESOLVER_JOBS="ps=1,worker=1")
+    assert resolve(env, resolves=always).spec().as_dict() == {"ps": ["node1:9000"], "worker": ["node2:9000"]}
+    assert resolve(env, port_base=7000, jobs={"worker": 2}, resolves=always).me.address == "node1:7000"  # type: ignore[union-attr]
+
+
+def test_tasks_per_node_override() -> None:
+    env = captured("srun_N2_ntasks_per_node2")[0]
+    assert resolve(env, tasks_per_node={"node1": 3, "node2": 1}, resolves=always).spec().as_dict() == {
+        "worker": ["node1:8888", "node1:8889", "node1:8890", "node2:8888"]}
+    with pytest.raises(ConfigurationError, match="places 6 tasks, but the job has 4"):
+        resolve(env, tasks_per_node=3, resolves=always)
+
+
+def test_unresolvable_names_use_nodeaddr_with_one_lookup() -> None:
+    calls: list[list[str]] = []
+
+    def node_addresses(names: list[str]) -> dict[str, str]:
+        calls.append(list(names))
+        return {"node1": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3"}
+
+    cluster = resolve(captured("srun_N3_n6")[0], resolves=lambda n: False, node_addresses=node_addresses)
+    assert cluster.spec().as_dict()["worker"][0] == "10.0.0.1:8888"
+    assert cluster.spec().as_dict()["worker"][-1] == "10.0.0.3:8888"
+    assert calls == [["node1", "node2", "node3"]]
+
+
+def test_resolvable_names_make_no_slurmctld_call() -> None:
+    def forbidden(names: list[str]) -> dict[str, str]:
+        raise AssertionError("slurmctld must not be asked")
+
+    resolve(captured("srun_N3_n6")[0], resolves=always, node_addresses=forbidden)
+
+
+def test_node_without_any_address_is_named() -> None:
+    with pytest.raises(AddressError, match="node node1 has no reachable address"):
+        resolve(captured("srun_N3_n6")[0], resolves=lambda n: False, node_addresses=lambda names: {})

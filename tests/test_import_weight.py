@@ -1,0 +1,23 @@
+"""``import slurm_resolver`` stays light: nothing heavy at module level."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("grpc", "mpi4py", "pynvml", "kubernetes", "tensorflow", "torch", "jax")
+
+
+def imported_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True)
+    return {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines() if "|" in line}
+
+
+def test_import_is_light() -> None:
+    assert not imported_after("import slurm_resolver") & set(HEAVY)
+
+
+def test_resolving_stays_light() -> None:
+    code = ("import slurm_resolver as s; s.SlurmClusterResolver(environ={}).cluster_spec(); "
+            "s.TFConfigClusterResolver(environ={}).cluster_spec()")
+    assert not imported_after(code) & set(HEAVY)
