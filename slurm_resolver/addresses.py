@@ -38,6 +38,8 @@ def address_map(
             follow one scheme); if any checked name failed, they are looked up too.
         node_addresses: asks Slurm for ``NodeAddr`` (called at most once).
     """
+    if all(checked.values()):
+        return dict(zip(nodes, nodes))
     failed = [n for n in dict.fromkeys(nodes) if checked.get(n) is False]
     if failed and any(n not in checked for n in nodes):
         failed = [n for n in dict.fromkeys(nodes) if checked.get(n) is not True]

@@ -12,7 +12,11 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+from functools import cached_property
+from itertools import accumulate, chain, repeat
+from operator import add
 from typing import Any
 
 from . import addresses, launchers, packing, placement, slurmctl
@@ -43,29 +47,95 @@ class Task:
     gpus: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
 class Cluster:
-    """The resolved cluster: every task by rank, and which of them the caller is."""
+    """The resolved cluster: every task by rank, and which of them the caller is.
 
-    launcher: str
-    rank: int | None
-    nodes: tuple[str, ...]
-    jobs: tuple[str, ...]
-    indices: tuple[int, ...]
-    addresses: tuple[str, ...]
-    local_ranks: tuple[int, ...]
-    gpus: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
-    job_id: str | None = None
+    Per-rank columns (``nodes``, ``jobs``, ``indices``, ``local_ranks``) are built on first
+    use; a block layout keeps only its nodes and counts, so that :meth:`task` and
+    :meth:`spec` cost next to nothing per task.
+    """
+
+    def __init__(self, launcher: str, rank: int | None, addresses: Sequence[str],
+                 runs: Sequence[tuple[str, int]], *, hosts: Sequence[str] | None = None,
+                 block: tuple[Sequence[str], Sequence[int]] | None = None,
+                 gpus: Mapping[int, tuple[str, ...]] | None = None, job_id: str | None = None) -> None:
+        if hosts is None and block is None:
+            raise ValueError("a Cluster needs hosts per rank or a block layout")
+        self.launcher = launcher
+        self.rank = rank
+        self.addresses = tuple(addresses)
+        self.runs = tuple(runs)
+        self.gpus: Mapping[int, tuple[str, ...]] = dict(gpus or {})
+        self.job_id = job_id
+        self._hosts = None if hosts is None else tuple(hosts)
+        self._block = block
+        self._starts = None if block is None else list(accumulate(block[1], initial=0))
+
+    def __repr__(self) -> str:
+        return f"Cluster(launcher={self.launcher!r}, rank={self.rank}, world_size={self.world_size})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cluster):
+            return NotImplemented
+        return (self.launcher, self.rank, self.addresses, self.runs, self.nodes, dict(self.gpus)) == \
+            (other.launcher, other.rank, other.addresses, other.runs, other.nodes, dict(other.gpus))
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def world_size(self) -> int:
         """Number of tasks."""
-        return len(self.nodes)
+        return len(self.addresses)
+
+    def _node_and_local(self, rank: int) -> tuple[str, int]:
+        if self._hosts is not None:
+            return self._hosts[rank], self.local_ranks[rank]
+        assert self._block is not None and self._starts is not None
+        position = bisect_right(self._starts, rank) - 1
+        return self._block[0][position], rank - self._starts[position]
+
+    @cached_property
+    def nodes(self) -> tuple[str, ...]:
+        """The node of every rank."""
+        if self._hosts is not None:
+            return self._hosts
+        assert self._block is not None
+        return placement.block(*self._block)
+
+    @cached_property
+    def local_ranks(self) -> tuple[int, ...]:
+        """The index of every rank among the ranks on its node."""
+        if self._block is not None:
+            return tuple(chain.from_iterable(map(range, self._block[1])))
+        return tuple(packing.local_indices(self.nodes))
+
+    @cached_property
+    def jobs(self) -> tuple[str, ...]:
+        """The job name of every rank."""
+        return tuple(packing.assign(self.runs)[0])
+
+    @cached_property
+    def indices(self) -> tuple[int, ...]:
+        """The task index of every rank within its job."""
+        return tuple(packing.assign(self.runs)[1])
+
+    def _job_of(self, rank: int) -> tuple[str, int]:
+        first = 0
+        seen: dict[str, int] = {}
+        for job, count in self.runs:
+            if rank < first + count:
+                return job, seen.get(job, 0) + rank - first
+            seen[job] = seen.get(job, 0) + count
+            first += count
+        raise IndexError(rank)
 
     def task(self, rank: int) -> Task:
         """The task of ``rank``."""
-        return Task(rank, self.jobs[rank], self.indices[rank], self.nodes[rank], self.addresses[rank],
-                    self.local_ranks[rank], tuple(self.gpus.get(rank, ())))
+        if not 0 <= rank < self.world_size:
+            raise ValueError(f"no rank {rank} in a cluster of {self.world_size} tasks")
+        job, index = self._job_of(rank)
+        node, local = self._node_and_local(rank)
+        return Task(rank, job, index, node, self.addresses[rank], local, tuple(self.gpus.get(rank, ())))
 
     @property
     def me(self) -> Task | None:
@@ -74,18 +144,25 @@ class Cluster:
 
     def rank_of(self, job: str, index: int) -> int:
         """The rank of task ``index`` of ``job``."""
-        for rank, (j, i) in enumerate(zip(self.jobs, self.indices)):
-            if j == job and i == index:
-                return rank
+        first = 0
+        seen: dict[str, int] = {}
+        for name, count in self.runs:
+            start = seen.get(name, 0)
+            if name == job and isinstance(index, int) and start <= index < start + count:
+                return first + index - start
+            seen[name] = start + count
+            first += count
         self.spec().task_address(job, index)  # ValueError naming what exists
         raise ValueError(f"No task with index {index!r} in job {job!r}")  # pragma: no cover
 
     def spec(self) -> ClusterSpec:
         """The ClusterSpec: job names to addresses in task order."""
         grouped: dict[str, list[str]] = {}
-        for job, address in zip(self.jobs, self.addresses):
-            grouped.setdefault(job, []).append(address)
-        return ClusterSpec(grouped)
+        first = 0
+        for job, count in self.runs:
+            grouped.setdefault(job, []).extend(self.addresses[first:first + count])
+            first += count
+        return ClusterSpec._trusted(grouped)
 
     def describe(self) -> dict[str, Any]:
         """The calling task and the cluster as plain data (``slurm-resolver show --json``)."""
@@ -118,7 +195,7 @@ def _setting(name: str, explicit: Any, env: Mapping[str, str], variable: str,
 
 
 def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) -> Launch:
-    nodes = [node for node, _ in launch.layout] or [launch.node or "localhost"]
+    nodes = list(launch.nodes) or [launch.node or "localhost"]
     if isinstance(tasks_per_node, Mapping):
         unknown = set(tasks_per_node) - set(nodes)
         if unknown:
@@ -129,12 +206,11 @@ def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) ->
         counts = [tasks_per_node] * len(nodes)
     else:
         raise ConfigurationError(f"tasks_per_node={tasks_per_node!r} must be a count > 0 or a {{node: count}} dict")
-    layout = tuple(zip(nodes, counts))
     if launch.world_size is not None and sum(counts) != launch.world_size:
         raise ConfigurationError(
             f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but the job has {launch.world_size}",
             "leave tasks_per_node unset to use Slurm's layout, or make it add up")
-    return replace(launch, layout=layout, distribution="block")
+    return replace(launch, nodes=tuple(nodes), counts=tuple(counts), distribution="block")
 
 
 def _exchange(launch: Launch, mode: str | Exchange, timeout: float) -> Exchange | None:
@@ -192,15 +268,17 @@ def resolve(
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)
     if launch.launcher == "single" and tasks_per_node is None:
-        hosts: tuple[str, ...] = ("localhost",)
-        return _assemble(launch, hosts, 0, {"localhost": "localhost"}, jobs, port_base)
-    hosts_or_none = placement.compute(launch)
+        return _assemble(launch, ("localhost",), 0, {"localhost": "localhost"}, jobs, port_base)
     rank = launch.rank
+    nodes = launch.nodes
+    block = launch.world_size is not None and _block_layout(launch, launch.world_size)
+    hosts_or_none: Sequence[str] | None = None if block else placement.compute(launch)
     own = launch.node or (hostname().split(".")[0] if launch.launcher != "salloc" else None)
-    if hosts_or_none is not None:
+    hosts: Sequence[str] | None = None
+    if block or hosts_or_none is not None:
         hosts = hosts_or_none
-        placement.check_own(hosts, launch)
-        probe = own if own in hosts else hosts[0]
+        placement.check_own(launch, hosts)
+        probe = own if own in set(nodes) else nodes[0]
         checked = {probe: resolves(probe)}
     else:
         group = _exchange(launch, mode, timeout)
@@ -214,24 +292,39 @@ def resolve(
                 raise ResolutionError(f"the launcher's {what} {mine} differs from the exchange's {theirs}",
                                       "run one process per rank of the launcher")
         rank = group.rank
-    node_address = addresses.address_map(hosts, checked, node_addresses)
+    node_address = addresses.address_map(nodes if hosts is None or hosts_or_none is not None else hosts,
+                                         checked, node_addresses)
     return _assemble(launch, hosts, rank, node_address, jobs, port_base)
 
 
-def _assemble(launch: Launch, hosts: tuple[str, ...], rank: int | None, node_address: Mapping[str, str],
+def _block_layout(launch: Launch, world_size: int) -> bool:
+    """Whether the ranks fill the launch's nodes in order (no per-rank host list needed)."""
+    return launch.distribution == "block" and bool(launch.counts) and sum(launch.counts) == world_size \
+        and len(set(launch.nodes)) == len(launch.counts)
+
+
+def _assemble(launch: Launch, hosts: Sequence[str] | None, rank: int | None, node_address: Mapping[str, str],
               jobs: Jobs, port_base: int) -> Cluster:
-    assigned = packing.assign(jobs, len(hosts), launch.components)
-    ports = packing.ports(hosts, port_base)
-    local = tuple(p - port_base for p in ports)
-    if rank is not None and not 0 <= rank < len(hosts):
-        raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {len(hosts)} tasks")
-    return Cluster(
-        launcher=launch.launcher,
-        rank=rank,
-        nodes=hosts,
-        jobs=tuple(j for j, _ in assigned),
-        indices=tuple(i for _, i in assigned),
-        addresses=tuple(f"{node_address[h]}:{p}" for h, p in zip(hosts, ports)),
-        local_ranks=local,
-        job_id=launch.job_id,
-    )
+    """The cluster; a block layout takes a bulk path with no per-task Python work."""
+    world_size = len(hosts) if hosts is not None else sum(launch.counts)
+    if rank is not None and not 0 <= rank < world_size:
+        raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {world_size} tasks")
+    job_runs = packing.runs(jobs, world_size, launch.components)
+    if hosts is None or _block_layout(launch, world_size):
+        counts = launch.counts
+        most = max(counts)
+        packing.check_port_base(port_base, most)
+        suffixes = [f":{port_base + i}" for i in range(most)]
+        node_addrs = list(map(node_address.__getitem__, launch.nodes))
+        if min(counts) == most:  # uniform: one C-level pass per local index
+            addresses: list[str] = [""] * world_size
+            for i, suffix in enumerate(suffixes):
+                addresses[i::most] = list(map(add, node_addrs, repeat(suffix, len(node_addrs))))
+        else:
+            addresses = [a + p for a, c in zip(node_addrs, counts) for p in suffixes[:c]]
+        return Cluster(launch.launcher, rank, addresses, job_runs, block=(launch.nodes, counts),
+                       job_id=launch.job_id)
+    local = packing.local_indices(hosts)
+    packing.check_port_base(port_base, max(local) + 1)
+    addresses = [f"{node_address[h]}:{port_base + i}" for h, i in zip(hosts, local)]
+    return Cluster(launch.launcher, rank, addresses, job_runs, hosts=hosts, job_id=launch.job_id)

@@ -43,6 +43,11 @@ def _tasks_of(job: object, tasks: object) -> dict[int, str]:
     return dict(sorted(result.items()))
 
 
+def _dense(tasks: dict[int, str]) -> list[str] | dict[int, str]:
+    """A list where the indices are 0..n-1 (TensorFlow's dense job), else the dict."""
+    return list(tasks.values()) if tasks and max(tasks) + 1 == len(tasks) else tasks
+
+
 class ClusterSpec:
     """Represents a cluster as a set of jobs, each a set of tasks with an address.
 
@@ -62,9 +67,11 @@ class ClusterSpec:
 
     def __init__(self, cluster: Any) -> None:
         if isinstance(cluster, ClusterSpec):
-            jobs = {name: dict(tasks) for name, tasks in cluster._jobs.items()}
-        elif isinstance(cluster, Mapping):
-            jobs = {}
+            self._jobs: dict[str, list[str] | dict[int, str]] = {
+                name: tasks.copy() for name, tasks in cluster._jobs.items()}
+            return
+        if isinstance(cluster, Mapping):
+            jobs: dict[str, dict[int, str]] = {}
             for name, tasks in cluster.items():
                 if isinstance(name, bytes):
                     name = name.decode()
@@ -72,7 +79,7 @@ class ClusterSpec:
                     raise TypeError(f"Job name {name!r} must be bytes or unicode")
                 jobs[name] = _tasks_of(name, tasks)
         elif hasattr(cluster, "as_dict") and callable(cluster.as_dict):  # TensorFlow's ClusterSpec
-            jobs = ClusterSpec(cluster.as_dict())._jobs
+            jobs = {name: _tasks_of(name, tasks) for name, tasks in cluster.as_dict().items()}
         elif hasattr(cluster, "job"):  # a TensorFlow ClusterDef
             jobs = {j.name: dict(sorted(j.tasks.items())) for j in cluster.job}
         else:
@@ -80,21 +87,31 @@ class ClusterSpec:
                 "`cluster` must be a dictionary mapping one or more job names to lists of "
                 "network addresses, or a `ClusterDef` protocol buffer"
             )
-        self._jobs: dict[str, dict[int, str]] = dict(sorted(jobs.items()))
+        self._jobs = {name: _dense(tasks) for name, tasks in sorted(jobs.items())}
+
+    @classmethod
+    def _trusted(cls, jobs: Mapping[str, list[str]]) -> ClusterSpec:
+        """A spec from dense lists of address strings that are known to be valid (no copy)."""
+        spec = cls.__new__(cls)
+        spec._jobs = dict(sorted(jobs.items()))
+        return spec
 
     def __bool__(self) -> bool:
         return bool(self._jobs)
 
     __nonzero__ = __bool__
 
+    def _indexed(self) -> dict[str, dict[int, str]]:
+        return {n: (dict(enumerate(t)) if isinstance(t, list) else t) for n, t in self._jobs.items()}
+
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, ClusterSpec):
-            return self._jobs == other._jobs
         if isinstance(other, Mapping):
             try:
-                return self._jobs == ClusterSpec(other)._jobs
+                other = ClusterSpec(other)
             except (TypeError, ValueError):
                 return False
+        if isinstance(other, ClusterSpec):
+            return self._jobs == other._jobs or self._indexed() == other._indexed()
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
@@ -114,7 +131,7 @@ class ClusterSpec:
         """The job names, sorted."""
         return list(self._jobs)
 
-    def _job(self, job_name: str) -> dict[int, str]:
+    def _job(self, job_name: str) -> list[str] | dict[int, str]:
         try:
             return self._jobs[job_name]
         except (KeyError, TypeError):
@@ -129,22 +146,27 @@ class ClusterSpec:
 
     def task_indices(self, job_name: str) -> list[int]:
         """The sorted task indices of ``job_name``."""
-        return list(self._job(job_name))
+        job = self._job(job_name)
+        return list(range(len(job))) if isinstance(job, list) else list(job)
 
     def task_address(self, job_name: str, task_index: int) -> str:
         """The address of task ``task_index`` of ``job_name``."""
         job = self._job(job_name)
-        try:
-            return job[task_index]
-        except (KeyError, TypeError):
-            raise ValueError(
-                f"No task with index {task_index!r} in job {job_name!r} "
-                f"(indices: {', '.join(map(str, job)) or 'none'})"
-            ) from None
+        if isinstance(job, list):
+            if isinstance(task_index, int) and not isinstance(task_index, bool) and 0 <= task_index < len(job):
+                return job[task_index]
+            shown = {0: "none", 1: "0"}.get(len(job), f"0-{len(job) - 1}")
+        else:
+            if task_index in job:
+                return job[task_index]
+            shown = ", ".join(map(str, job)) or "none"
+        raise ValueError(f"No task with index {task_index!r} in job {job_name!r} (indices: {shown})")
 
     def job_tasks(self, job_name: str) -> list[str | None]:
         """The addresses of ``job_name`` by index; gaps of a sparse job are ``None``."""
         job = self._job(job_name)
+        if isinstance(job, list):
+            return list(job)
         if not job:
             return []
         tasks: list[str | None] = [None] * (max(job) + 1)
@@ -154,15 +176,8 @@ class ClusterSpec:
 
     def as_dict(self) -> dict[str, list[str] | dict[int, str]]:
         """Jobs to lists of addresses, or to index dicts where a job is sparse."""
-        result: dict[str, list[str] | dict[int, str]] = {}
-        for name, job in self._jobs.items():
-            if not job:
-                result[name] = {}
-            elif max(job) + 1 == len(job):
-                result[name] = list(job.values())
-            else:
-                result[name] = dict(job)
-        return result
+        return {name: (list(job) if isinstance(job, list) else dict(job)) if job else {}
+                for name, job in self._jobs.items()}
 
     def to_json(self) -> str:
         """The ``cluster`` member of TF_CONFIG, as JSON text."""

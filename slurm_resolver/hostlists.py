@@ -32,12 +32,12 @@ def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
     if not text or not text.strip():
         raise EnvironmentVariableError(variable, text, "a host list such as node[1-4]")
     try:
-        hosts = _hostlist.expand_hostlist(text.strip())
+        hosts = _hostlist.expand_hostlist(text.strip(), allow_duplicates=True)
     except (_hostlist.BadHostlist, ValueError, TypeError, RecursionError, OverflowError) as exc:
         raise EnvironmentVariableError(
             variable, text, f"a host list such as node[1-4],gpu[01-02] ({exc})"
         ) from None
-    if not hosts or len(hosts) > _MAX_HOSTS or any(not h for h in hosts):
+    if not hosts or len(hosts) > _MAX_HOSTS or "" in hosts:
         raise EnvironmentVariableError(variable, text, f"between 1 and {_MAX_HOSTS} host names")
     return tuple(hosts)
 

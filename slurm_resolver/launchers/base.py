@@ -18,7 +18,8 @@ class Launch:
         launcher: name of the plugin that resolved it.
         world_size: number of tasks; None when only an MPI exchange can tell (PMIx).
         rank: rank of the calling process; None when it is not a task (salloc shell).
-        layout: ``(node, tasks)`` pairs in Slurm's order; empty when unknown.
+        nodes: the nodes in Slurm's order; empty when unknown.
+        counts: tasks on each of ``nodes`` (0 where only an exchange can tell).
         node: the calling task's node name; None to ask the operating system.
         local_rank: rank among the tasks on the same node, when the launcher gives it.
         distribution: Slurm's distribution (``block``, ``cyclic``, ``plane=2``,
@@ -31,13 +32,19 @@ class Launch:
     launcher: str
     world_size: int | None
     rank: int | None
-    layout: tuple[tuple[str, int], ...] = ()
+    nodes: tuple[str, ...] = ()
+    counts: tuple[int, ...] = ()
     node: str | None = None
     local_rank: int | None = None
     distribution: str = "block"
     components: tuple[int, ...] = ()
     job_id: str | None = None
     mpi: bool = False
+
+    @property
+    def layout(self) -> tuple[tuple[str, int], ...]:
+        """``(node, tasks)`` pairs in Slurm's order."""
+        return tuple(zip(self.nodes, self.counts))
 
 
 class Launcher(abc.ABC):

@@ -28,12 +28,13 @@ def _mpi_launch(env: Mapping[str, str], name: str, rank_var: str, size_var: str 
     size = read_int(env, size_var, minimum=1) if size_var and size_var in env else None
     if size is not None and rank >= size:
         raise EnvironmentVariableError(rank_var, env[rank_var], f"a rank below {size_var}={size}")
-    layout: tuple[tuple[str, int], ...] = ()
+    nodes: tuple[str, ...] = ()
     if "SLURM_JOB_ID" in env and ("SLURM_JOB_NODELIST" in env or "SLURM_NODELIST" in env) \
             and "SLURM_TASKS_PER_NODE" in env:
-        layout = tuple((node, 0) for node, _ in job_layout(env)[0])
+        nodes = job_layout(env)[0][0]
     return Launch(
-        launcher=name, world_size=size, rank=rank, layout=layout, node=env.get("SLURMD_NODENAME"),
+        launcher=name, world_size=size, rank=rank, nodes=nodes, counts=(0,) * len(nodes),
+        node=env.get("SLURMD_NODENAME"),
         local_rank=optional_int(env, local_var) if local_var else None, distribution="unknown",
         job_id=env.get("SLURM_JOB_ID"), mpi=True,
     )

@@ -21,8 +21,11 @@ def _group(env: Mapping[str, str], name: str, index: int) -> tuple[str, str] | N
     return None
 
 
-def layout_of(env: Mapping[str, str], nodes_var: str, counts_var: str) -> tuple[tuple[str, int], ...]:
-    """``(node, tasks)`` pairs from a host list and a compressed count list."""
+Layout = tuple[tuple[str, ...], tuple[int, ...]]
+
+
+def layout_of(env: Mapping[str, str], nodes_var: str, counts_var: str) -> Layout:
+    """Nodes and their task counts, from a host list and a compressed count list."""
     nodes = expand(require(env, nodes_var), nodes_var)
     counts = expand_counts(require(env, counts_var), counts_var)
     if len(nodes) != len(counts):
@@ -30,7 +33,7 @@ def layout_of(env: Mapping[str, str], nodes_var: str, counts_var: str) -> tuple[
             counts_var, env[counts_var],
             f"one count per node of {nodes_var}={env[nodes_var]!r} ({len(nodes)} nodes, {len(counts)} counts)",
         )
-    return tuple(zip(nodes, counts))
+    return nodes, counts
 
 
 def het_size(env: Mapping[str, str]) -> int:
@@ -41,30 +44,32 @@ def het_size(env: Mapping[str, str]) -> int:
     return 0
 
 
-def job_layout(env: Mapping[str, str]) -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
+def job_layout(env: Mapping[str, str]) -> tuple[Layout, tuple[int, ...]]:
     """The whole job's layout and its het components' task counts (the batch step's view)."""
     size = het_size(env)
     if size == 0:
         nodes_var = "SLURM_JOB_NODELIST" if "SLURM_JOB_NODELIST" in env else "SLURM_NODELIST"
         return layout_of(env, nodes_var, "SLURM_TASKS_PER_NODE"), ()
-    layout: list[tuple[str, int]] = []
+    nodes: list[str] = []
+    counts: list[int] = []
     components: list[int] = []
     for index in range(size):
-        nodes = _group(env, "SLURM_JOB_NODELIST", index)
-        counts = _group(env, "SLURM_TASKS_PER_NODE", index)
-        if nodes is None or counts is None:
+        found_nodes = _group(env, "SLURM_JOB_NODELIST", index)
+        found_counts = _group(env, "SLURM_TASKS_PER_NODE", index)
+        if found_nodes is None or found_counts is None:
             raise EnvironmentVariableError(
                 f"SLURM_JOB_NODELIST_HET_GROUP_{index}", None,
                 f"a host list for component {index} of {size} (SLURM_HET_SIZE={size})",
                 "resolve heterogeneous jobs from their batch step or an srun step",
             )
-        part = layout_of(env, nodes[0], counts[0])
-        layout.extend(part)
-        components.append(sum(c for _, c in part))
-    return tuple(layout), tuple(components)
+        part_nodes, part_counts = layout_of(env, found_nodes[0], found_counts[0])
+        nodes.extend(part_nodes)
+        counts.extend(part_counts)
+        components.append(sum(part_counts))
+    return (tuple(nodes), tuple(counts)), tuple(components)
 
 
-def het_components(env: Mapping[str, str], layout: tuple[tuple[str, int], ...]) -> tuple[int, ...]:
+def het_components(env: Mapping[str, str], layout: Layout) -> tuple[int, ...]:
     """Tasks of each het component in a step's layout, from each component's node list.
 
     The tasks of a heterogeneous step are numbered component by component; a component's
@@ -88,7 +93,7 @@ def het_components(env: Mapping[str, str], layout: tuple[tuple[str, int], ...]) 
                 )
             owner[node] = index
     components = [0] * size
-    for node, count in layout:
+    for node, count in zip(*layout):
         if node not in owner:
             raise ResolutionError(f"step node {node} belongs to no het component",
                                   "check SLURM_JOB_NODELIST_HET_GROUP_<n>")
@@ -123,7 +128,7 @@ class SrunStep(Launcher):
     def resolve(cls, env: Mapping[str, str]) -> Launch:
         rank = read_int(env, "SLURM_PROCID")
         layout = layout_of(env, "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")
-        total = sum(c for _, c in layout)
+        total = sum(layout[1])
         world = optional_int(env, "SLURM_STEP_NUM_TASKS", 1)
         if world is None:
             world = total
@@ -134,7 +139,7 @@ class SrunStep(Launcher):
         if rank >= world:
             raise EnvironmentVariableError("SLURM_PROCID", env["SLURM_PROCID"], f"a rank below the {world} tasks of the step")
         return Launch(
-            launcher=cls.name, world_size=world, rank=rank, layout=layout,
+            launcher=cls.name, world_size=world, rank=rank, nodes=layout[0], counts=layout[1],
             node=env.get("SLURMD_NODENAME"), local_rank=optional_int(env, "SLURM_LOCALID"),
             distribution=_distribution(env),
             components=het_components(env, layout), job_id=env.get("SLURM_JOB_ID"),
@@ -156,7 +161,7 @@ class BatchStep(Launcher):
     def resolve(cls, env: Mapping[str, str]) -> Launch:
         layout, components = job_layout(env)
         return Launch(
-            launcher=cls.name, world_size=sum(c for _, c in layout), rank=0, layout=layout,
+            launcher=cls.name, world_size=sum(layout[1]), rank=0, nodes=layout[0], counts=layout[1],
             node=env.get("SLURMD_NODENAME"), local_rank=0, distribution="block",
             components=components, job_id=env.get("SLURM_JOB_ID"),
         )
@@ -176,6 +181,6 @@ class SallocShell(Launcher):
     def resolve(cls, env: Mapping[str, str]) -> Launch:
         layout, components = job_layout(env)
         return Launch(
-            launcher=cls.name, world_size=sum(c for _, c in layout), rank=None, layout=layout,
+            launcher=cls.name, world_size=sum(layout[1]), rank=None, nodes=layout[0], counts=layout[1],
             distribution="block", components=components, job_id=env.get("SLURM_JOB_ID"),
         )
