@@ -17,12 +17,19 @@ from .errors import SlurmResolverError
 __all__ = ["main", "build_parser"]
 
 
+def _gpus(ids: tuple[str, ...] | None, count: int) -> str:
+    if ids is None:
+        return f"{count} bound by Slurm"
+    return ",".join(ids) or "-"
+
+
 def _show(args: argparse.Namespace) -> int:
-    from .cluster import resolve
     from .parsing import parse_jobs
+    from .resolvers.slurm import SlurmClusterResolver
 
     jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
-    cluster = resolve(jobs=jobs, port_base=args.port_base, exchange=args.exchange)
+    cluster = SlurmClusterResolver(jobs=jobs, port_base=args.port_base, exchange=args.exchange,
+                                   auto_set_gpu=False, check_port=False).cluster
     if args.json:
         print(json.dumps(cluster.describe(), sort_keys=True))
         return 0
@@ -34,7 +41,7 @@ def _show(args: argparse.Namespace) -> int:
     for rank in range(cluster.world_size):
         t = cluster.task(rank)
         rows.append((str(rank) + ("*" if rank == cluster.rank else ""), t.job, str(t.index), t.node,
-                     t.address, ",".join(t.gpus) or "-"))
+                     t.address, _gpus(t.gpus, cluster.gpu_count(rank))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

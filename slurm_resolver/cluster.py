@@ -24,6 +24,7 @@ from .cluster_spec import ClusterSpec
 from .environment import snapshot
 from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
 from .exchange import Exchange, MPIExchange
+from .gpus import GpuPlan
 from .launchers.base import Launch
 from .parsing import parse_jobs, read_int
 
@@ -44,7 +45,8 @@ class Task:
     node: str
     address: str
     local_rank: int
-    gpus: tuple[str, ...] = ()
+    gpus: tuple[str, ...] | None = ()
+    """GPU ids; None where Slurm bound them on another task and only their count is known."""
 
 
 class Cluster:
@@ -57,16 +59,15 @@ class Cluster:
 
     def __init__(self, launcher: str, rank: int | None, addresses: Sequence[str],
                  runs: Sequence[tuple[str, int]], *, hosts: Sequence[str] | None = None,
-                 block: tuple[Sequence[str], Sequence[int]] | None = None,
-                 gpus: Mapping[int, tuple[str, ...]] | None = None, job_id: str | None = None) -> None:
+                 block: tuple[Sequence[str], Sequence[int]] | None = None, job_id: str | None = None) -> None:
         if hosts is None and block is None:
             raise ValueError("a Cluster needs hosts per rank or a block layout")
         self.launcher = launcher
         self.rank = rank
         self.addresses = tuple(addresses)
         self.runs = tuple(runs)
-        self.gpus: Mapping[int, tuple[str, ...]] = dict(gpus or {})
         self.job_id = job_id
+        self.gpu_plan: GpuPlan | None = None
         self._hosts = None if hosts is None else tuple(hosts)
         self._block = block
         self._starts = None if block is None else list(accumulate(block[1], initial=0))
@@ -77,8 +78,8 @@ class Cluster:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Cluster):
             return NotImplemented
-        return (self.launcher, self.rank, self.addresses, self.runs, self.nodes, dict(self.gpus)) == \
-            (other.launcher, other.rank, other.addresses, other.runs, other.nodes, dict(other.gpus))
+        return (self.launcher, self.rank, self.addresses, self.runs, self.nodes) == \
+            (other.launcher, other.rank, other.addresses, other.runs, other.nodes)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -119,6 +120,10 @@ class Cluster:
         """The task index of every rank within its job."""
         return tuple(packing.assign(self.runs)[1])
 
+    def job_of(self, rank: int) -> str:
+        """The job name of ``rank``."""
+        return self._job_of(rank)[0]
+
     def _job_of(self, rank: int) -> tuple[str, int]:
         first = 0
         seen: dict[str, int] = {}
@@ -135,7 +140,20 @@ class Cluster:
             raise ValueError(f"no rank {rank} in a cluster of {self.world_size} tasks")
         job, index = self._job_of(rank)
         node, local = self._node_and_local(rank)
-        return Task(rank, job, index, node, self.addresses[rank], local, tuple(self.gpus.get(rank, ())))
+        gpus = self.gpu_plan.ids(rank) if self.gpu_plan else ()
+        return Task(rank, job, index, node, self.addresses[rank], local, gpus)
+
+    def local_group(self, rank: int) -> tuple[str, Sequence[int]]:
+        """The node of ``rank`` and every rank on that node, in local-rank order."""
+        if self._block is not None and self._starts is not None:
+            position = bisect_right(self._starts, rank) - 1
+            return self._block[0][position], range(self._starts[position], self._starts[position + 1])
+        node = self.nodes[rank]
+        return node, [r for r, n in enumerate(self.nodes) if n == node]
+
+    def gpu_count(self, rank: int) -> int:
+        """How many GPUs ``rank`` has (exact on the caller's node)."""
+        return self.gpu_plan.count(rank) if self.gpu_plan else 0
 
     @property
     def me(self) -> Task | None:
@@ -175,7 +193,7 @@ class Cluster:
             "node": me.node if me else None,
             "address": me.address if me else None,
             "cluster": self.spec().as_dict(),
-            "gpus": list(me.gpus) if me else [],
+            "gpus": list(me.gpus or ()) if me else [],
             "launcher": self.launcher,
         }
 

@@ -44,6 +44,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_STEP_GPUS", "Slurm (GRES)", "GPU indices bound to the step on this node"),
     Variable("SLURM_JOB_GPUS", "Slurm (GRES)", "GPU indices bound to the job on this node"),
     Variable("GPU_DEVICE_ORDINAL", "Slurm (GRES)", "GPU indices bound to the task"),
+    Variable("SLURMD_TRES_BIND", "Slurm (--gpus-per-task)", "gpu:per_task:N means Slurm bound each task's GPUs"),
+    Variable("SLURM_GPU_BIND", "Slurm (--gpu-bind)", "single, map_gpu or mask_gpu mean Slurm bound each task's GPUs"),
+    Variable("SLURM_GPUS_PER_TASK", "Slurm (--gpus-per-task)", "GPUs bound to each task"),
+    Variable("SLURM_DIST_PLANESIZE", "Slurm (-m plane=N)", "plane size of the plane distribution"),
     Variable("CUDA_VISIBLE_DEVICES", "Slurm (GRES) or user", "GPUs the task may use: indices or GPU-/MIG- UUIDs"),
     Variable("OMPI_COMM_WORLD_RANK", "Open MPI mpirun", "rank; wins over SLURM_PROCID"),
     Variable("OMPI_COMM_WORLD_SIZE", "Open MPI mpirun", "number of ranks"),
@@ -59,7 +63,7 @@ VARIABLES: tuple[Variable, ...] = (
 )
 
 PREFIXES: tuple[str, ...] = (
-    "SLURM_", "SLURMD_NODENAME", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
+    "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
     "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
     "GPU_DEVICE_ORDINAL", "TF_CONFIG",
 )

@@ -18,6 +18,11 @@ def test_import_is_light() -> None:
 
 
 def test_resolving_stays_light() -> None:
-    code = ("import slurm_resolver as s; s.SlurmClusterResolver(environ={}).cluster_spec(); "
+    # With CUDA_VISIBLE_DEVICES set, NVML is not consulted either.
+    code = ("import slurm_resolver as s; s.SlurmClusterResolver(environ={'CUDA_VISIBLE_DEVICES': '0'}).cluster_spec(); "
             "s.TFConfigClusterResolver(environ={}).cluster_spec()")
     assert not imported_after(code) & set(HEAVY)
+
+
+def test_nvml_is_consulted_only_without_gpu_variables() -> None:
+    assert "pynvml" in imported_after("import slurm_resolver as s; s.SlurmClusterResolver(environ={})")

@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import gpus
 from ..addresses import port_in_use
+from ..environment import export, snapshot
+from ..gpus import GpuPlan
 from ..cluster import Cluster, resolve
 from ..cluster_spec import ClusterSpec
 from ..errors import ConfigurationError, ResolutionError
@@ -17,6 +20,16 @@ from ..exchange import Exchange
 from .base import ClusterResolver, format_master_url
 
 __all__ = ["SlurmClusterResolver"]
+
+
+def _nvml_ids(env: Mapping[str, str]) -> list[str] | None:
+    """NVML's GPUs as UUIDs (MIG instances where enabled), only when Slurm and CUDA say nothing."""
+    if any(name in env for name in gpus.SOURCES):
+        return None
+    from .. import nvml
+
+    found = nvml.devices()
+    return None if found is None else [u for d in found for u in (d.mig or (d.uuid,))]
 
 
 def _check_gpu_count(name: str, value: int | None) -> None:
@@ -43,9 +56,11 @@ class SlurmClusterResolver(ClusterResolver):
             does), a list of names (one job per heterogeneous-job component), or None
             for every task a ``worker``.
         port_base: first port on each node; a node's tasks take consecutive ports.
-        gpus_per_node, gpus_per_task: GPUs of each node and of each task (0 for none).
+        gpus_per_node: GPUs of each node to use (default: all the task can see).
+        gpus_per_task: GPUs of each task: a count, or per job name such as
+            ``{'ps': 0, 'worker': 2}`` (default: the node's GPUs split evenly).
         tasks_per_node: overrides Slurm's layout: a count, or ``{node: count}``.
-        auto_set_gpu: write the calling task's ``CUDA_VISIBLE_DEVICES``.
+        auto_set_gpu: write the calling task's ``CUDA_VISIBLE_DEVICES`` (in Slurm's form).
         rpc_layer: protocol of :meth:`master` URLs.
         environ: variables to read instead of ``os.environ`` (keyword only).
         exchange: ``'auto'``, ``'mpi'``, ``'none'`` or an Exchange (keyword only).
@@ -55,21 +70,30 @@ class SlurmClusterResolver(ClusterResolver):
     """
 
     def __init__(self, jobs: Mapping[str, int] | Sequence[str] | None = None, port_base: int | None = 8888,
-                 gpus_per_node: int | None = None, gpus_per_task: int | None = None,
+                 gpus_per_node: int | None = None, gpus_per_task: int | Mapping[str, int] | None = None,
                  tasks_per_node: int | Mapping[str, int] | None = None, auto_set_gpu: bool = True,
                  rpc_layer: str | None = "grpc", *, environ: Mapping[str, str] | None = None,
                  exchange: str | Exchange | None = None, timeout: float = 60.0,
                  check_port: bool = True) -> None:
         _check_gpu_count("gpus_per_node", gpus_per_node)
-        _check_gpu_count("gpus_per_task", gpus_per_task)
+        if not isinstance(gpus_per_task, Mapping):
+            _check_gpu_count("gpus_per_task", gpus_per_task)
         self._gpus_per_node = gpus_per_node
         self._gpus_per_task = gpus_per_task
         self._auto_set_gpu = auto_set_gpu
         self._rpc_layer = rpc_layer
-        self._cluster = resolve(environ, jobs=jobs, port_base=None if port_base == 8888 else port_base,
+        env = snapshot(environ)
+        self._cluster = resolve(env, jobs=jobs, port_base=None if port_base == 8888 else port_base,
                                 tasks_per_node=tasks_per_node, exchange=exchange, timeout=timeout)
+        self._cluster.gpu_plan = GpuPlan(gpus.visible(env, _nvml_ids(env)), self._cluster.rank,
+                                         self._cluster.local_group, self._cluster.job_of,
+                                         per_task=gpus_per_task, per_node=gpus_per_node)
         self._spec = self._cluster.spec()
         me = self._cluster.me
+        if auto_set_gpu and me is not None and me.gpus is not None and self._cluster.gpu_plan.visible.ids \
+                and self._cluster.launcher != "salloc":
+            if environ is None or isinstance(environ, dict):  # a read-only mapping is left alone
+                export({"CUDA_VISIBLE_DEVICES": gpus.format_devices(me.gpus)}, overwrite=True, environ=environ)
         if check_port and me is not None and self._cluster.launcher not in ("batch", "salloc", "single"):
             _check_own_port(me.node, me.address)
         self._task_type = me.job if me else None
@@ -105,5 +129,5 @@ class SlurmClusterResolver(ClusterResolver):
         task_id = task_id if task_id is not None else self.task_id
         if task_type is None or task_id is None:
             return {}
-        count = len(self._cluster.task(self._cluster.rank_of(task_type, task_id)).gpus)
+        count = self._cluster.gpu_count(self._cluster.rank_of(task_type, task_id))
         return {"GPU": count} if count else {}

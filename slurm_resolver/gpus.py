@@ -1,0 +1,188 @@
+"""GPUs per task, starting from what the task can see and respecting what Slurm bound.
+
+Rules, in order:
+
+1. The GPUs a task may use are ``CUDA_VISIBLE_DEVICES`` when set (indices, ``GPU-`` and
+   ``MIG-`` UUIDs; ``''`` and ``NoDevFiles`` mean none), else ``SLURM_STEP_GPUS``,
+   ``SLURM_JOB_GPUS`` or ``GPU_DEVICE_ORDINAL``, else NVML's devices, else none.
+2. A task that Slurm bound to its own GPUs (``--gpus-per-task``, ``--gpu-bind``) keeps
+   exactly those.
+3. Otherwise the node's visible GPUs are split among its local tasks in local-rank order:
+   ``gpus_per_task`` each (an int, or per job name, e.g. ``{'ps': 0, 'worker': 2}``), by
+   default an even split. A task never receives another task's GPUs; asking for more
+   than the node has is an error stating both numbers.
+
+Ids keep the form Slurm used: indices stay Slurm's indices, UUIDs stay UUIDs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigurationError, EnvironmentVariableError, ResolutionError
+
+__all__ = ["Visible", "GpuPlan", "parse_devices", "format_devices", "visible", "split", "bound_per_task"]
+
+_NONE = {"", "NoDevFiles"}
+_ID = re.compile(r"^(\d{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
+SOURCES = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL")
+
+
+@dataclass(frozen=True)
+class Visible:
+    """The GPUs a task can see, where that came from, and whether Slurm bound them to it."""
+
+    ids: tuple[str, ...]
+    source: str
+    bound: bool = False
+
+
+def parse_devices(text: str, variable: str = "CUDA_VISIBLE_DEVICES") -> tuple[str, ...]:
+    """Parse a device list; the inverse of :func:`format_devices`.
+
+    >>> parse_devices("0,2")
+    ('0', '2')
+    >>> parse_devices("GPU-8d1e3f3a-1c2b-4c5d-9e8f-0a1b2c3d4e5f")
+    ('GPU-8d1e3f3a-1c2b-4c5d-9e8f-0a1b2c3d4e5f',)
+    >>> parse_devices("NoDevFiles"), parse_devices("")
+    ((), ())
+    """
+    if text.strip() in _NONE:
+        return ()
+    ids = tuple(part.strip() for part in text.split(","))
+    bad = [i for i in ids if not _ID.match(i)]
+    if bad or len(set(ids)) != len(ids):
+        raise EnvironmentVariableError(
+            variable, text, "GPU indices or GPU-/MIG- UUIDs separated by commas, each once, or '' for none",
+            f"fix or unset {variable}")
+    return ids
+
+
+def format_devices(ids: Sequence[str]) -> str:
+    """``'0,1'`` from ``('0', '1')``; ``''`` for none."""
+    return ",".join(ids)
+
+
+def bound_per_task(env: Mapping[str, str]) -> bool:
+    """Whether Slurm bound GPUs to each task itself (``--gpus-per-task``, ``--gpu-bind``)."""
+    tres = env.get("SLURMD_TRES_BIND", "") + "," + env.get("SLURM_GPU_BIND", "")
+    return "per_task" in tres or "single" in tres or "map_gpu" in tres or "mask_gpu" in tres \
+        or bool(env.get("SLURM_GPUS_PER_TASK"))
+
+
+def visible(env: Mapping[str, str], nvml_ids: Sequence[str] | None = None) -> Visible:
+    """The GPUs this task can see (rule 1), from ``env`` and, last, NVML's device ids."""
+    for name in SOURCES:
+        if name in env:
+            return Visible(parse_devices(env[name], name), name, bound_per_task(env))
+    if nvml_ids:
+        return Visible(tuple(nvml_ids), "NVML")
+    return Visible((), "none")
+
+
+def _wanted(per_task: int | Mapping[str, int] | None, job: str) -> int | None:
+    if per_task is None or isinstance(per_task, int):
+        return per_task
+    return per_task.get(job)
+
+
+def split(
+    node: str,
+    gpus: Sequence[str],
+    local_jobs: Sequence[str],
+    per_task: int | Mapping[str, int] | None = None,
+) -> list[tuple[str, ...]]:
+    """Split a node's ``gpus`` among its tasks (their job names, in local-rank order).
+
+    >>> split("n1", ["0", "1", "2", "3"], ["worker", "worker"])
+    [('0', '1'), ('2', '3')]
+    >>> split("n1", ["0", "1"], ["ps", "worker"], {"ps": 0})
+    [(), ('0', '1')]
+    """
+    wanted = [_wanted(per_task, job) for job in local_jobs]
+    if any(w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0) for w in wanted):
+        raise ConfigurationError(f"gpus_per_task={per_task!r} must give whole numbers >= 0")
+    fixed = sum(w for w in wanted if w is not None)
+    even = [i for i, w in enumerate(wanted) if w is None]
+    share = (len(gpus) - fixed) // len(even) if even and len(gpus) > fixed else 0
+    if even and gpus and share == 0:
+        raise ResolutionError(
+            f"{len(even)} tasks on {node} share {len(gpus) - fixed if len(gpus) > fixed else 0} GPUs: an even "
+            "split gives each task none",
+            "request at least one GPU per task (--gpus-per-task=1 or --gres=gpu:N), or pass gpus_per_task=0 "
+            "(or {'ps': 0, ...}) for the tasks that should run without a GPU",
+        )
+    counts = [share if w is None else w for w in wanted]
+    if sum(counts) > len(gpus):
+        raise ResolutionError(
+            f"the {len(local_jobs)} tasks on {node} request {sum(counts)} GPUs, but {node} has "
+            f"{len(gpus)} visible ({format_devices(gpus) or 'none'})",
+            "lower gpus_per_task / gpus_per_node, or ask Slurm for more GPUs (--gres=gpu:N)",
+        )
+    result, first = [], 0
+    for count in counts:
+        result.append(tuple(gpus[first:first + count]))
+        first += count
+    return result
+
+
+class GpuPlan:
+    """GPUs of every task of a cluster, computed per node on demand.
+
+    The caller's node is exact. Other nodes are taken to look like the caller's (a
+    homogeneous allocation); where Slurm bound GPUs per task, another task's ids are
+    unknown (None) and only its count is given.
+    """
+
+    def __init__(self, seen: Visible, caller: int | None, nodes_of: Any, jobs_of: Any,
+                 per_task: int | Mapping[str, int] | None = None, per_node: int | None = None) -> None:
+        self.visible = seen
+        self.caller = caller
+        self._local_group = nodes_of  # rank -> (node name, ranks on that node in local order)
+        self._job_of = jobs_of  # rank -> job name
+        self.per_task = per_task
+        self.node_gpus = self._node_gpus(per_node)
+        self._cache: dict[tuple[str, ...], list[tuple[str, ...] | None]] = {}
+
+    def _node_gpus(self, per_node: int | None) -> tuple[str, ...]:
+        ids = self.visible.ids
+        if per_node is None or self.visible.bound:
+            return ids
+        if not ids:
+            return tuple(str(i) for i in range(per_node))  # declared by the caller, as TensorFlow
+        if per_node > len(ids):
+            raise ResolutionError(
+                f"gpus_per_node={per_node}, but this node has {len(ids)} GPUs visible "
+                f"({format_devices(ids)}, from {self.visible.source})",
+                f"lower gpus_per_node to {len(ids)} or ask Slurm for more (--gres=gpu:{per_node})")
+        return ids[:per_node]
+
+    def ids(self, rank: int) -> tuple[str, ...] | None:
+        """The GPU ids of ``rank``; None where only the count is known."""
+        job = self._job_of(rank)
+        if self.visible.bound:
+            if _wanted(self.per_task, job) == 0:
+                return ()
+            return self.visible.ids if rank == self.caller else None
+        node, group = self._local_group(rank)
+        jobs = tuple(self._job_of(r) for r in group)
+        if jobs not in self._cache:
+            if self.caller is not None and self.caller in group:
+                self._cache[jobs] = list(split(node, self.node_gpus, jobs, self.per_task))  # exact: may raise
+            else:
+                try:
+                    self._cache[jobs] = list(split(node, self.node_gpus, jobs, self.per_task))
+                except ResolutionError:  # another node that does not look like the caller's
+                    self._cache[jobs] = [None] * len(jobs)
+        return self._cache[jobs][list(group).index(rank)]
+
+    def count(self, rank: int) -> int:
+        """How many GPUs ``rank`` has; where unknown, as many as the calling task."""
+        ids = self.ids(rank)
+        if ids is not None:
+            return len(ids)
+        mine = self.ids(self.caller) if self.caller is not None else None
+        return len(mine) if mine is not None else len(self.visible.ids)
