@@ -21,6 +21,7 @@ _EXPORTS = {
     "UnionClusterResolver": "resolvers.base",
     "TFConfigClusterResolver": "resolvers.tfconfig",
     "SlurmClusterResolver": "resolvers.slurm",
+    "KubernetesClusterResolver": "resolvers.kubernetes",
     "Cluster": "cluster",
     "Task": "cluster",
     "resolve": "cluster",
@@ -65,5 +66,6 @@ if TYPE_CHECKING:  # pragma: no cover
         SlurmResolverError,
     )
     from .resolvers.base import ClusterResolver, SimpleClusterResolver, UnionClusterResolver
+    from .resolvers.kubernetes import KubernetesClusterResolver
     from .resolvers.slurm import SlurmClusterResolver
     from .resolvers.tfconfig import TFConfigClusterResolver

@@ -1,6 +1,7 @@
 """ClusterSpec: job names to task addresses, with the behaviour of ``tf.train.ClusterSpec``.
 
-Jobs are kept sorted by name and tasks by index, as TensorFlow keeps them; a job may be
+Jobs keep the order they were given in and tasks are sorted by index, as TensorFlow 2.21
+keeps them; a job may be
 sparse (``{'worker': {1: 'h:2222'}}``). Unknown jobs and tasks raise ``ValueError`` with
 TensorFlow's wording, followed by what exists.
 """
@@ -58,9 +59,9 @@ class ClusterSpec:
 
     >>> spec = ClusterSpec({"worker": ["w0:2222", "w1:2222"], "ps": {1: "p1:2222"}})
     >>> spec.jobs
-    ['ps', 'worker']
+    ['worker', 'ps']
     >>> spec.as_dict()
-    {'ps': {1: 'p1:2222'}, 'worker': ['w0:2222', 'w1:2222']}
+    {'worker': ['w0:2222', 'w1:2222'], 'ps': {1: 'p1:2222'}}
     >>> spec.task_address("worker", 1)
     'w1:2222'
     """
@@ -87,13 +88,13 @@ class ClusterSpec:
                 "`cluster` must be a dictionary mapping one or more job names to lists of "
                 "network addresses, or a `ClusterDef` protocol buffer"
             )
-        self._jobs = {name: _dense(tasks) for name, tasks in sorted(jobs.items())}
+        self._jobs = {name: _dense(tasks) for name, tasks in jobs.items()}
 
     @classmethod
     def _trusted(cls, jobs: Mapping[str, list[str]]) -> ClusterSpec:
         """A spec from dense lists of address strings that are known to be valid (no copy)."""
         spec = cls.__new__(cls)
-        spec._jobs = dict(sorted(jobs.items()))
+        spec._jobs = dict(jobs)
         return spec
 
     def __bool__(self) -> bool:
@@ -128,7 +129,7 @@ class ClusterSpec:
 
     @property
     def jobs(self) -> list[str]:
-        """The job names, sorted."""
+        """The job names, in the order the cluster was given."""
         return list(self._jobs)
 
     def _job(self, job_name: str) -> list[str] | dict[int, str]:

@@ -27,7 +27,7 @@ from .errors import ConfigurationError, EnvironmentVariableError, ResolutionErro
 __all__ = ["Visible", "GpuPlan", "parse_devices", "format_devices", "visible", "split", "bound_per_task"]
 
 _NONE = {"", "NoDevFiles"}
-_ID = re.compile(r"^(\d{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
+_ID = re.compile(r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
 SOURCES = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL")
 
 

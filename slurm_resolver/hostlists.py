@@ -15,7 +15,7 @@ from .errors import EnvironmentVariableError
 
 __all__ = ["expand", "collapse", "expand_counts", "collapse_counts"]
 
-_COUNT = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+_COUNT = re.compile(r"^([0-9]{1,9})(?:\(x([0-9]{1,9})\))?$")
 _MAX_HOSTS = 1_000_000
 
 

@@ -25,7 +25,7 @@ def read_int(env: Mapping[str, str], name: str, minimum: int = 0, hint: str | No
     """
     value = require(env, name, hint)
     text = value.strip()
-    if not text.isdigit() or int(text) < minimum or len(text) > 12:
+    if not (text.isascii() and text.isdigit()) or len(text) > 12 or int(text) < minimum:
         raise EnvironmentVariableError(name, value, f"a whole number >= {minimum}", hint)
     return int(text)
 
@@ -52,7 +52,7 @@ def parse_jobs(text: str, variable: str = "--jobs") -> dict[str, int] | list[str
     jobs: dict[str, int] = {}
     for part in parts:
         name, _, count = part.partition("=")
-        if not name.strip() or not count.strip().isdigit() or name.strip() in jobs:
+        if not name.strip() or not (count.strip().isascii() and count.strip().isdigit()) or name.strip() in jobs:
             raise EnvironmentVariableError(variable, text, expected)
         jobs[name.strip()] = int(count)
     return jobs

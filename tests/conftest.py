@@ -27,6 +27,16 @@ def captured(name: str) -> list[dict[str, str]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def require(module: str) -> None:
+    """Import ``module`` or skip; in CI (CI=true) a missing module fails instead."""
+    try:
+        __import__(module)
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail(f"{module} is not installed, but CI must run this test (scripts/test installs it)")
+        pytest.skip(f"{module} is not installed")
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> dict[str, str]:
     """Bring the test cluster up (or reuse it); export SLURM_CONF. Fails, never skips."""

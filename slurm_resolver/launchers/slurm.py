@@ -107,7 +107,7 @@ def _distribution(env: Mapping[str, str]) -> str:
     first = text.replace(",", ":").split(":")[0].strip().lower() or "block"
     if first.startswith("plane"):
         size = first.partition("=")[2] or env.get("SLURM_DIST_PLANESIZE", "")
-        if not size.isdigit() or int(size) < 1:
+        if not (size.isascii() and size.isdigit()) or len(size) > 6 or int(size) < 1:
             raise EnvironmentVariableError("SLURM_DIST_PLANESIZE", env.get("SLURM_DIST_PLANESIZE"),
                                            "the plane size (a whole number >= 1) of -m plane=N")
         return f"plane={int(size)}"

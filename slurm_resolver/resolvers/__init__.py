@@ -1,5 +1,6 @@
 """The resolver family: TensorFlow's contract, for Slurm, TF_CONFIG, Kubernetes and more."""
 
+from .kubernetes import KubernetesClusterResolver
 from .base import ClusterResolver, SimpleClusterResolver, UnionClusterResolver, format_master_url
 from .slurm import SlurmClusterResolver
 from .tfconfig import TFConfigClusterResolver
@@ -9,6 +10,7 @@ __all__ = [
     "SimpleClusterResolver",
     "UnionClusterResolver",
     "TFConfigClusterResolver",
+    "KubernetesClusterResolver",
     "SlurmClusterResolver",
     "format_master_url",
 ]

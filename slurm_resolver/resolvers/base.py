@@ -105,7 +105,7 @@ class ClusterResolver(abc.ABC):
         if self.rpc_layer and self.rpc_layer != "grpc":
             config["rpc_layer"] = self.rpc_layer
         if self.environment:
-            config["environment"] = self.environment
+            config["environment"] = str(self.environment)
         return json.dumps(config)
 
     def to_tensorflow(self) -> Any:

@@ -1,8 +1,10 @@
 """TFConfigClusterResolver: the cluster and task from the ``TF_CONFIG`` variable.
 
 Behaves as TensorFlow's: TF_CONFIG is read again at every call, explicit arguments win
-over its values, and a missing ``cluster`` gives an empty ClusterSpec. Unlike TensorFlow,
-a malformed TF_CONFIG is an error that names the field and the fix.
+over its values, a missing ``cluster`` gives an empty ClusterSpec, ``session_master`` wins
+in :meth:`master`. Unlike TensorFlow, a malformed TF_CONFIG is an error that names the
+field and the fix, and ``environment`` is also read from TF_CONFIG (TensorFlow 2.21 takes
+it only from the constructor).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class TFConfigClusterResolver(ClusterResolver):
     def task_type(self) -> str | None:
         if self._task_type is not None:
             return self._task_type
-        kind = self._config().get("task", {}).get("type")
+        kind = self._config().get("task", {}).get("type")  # str() as TensorFlow
         return None if kind is None else str(kind)
 
     @task_type.setter
@@ -97,8 +99,12 @@ class TFConfigClusterResolver(ClusterResolver):
         self._task_id = task_id
 
     @property
-    def environment(self) -> str:
-        return self._environment if self._environment is not None else self._config().get("environment", "") or ""
+    def environment(self) -> str | None:  # type: ignore[override]
+        """The constructor's value, else TF_CONFIG's ``environment``, else None (as TensorFlow)."""
+        if self._environment is not None:
+            return self._environment
+        value = self._config().get("environment")
+        return None if value is None else str(value)
 
     @property
     def rpc_layer(self) -> str | None:
@@ -114,10 +120,15 @@ class TFConfigClusterResolver(ClusterResolver):
 
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
-        """The address of a task (this one by default); ``''`` when no task is known."""
+        """TF_CONFIG's ``session_master`` if set; ``''`` for a cluster of at most one task;
+        else the address of a task (this one by default), as TensorFlow."""
+        config = self._config()
+        if config.get("session_master") is not None:
+            return str(config["session_master"])
+        spec = self.cluster_spec()
+        if not spec.jobs or (len(spec.jobs) == 1 and len(spec.job_tasks(spec.jobs[0])) == 1):
+            return ""
         task_type = task_type if task_type is not None else self.task_type
         task_id = task_id if task_id is not None else self.task_id
-        if task_type is not None and task_id is not None:
-            return format_master_url(self.cluster_spec().task_address(task_type, task_id),
-                                     rpc_layer or self.rpc_layer)
-        return ""
+        rpc_layer = rpc_layer if rpc_layer is not None else self.rpc_layer
+        return format_master_url(spec.task_address(task_type, task_id), rpc_layer)  # type: ignore[arg-type]

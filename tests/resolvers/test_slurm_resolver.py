@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from slurm_resolver import SlurmClusterResolver
@@ -59,6 +59,8 @@ BASES = ["srun_N3_n6", "srun_het", "sbatch_batch_step", "sbatch_hetjob_batch_ste
 @given(base=st.sampled_from(BASES), name=st.sampled_from(READ),
        value=st.one_of(st.text(max_size=30), st.from_regex(r"-?[0-9]{0,20}(\(x[0-9]{0,3}\))?(,[0-9]{0,3})?",
                                                            fullmatch=True)))
+@example(base="srun_N3_n6", name="SLURM_PROCID", value="\u00b2")  # '²'.isdigit() but not int()
+@example(base="srun_N3_n6", name="SLURM_STEP_TASKS_PER_NODE", value="\u0664")  # Arabic-Indic four
 def test_malformed_variables_give_only_our_errors(base: str, name: str, value: str) -> None:
     env = dict(captured(base)[0], **{name: value})
     try:

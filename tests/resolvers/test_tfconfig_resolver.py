@@ -32,7 +32,7 @@ def test_arguments_override_tf_config() -> None:
 
 def test_unset_tf_config_is_an_empty_cluster() -> None:
     r = TFConfigClusterResolver(environ={})
-    assert not r.cluster_spec() and r.master() == "" and r.task_type is None and r.environment == ""
+    assert not r.cluster_spec() and r.master() == "" and r.task_type is None and r.environment is None
 
 
 def test_round_trip_through_tf_config() -> None:
