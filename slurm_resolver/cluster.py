@@ -59,7 +59,8 @@ class Cluster:
 
     def __init__(self, launcher: str, rank: int | None, addresses: Sequence[str],
                  runs: Sequence[tuple[str, int]], *, hosts: Sequence[str] | None = None,
-                 block: tuple[Sequence[str], Sequence[int]] | None = None, job_id: str | None = None) -> None:
+                 block: tuple[Sequence[str], Sequence[int]] | None = None, job_id: str | None = None,
+                 mpi: bool = False) -> None:
         if hosts is None and block is None:
             raise ValueError("a Cluster needs hosts per rank or a block layout")
         self.launcher = launcher
@@ -67,6 +68,7 @@ class Cluster:
         self.addresses = tuple(addresses)
         self.runs = tuple(runs)
         self.job_id = job_id
+        self.mpi = mpi
         self.gpu_plan: GpuPlan | None = None
         self._hosts = None if hosts is None else tuple(hosts)
         self._block = block
@@ -341,8 +343,8 @@ def _assemble(launch: Launch, hosts: Sequence[str] | None, rank: int | None, nod
         else:
             addresses = [a + p for a, c in zip(node_addrs, counts) for p in suffixes[:c]]
         return Cluster(launch.launcher, rank, addresses, job_runs, block=(launch.nodes, counts),
-                       job_id=launch.job_id)
+                       job_id=launch.job_id, mpi=launch.mpi)
     local = packing.local_indices(hosts)
     packing.check_port_base(port_base, max(local) + 1)
     addresses = [f"{node_address[h]}:{port_base + i}" for h, i in zip(hosts, local)]
-    return Cluster(launch.launcher, rank, addresses, job_runs, hosts=hosts, job_id=launch.job_id)
+    return Cluster(launch.launcher, rank, addresses, job_runs, hosts=hosts, job_id=launch.job_id, mpi=launch.mpi)

@@ -60,16 +60,19 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("MPI_LOCALNRANKS", "MPICH/Hydra", "number of ranks on this node (copied, not yet used)"),
     Variable("MPI_LOCALRANKID", "MPICH/Hydra", "rank among the ranks on this node"),
     Variable("PMIX_RANK", "PMIx launchers (prterun, srun --mpi=pmix)", "rank"),
+    Variable("PMIX_NAMESPACE", "PMIx launchers", "names the launch, part of the bootstrap's job key"),
+    Variable("OMPI_MCA_ess_base_jobid", "Open MPI mpirun", "names the launch, part of the bootstrap's job key"),
     Variable("TF_CONFIG", "user, TensorFlow", "cluster and task as JSON, read by TFConfigClusterResolver"),
     Variable("SLURM_RESOLVER_JOBS", "user", "override of `jobs`, e.g. ps=1,worker=3"),
     Variable("SLURM_RESOLVER_PORT_BASE", "user", "override of `port_base`"),
     Variable("SLURM_RESOLVER_EXCHANGE", "user", "placement exchange: auto, mpi or none"),
+    Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: rank 0's candidate ports, e.g. 30001,30002"),
 )
 
 PREFIXES: tuple[str, ...] = (
     "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
     "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL", "TF_CONFIG",
+    "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
 )
 """Names (or prefixes of names) copied into the environment snapshot."""
 
