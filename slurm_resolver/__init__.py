@@ -22,6 +22,9 @@ _EXPORTS = {
     "TFConfigClusterResolver": "resolvers.tfconfig",
     "SlurmClusterResolver": "resolvers.slurm",
     "KubernetesClusterResolver": "resolvers.kubernetes",
+    "Server": "server",
+    "bootstrap": "bootstrapping",
+    "Bootstrapped": "bootstrapping",
     "Cluster": "cluster",
     "Task": "cluster",
     "resolve": "cluster",
@@ -53,7 +56,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .bootstrapping import Bootstrapped, bootstrap
     from .cluster import Cluster, Task, resolve
+    from .server import Server
     from .cluster_spec import ClusterSpec
     from .environment import export, snapshot
     from .errors import (

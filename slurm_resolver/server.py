@@ -42,6 +42,7 @@ class CoordinationState:
         self.table: dict[int, Any] = {}
         self.values: dict[str, bytes] = {}
         self.barriers: dict[str, set[int]] = {}
+        self.released: dict[str, int] = {}  # barrier calls answered, per barrier
         self.changed = threading.Condition()
 
     def wait_for(self, ready: Callable[[], bool], timeout: float) -> bool:
@@ -114,6 +115,9 @@ def _servicer(state: CoordinationState) -> Any:
                 arrived = sorted(state.barriers[request.name])
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                               f"barrier {request.name!r}: only ranks {arrived} of {request.count} arrived")
+            with state.changed:
+                state.released[request.name] = state.released.get(request.name, 0) + 1
+                state.changed.notify_all()
             return pb.Empty()
 
     return Coordination()
@@ -175,6 +179,7 @@ class Server:
             self.health = health.HealthServicer()
             self.health.set("", health_pb2.HealthCheckResponse.SERVING)
             health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+            server.add_generic_rpc_handlers((_not_served(self._grpc),))
             try:
                 bound = server.add_insecure_port(f"{address}:{port}")
             except RuntimeError:
@@ -212,6 +217,21 @@ class Server:
     def create_local_server(config: Any = None, start: bool = True) -> Server:
         """A single-task server on ``localhost`` and a free port."""
         return Server({"localhost": ["localhost:0"]}, protocol="grpc", config=config, start=start)
+
+
+def _not_served(grpc: Any) -> Any:
+    """Any other method (a framework's, e.g. TensorFlow's WorkerService) is UNAVAILABLE, not
+    UNIMPLEMENTED: clients retry it while the framework's own server takes over the port."""
+
+    class NotServed(grpc.GenericRpcHandler):  # type: ignore[misc]
+        def service(self, details: Any) -> Any:
+            def reject(request: Any, context: Any) -> None:
+                context.abort(grpc.StatusCode.UNAVAILABLE,
+                              f"{details.method} is not served here yet (slurm_resolver's bootstrap server)")
+
+            return grpc.unary_unary_rpc_method_handler(reject)
+
+    return NotServed()
 
 
 def _executor() -> Any:

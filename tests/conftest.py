@@ -48,6 +48,21 @@ def slurm_cluster() -> dict[str, str]:
     return {"SLURM_CONF": conf}
 
 
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object printed in ``text``, even where srun joined two tasks' lines."""
+    decoder = json.JSONDecoder()
+    rows, position = [], text.find('{"')
+    while position >= 0:
+        try:
+            row, end = decoder.raw_decode(text, position)
+        except ValueError:
+            position = text.find('{"', position + 1)
+            continue
+        rows.append(row)
+        position = text.find('{"', end)
+    return rows
+
+
 def sbatch_wait(script: Path, *args: str, timeout: float = 120) -> None:
     """Submit ``script`` and wait for the job to end (polling faster than ``sbatch --wait``)."""
     import time
@@ -80,7 +95,7 @@ def run_tasks(slurm_cluster: dict[str, str], tmp_path: Path) -> Callable[..., li
                               timeout=timeout, env=env, cwd=tmp_path)
         if check and proc.returncode != 0:
             raise AssertionError(f"{' '.join(launcher)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        rows = json_objects(proc.stdout)
         rows.sort(key=lambda r: r.get("truth_rank", r.get("rank") or 0))
         run.last = proc  # type: ignore[attr-defined]
         return rows

@@ -4,8 +4,9 @@
    :class:`~slurm_resolver.server.Server` bound to its node's address (never ``0.0.0.0``),
    on port 0 (or ``port``), and reserves a spare free port for a framework.
 2. The tasks exchange ``(job, index, rank, node, host, bound port, GPUs, spare port)``:
-   - under MPI (``srun --mpi=pmix|pmi2``, ``mpirun``): an ``allgather``, rank 0's token
-     included;
+   - under an MPI launcher (``mpirun``, ``mpiexec``): an ``allgather``, rank 0's token
+     included (srun steps, even with ``--mpi=pmix|pmi2``, use the rendezvous: MPI is not
+     initialised where it is not needed, and an MPI library may not speak srun's PMI);
    - otherwise a rendezvous on rank 0's server. Rank 0's node is known to every task from
      Slurm's layout; its port is the first free one of a list every task derives from the
      launch's key (``<job id>.<step id>``), so two jobs on one node do not collide, and a
@@ -74,6 +75,7 @@ class Bootstrapped(ClusterResolver):
     launcher: str
     job_key: str
     _token: str = field(repr=False, default="")
+    _cluster: Cluster | None = field(repr=False, default=None)
 
     def __post_init__(self) -> None:
         me = self.peers[self.rank]
@@ -96,6 +98,20 @@ class Bootstrapped(ClusterResolver):
             jobs.setdefault(peer.job, {})[peer.index] = peer.address
         return ClusterSpec(jobs)
 
+    def framework_spec(self) -> ClusterSpec:
+        """The same cluster on each task's spare port: where a framework's servers listen
+        (TensorFlow's, through TF_CONFIG) while ours keep serving coordination."""
+        jobs: dict[str, dict[int, str]] = {}
+        for peer in self.peers:
+            jobs.setdefault(peer.job, {})[peer.index] = f"{peer.host}:{peer.spare_port}"
+        return ClusterSpec(jobs)
+
+    def barrier(self, name: str, timeout: float = 60.0) -> None:
+        """Wait until every task has reached the barrier ``name`` (through rank 0's server)."""
+        if self._cluster is None:  # pragma: no cover - always set by bootstrap()
+            raise ConfigurationError("this cluster was not made by bootstrap()")
+        _barrier(self._cluster, self.server.state, self.peers[0].address, self.rank, timeout, name)
+
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """The URL of a task, this one by default."""
@@ -115,8 +131,8 @@ class Bootstrapped(ClusterResolver):
         self.cluster_spec().task_address(task_type, task_id)  # type: ignore[arg-type]
         return {}  # pragma: no cover
 
-    def stop(self, grace: float | None = None) -> None:
-        """Stop this task's server."""
+    def stop(self, grace: float | None = 1.0) -> None:
+        """Stop this task's server; calls in flight get ``grace`` seconds."""
         self.server.stop(grace)
 
 
@@ -193,9 +209,16 @@ def _rendezvous(cluster: Cluster, me: Peer, state: CoordinationState, ports: Seq
                         raise ResolutionError(f"bootstrap: rank 0 refused this task: {exc.details()}",
                                               "start every task of the step with the same command") from None
                     continue  # not up yet, or another job's server on a candidate port
-                table = rpc.CoordinationStub(channel).Table(
-                    pb.TableRequest(timeout=max(0.0, deadline - time.monotonic())),
-                    timeout=max(1.0, deadline - time.monotonic() + 5), metadata=credentials(reply.token))
+                try:
+                    table = rpc.CoordinationStub(channel).Table(
+                        pb.TableRequest(timeout=max(0.0, deadline - time.monotonic())),
+                        timeout=max(1.0, deadline - time.monotonic() + 5), metadata=credentials(reply.token))
+                except grpc.RpcError as exc:
+                    rank0 = cluster.task(0)
+                    raise ResolutionError(
+                        f"bootstrap: rank 0 ({rank0.job}:{rank0.index} on {rank0.node}) ended the rendezvous "
+                        f"before every task registered ({exc.code().name})",
+                        "check rank 0's output for the error; raise timeout if tasks start slowly") from None
                 if table.missing:
                     raise _missing_error(cluster, table.missing, timeout, "register with rank 0")
                 return [_peer(t) for t in table.tasks], reply.token
@@ -265,8 +288,10 @@ def _verify(peers: Sequence[Peer], rank: int, key: str, token: str, cluster: Clu
     return len(chosen)
 
 
-def _barrier(cluster: Cluster, state: CoordinationState, rank0: str, rank: int, timeout: float) -> None:
-    """Return once every task has verified its peers, so that none stops a server still being checked."""
+def _barrier(cluster: Cluster, state: CoordinationState, rank0: str, rank: int, timeout: float,
+             name: str = "verified") -> None:
+    """Return once every task has reached ``name`` (after verification: so that none stops a server
+    still being checked)."""
     import grpc
 
     from .proto import coordination_pb2 as pb
@@ -274,21 +299,24 @@ def _barrier(cluster: Cluster, state: CoordinationState, rank0: str, rank: int, 
 
     if rank == 0:
         with state.changed:
-            state.barriers.setdefault("verified", set()).add(0)
+            state.barriers.setdefault(name, set()).add(0)
             state.changed.notify_all()
-        if not state.wait_for(lambda: len(state.barriers["verified"]) >= cluster.world_size, timeout):
-            arrived = state.barriers["verified"]
+        if not state.wait_for(lambda: len(state.barriers[name]) >= cluster.world_size, timeout):
+            arrived = state.barriers[name]
             raise _missing_error(cluster, [r for r in range(cluster.world_size) if r not in arrived], timeout,
-                                 "finish verifying their peers")
+                                 f"reach the barrier {name!r}")
+        # Leave only once every peer's barrier call was answered: stopping this server right after
+        # must not cancel a reply still on its way.
+        state.wait_for(lambda: state.released.get(name, 0) >= cluster.world_size - 1, 5.0)
         return
     with grpc.insecure_channel(rank0) as channel:
         try:
             rpc.CoordinationStub(channel).Barrier(
-                pb.BarrierRequest(name="verified", rank=rank, count=cluster.world_size, timeout=timeout),
+                pb.BarrierRequest(name=name, rank=rank, count=cluster.world_size, timeout=timeout),
                 timeout=timeout + 5, metadata=credentials(state.token))
         except grpc.RpcError as exc:
-            raise ResolutionError(f"bootstrap: not every task verified its peers in time ({exc.details()})",
-                                  "check the other tasks' output for an error") from None
+            raise ResolutionError(f"bootstrap: not every task reached the barrier {name!r} in time "
+                                  f"({exc.details()})", "check the other tasks' output for an error") from None
 
 
 def bootstrap(resolver: SlurmClusterResolver | None = None, *, exchange: str | Exchange = "auto",
@@ -319,7 +347,10 @@ def bootstrap(resolver: SlurmClusterResolver | None = None, *, exchange: str | E
     key = job_key(env)
     ports = list(rendezvous or ([int(p) for p in env["SLURM_RESOLVER_RENDEZVOUS_PORTS"].split(",")]
                                 if env.get("SLURM_RESOLVER_RENDEZVOUS_PORTS") else rendezvous_ports(key)))
-    use_mpi = not isinstance(exchange, str) or exchange == "mpi" or (exchange == "auto" and cluster.mpi)
+    # MPI only where the launcher needs it: an srun step (even with --mpi=...) uses the rendezvous,
+    # since the MPI library may not speak the PMI that srun offers (Debian's Open MPI has no PMI-2).
+    use_mpi = not isinstance(exchange, str) or exchange == "mpi" or (
+        exchange == "auto" and cluster.mpi and cluster.launcher in ("openmpi", "mpich", "pmix"))
     if isinstance(exchange, str) and exchange not in ("auto", "mpi", "rendezvous"):
         raise ConfigurationError(f"exchange={exchange!r} is not known", "use 'auto', 'mpi' or 'rendezvous'")
     rank = task.rank
@@ -351,6 +382,6 @@ def bootstrap(resolver: SlurmClusterResolver | None = None, *, exchange: str | E
         else:
             _barrier(cluster, state, peers[0].address, rank, timeout)
     except BaseException:
-        server.stop(0)
+        server.stop(2.0)  # calls in flight (a peer waiting for the table) get their answer
         raise
-    return Bootstrapped(tuple(peers), rank, server, cluster.launcher, key, state.token)
+    return Bootstrapped(tuple(peers), rank, server, cluster.launcher, key, state.token, cluster)

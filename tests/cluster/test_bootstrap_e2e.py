@@ -1,0 +1,163 @@
+"""Bootstrap on the real cluster: srun, mpirun, sbatch, two jobs at once, a dead rank, frameworks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..conftest import json_objects, require, sbatch_wait
+
+pytestmark = pytest.mark.slurm
+
+TASK = textwrap.dedent("""
+    import json, os, sys, time
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("SLURM_PROCID", "0")))
+    if rank == int(os.environ.get("TEST_DIE_RANK", "-1")):
+        sys.exit(0)  # this rank dies before it bootstraps
+    from slurm_resolver import SlurmResolverError, bootstrap
+    start = time.monotonic()
+    try:
+        b = bootstrap(timeout=float(os.environ.get("TEST_TIMEOUT", "30")))
+    except SlurmResolverError as exc:
+        print(json.dumps({"error": str(exc), "truth_rank": rank, "after": time.monotonic() - start}), flush=True)
+        sys.exit(0)
+    print(json.dumps({"rank": b.rank, "truth_rank": rank, "node": b.me.node, "truth_node": os.environ["SLURMD_NODENAME"],
+                      "spec": b.cluster_spec().as_dict(), "launcher": b.launcher, "rank0": b.peers[0].port}),
+          flush=True)
+    time.sleep(float(os.environ.get("TEST_HOLD", "0")))  # keep the servers up (two jobs overlap)
+    b.stop()
+""")
+
+Run = Callable[..., list[dict[str, Any]]]
+
+
+def agreed(rows: list[dict[str, Any]], tasks: int) -> dict[str, Any]:
+    assert len(rows) == tasks and not [r for r in rows if "error" in r], rows
+    assert len({json.dumps(r["spec"], sort_keys=True) for r in rows}) == 1
+    for row in rows:
+        assert row["rank"] == row["truth_rank"] and row["node"] == row["truth_node"]
+    spec = rows[0]["spec"]
+    assert len({a for tasks_ in spec.values() for a in tasks_}) == tasks  # every task its own bound port
+    return spec
+
+
+def test_srun_three_nodes_six_tasks(run_tasks: Run) -> None:
+    spec = agreed(run_tasks(["srun", "-N3", "-n6"], TASK), 6)
+    assert [a.split(":")[0] for a in spec["worker"]] == ["node1"] * 4 + ["node2", "node3"]
+
+
+@pytest.mark.parametrize("mpi", ["pmix", "pmi2"])
+def test_srun_with_mpi_plugins(run_tasks: Run, mpi: str) -> None:
+    agreed(run_tasks(["srun", f"--mpi={mpi}", "-N2", "-n3"], TASK), 3)
+
+
+def test_mpirun_inside_salloc(run_tasks: Run) -> None:
+    rows = run_tasks(["salloc", "-N2", "-n4", "mpirun", "--allow-run-as-root"], TASK)
+    agreed(rows, 4)
+    assert {r["launcher"] for r in rows} == {"openmpi"}
+
+
+def test_from_an_sbatch_script(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "task.py").write_text(TASK)
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\nsrun {sys.executable} {tmp_path}/task.py\n")
+    sbatch_wait(script, "-N2", "-n4", "-o", str(tmp_path / "out"))
+    rows = sorted(json_objects((tmp_path / "out").read_text()), key=lambda r: r["truth_rank"])
+    agreed(rows, 4)
+
+
+def test_two_jobs_at_once_on_the_same_nodes(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    """Both jobs are given the same rendezvous ports on purpose: each must skip the other's server."""
+    (tmp_path / "task.py").write_text(TASK)
+    env = {**__import__("os").environ, "SLURM_RESOLVER_RENDEZVOUS_PORTS": "31001,31002,31003,31004",
+           "TEST_HOLD": "3"}
+    for _ in range(3):
+        jobs = [subprocess.Popen(["srun", "-w", "node[1-2]", "-N2", "-n3", sys.executable, str(tmp_path / "task.py")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                for _ in range(2)]
+        specs, rank0_ports = [], []
+        for job in jobs:
+            out, err = job.communicate(timeout=120)
+            rows = sorted(json_objects(out), key=lambda r: r["truth_rank"])
+            specs.append(agreed(rows, 3))
+            rank0_ports.append(rows[0]["rank0"])
+        # Both jobs held their servers at once: never one server for both, never the same rendezvous.
+        assert not set(specs[0]["worker"]) & set(specs[1]["worker"]), "the jobs share a server"
+        assert rank0_ports[0] != rank0_ports[1]
+
+
+@pytest.mark.parametrize("dead", [2, 0])
+def test_a_dead_rank_is_named_within_the_timeout(run_tasks: Run, monkeypatch: pytest.MonkeyPatch, dead: int) -> None:
+    monkeypatch.setenv("TEST_DIE_RANK", str(dead))
+    monkeypatch.setenv("TEST_TIMEOUT", "4")
+    rows = run_tasks(["srun", "-N2", "-n3"], TASK)
+    assert len(rows) == 2 and all("error" in r for r in rows), rows
+    for row in rows:
+        assert row["after"] < 15
+        if dead == 2:
+            assert "worker:2 (rank 2) on node2" in row["error"]
+        else:
+            assert "rank 0 (worker:0 on node1) did not answer" in row["error"]
+
+
+TF_TASK = textwrap.dedent("""
+    import json, os, pathlib, time
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    from slurm_resolver import SlurmClusterResolver, adapters, bootstrap
+    done = pathlib.Path(os.environ["TEST_DONE"])
+    b = bootstrap(SlurmClusterResolver(jobs={"ps": 1, "worker": 2}, check_port=False), timeout=60)
+    import tensorflow as tf
+    if (b.task_type, b.task_id) == ("worker", 0):
+        b.barrier("tensorflow")  # every other task's TensorFlow server listens
+        tf.config.experimental_connect_to_cluster(adapters.tensorflow_resolver(b), job_name="worker", task_index=0)
+        with tf.device("/job:ps/replica:0/task:0/device:CPU:0"):
+            v = tf.Variable(3.0)
+            doubled = v * 2.0
+        print(json.dumps({"device": v.device, "value": float(doubled.numpy()),
+                          "spec": b.framework_spec().as_dict()}), flush=True)
+        done.write_text("done")
+    else:
+        server = adapters.tensorflow_server(b)
+        deadline = time.monotonic() + 120
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+""")
+
+
+def test_tensorflow_op_on_ps_from_worker(run_tasks: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    require("tensorflow")
+    monkeypatch.setenv("TEST_DONE", str(tmp_path / "done"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    rows = run_tasks(["srun", "-N3", "-n3"], TF_TASK, timeout=240)
+    assert len(rows) == 1 and "/job:ps/" in rows[0]["device"] and rows[0]["value"] == 6.0
+    assert [a.split(":")[0] for a in rows[0]["spec"]["worker"]] == ["node2", "node3"]
+
+
+TORCH_TASK = textwrap.dedent("""
+    import json, os
+    from slurm_resolver import adapters, bootstrap
+    b = bootstrap(timeout=60)
+    adapters.apply(adapters.torch_env(b))
+    b.stop(0)
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo", init_method="env://")
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    print(json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": t.item(),
+                      "node": os.environ["SLURMD_NODENAME"], "truth_rank": int(os.environ["SLURM_PROCID"])}), flush=True)
+    dist.destroy_process_group()
+""")
+
+
+def test_pytorch_all_reduce_with_gloo(run_tasks: Run) -> None:
+    require("torch")
+    rows = run_tasks(["srun", "-N3", "-n3"], TORCH_TASK, timeout=240)
+    assert [(r["rank"], r["world"], r["sum"]) for r in rows] == [(0, 3, 6.0), (1, 3, 6.0), (2, 3, 6.0)]
+    assert sorted(r["node"] for r in rows) == ["node1", "node2", "node3"]
