@@ -76,6 +76,8 @@ class Bootstrapped(ClusterResolver):
     job_key: str
     _token: str = field(repr=False, default="")
     _cluster: Cluster | None = field(repr=False, default=None)
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds spent in each phase: resolve, server, exchange, verify, barrier."""
 
     def __post_init__(self) -> None:
         me = self.peers[self.rank]
@@ -209,19 +211,21 @@ def _rendezvous(cluster: Cluster, me: Peer, state: CoordinationState, ports: Seq
                         raise ResolutionError(f"bootstrap: rank 0 refused this task: {exc.details()}",
                                               "start every task of the step with the same command") from None
                     continue  # not up yet, or another job's server on a candidate port
-                try:
-                    table = rpc.CoordinationStub(channel).Table(
-                        pb.TableRequest(timeout=max(0.0, deadline - time.monotonic())),
-                        timeout=max(1.0, deadline - time.monotonic() + 5), metadata=credentials(reply.token))
-                except grpc.RpcError as exc:
-                    rank0 = cluster.task(0)
-                    raise ResolutionError(
-                        f"bootstrap: rank 0 ({rank0.job}:{rank0.index} on {rank0.node}) ended the rendezvous "
-                        f"before every task registered ({exc.code().name})",
-                        "check rank 0's output for the error; raise timeout if tasks start slowly") from None
-                if table.missing:
-                    raise _missing_error(cluster, table.missing, timeout, "register with rank 0")
-                return [_peer(t) for t in table.tasks], reply.token
+                stub = rpc.CoordinationStub(channel)
+                while True:  # short polls until every task registered or the deadline passes
+                    try:
+                        table = stub.Table(pb.TableRequest(timeout=max(0.0, deadline - time.monotonic())),
+                                           timeout=10.0, metadata=credentials(reply.token))
+                    except grpc.RpcError as exc:
+                        rank0 = cluster.task(0)
+                        raise ResolutionError(
+                            f"bootstrap: rank 0 ({rank0.job}:{rank0.index} on {rank0.node}) ended the rendezvous "
+                            f"before every task registered ({exc.code().name})",
+                            "check rank 0's output for the error; raise timeout if tasks start slowly") from None
+                    if not table.missing:
+                        return [_peer(t) for t in table.tasks], reply.token
+                    if time.monotonic() > deadline:
+                        raise _missing_error(cluster, table.missing, timeout, "register with rank 0")
         if time.monotonic() > deadline:
             rank0 = cluster.task(0)
             raise ResolutionError(
@@ -283,7 +287,7 @@ def _verify(peers: Sequence[Peer], rank: int, key: str, token: str, cluster: Clu
                                   f"this launch (it says {who.job_key} rank {who.task.rank})",
                                   "another job reuses the port: run bootstrap again")
 
-    with ThreadPoolExecutor(max_workers=min(16, len(chosen))) as pool:
+    with ThreadPoolExecutor(max_workers=min(8, len(chosen))) as pool:
         list(pool.map(check, chosen))
     return len(chosen)
 
@@ -309,14 +313,19 @@ def _barrier(cluster: Cluster, state: CoordinationState, rank0: str, rank: int, 
         # must not cancel a reply still on its way.
         state.wait_for(lambda: state.released.get(name, 0) >= cluster.world_size - 1, 5.0)
         return
+    deadline = time.monotonic() + timeout
     with grpc.insecure_channel(rank0) as channel:
-        try:
-            rpc.CoordinationStub(channel).Barrier(
-                pb.BarrierRequest(name=name, rank=rank, count=cluster.world_size, timeout=timeout),
-                timeout=timeout + 5, metadata=credentials(state.token))
-        except grpc.RpcError as exc:
-            raise ResolutionError(f"bootstrap: not every task reached the barrier {name!r} in time "
-                                  f"({exc.details()})", "check the other tasks' output for an error") from None
+        while True:  # short polls until everyone arrived or the deadline passes
+            try:
+                rpc.CoordinationStub(channel).Barrier(
+                    pb.BarrierRequest(name=name, rank=rank, count=cluster.world_size,
+                                      timeout=max(0.0, deadline - time.monotonic())),
+                    timeout=10.0, metadata=credentials(state.token))
+                return
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED or time.monotonic() > deadline:
+                    raise ResolutionError(f"bootstrap: not every task reached the barrier {name!r} in time "
+                                          f"({exc.details()})", "check the other tasks' output for an error") from None
 
 
 def bootstrap(resolver: SlurmClusterResolver | None = None, *, exchange: str | Exchange = "auto",
@@ -335,6 +344,14 @@ def bootstrap(resolver: SlurmClusterResolver | None = None, *, exchange: str | E
         rendezvous: rank 0's candidate ports (default: derived from the launch's key,
             or ``SLURM_RESOLVER_RENDEZVOUS_PORTS``).
     """
+    clock = [time.perf_counter()]
+    timings: dict[str, float] = {}
+
+    def lap(phase: str) -> None:
+        now = time.perf_counter()
+        timings[phase] = now - clock[0]
+        clock[0] = now
+
     env = snapshot(environ)
     resolver = resolver or SlurmClusterResolver(environ=environ, check_port=False, auto_set_gpu=False)
     cluster = resolver.cluster
@@ -357,7 +374,10 @@ def bootstrap(resolver: SlurmClusterResolver | None = None, *, exchange: str | E
     state = CoordinationState(key, secrets.token_urlsafe(24), cluster.world_size)
     spec = {task.job: {task.index: f"{host}:{port}"}}
     bind = ports if (rank == 0 and not use_mpi and not port) else None
-    server = Server(spec, task.job, task.index, state=state, ports=bind)
+    lap("resolve")
+    workers = min(1024, 2 * cluster.world_size + 16) if rank == 0 else 16  # rank 0 serves every poll
+    server = Server(spec, task.job, task.index, state=state, ports=bind, max_workers=workers)
+    lap("server")
     try:
         me = Peer(rank, task.job, task.index, task.node, host, server.port, tuple(task.gpus or ()), _spare_port(host))
         state.identity = _task_pb(me)
@@ -376,12 +396,15 @@ def bootstrap(resolver: SlurmClusterResolver | None = None, *, exchange: str | E
         else:
             peers, state.token = _rendezvous(cluster, me, state, ports, cluster.task(0).address.rpartition(":")[0],
                                              timeout)
-        _verify(peers, rank, key, state.token, cluster, min(timeout, 10.0), verify)
+        lap("exchange")
+        _verify(peers, rank, key, state.token, cluster, max(5.0, min(timeout, 30.0)), verify)
+        lap("verify")
         if use_mpi:
             group.allgather("verified")
         else:
             _barrier(cluster, state, peers[0].address, rank, timeout)
+        lap("barrier")
     except BaseException:
         server.stop(2.0)  # calls in flight (a peer waiting for the table) get their answer
         raise
-    return Bootstrapped(tuple(peers), rank, server, cluster.launcher, key, state.token, cluster)
+    return Bootstrapped(tuple(peers), rank, server, cluster.launcher, key, state.token, cluster, timings)

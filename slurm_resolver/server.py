@@ -21,6 +21,7 @@ from .errors import ConfigurationError, MissingDependencyError, ResolutionError
 __all__ = ["Server", "CoordinationState", "TOKEN_KEY"]
 
 TOKEN_KEY = "x-slurm-resolver-token"
+POLL = 1.0  # the longest a Table or Barrier call waits on the server; clients call again
 
 
 def _grpc() -> Any:
@@ -82,7 +83,8 @@ def _servicer(state: CoordinationState) -> Any:
 
         def Table(self, request: Any, context: Any) -> Any:  # noqa: N802
             authorised(context)
-            complete = state.wait_for(lambda: len(state.table) >= state.world_size, request.timeout)
+            # Short polls: a waiting client holds a server thread at most POLL seconds.
+            complete = state.wait_for(lambda: len(state.table) >= state.world_size, min(request.timeout, POLL))
             with state.changed:
                 if not complete:
                     missing = [r for r in range(state.world_size) if r not in state.table]
@@ -111,7 +113,8 @@ def _servicer(state: CoordinationState) -> Any:
             with state.changed:
                 state.barriers.setdefault(request.name, set()).add(request.rank)
                 state.changed.notify_all()
-            if not state.wait_for(lambda: len(state.barriers[request.name]) >= request.count, request.timeout):
+            if not state.wait_for(lambda: len(state.barriers[request.name]) >= request.count,
+                                  min(request.timeout, POLL)):
                 arrived = sorted(state.barriers[request.name])
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                               f"barrier {request.name!r}: only ranks {arrived} of {request.count} arrived")
@@ -142,7 +145,7 @@ class Server:
     def __init__(self, server_or_cluster_def: Any, job_name: str | None = None, task_index: int | None = None,
                  protocol: str | None = "grpc", config: Any = None, start: bool = True, *,
                  state: CoordinationState | None = None, bind_host: str | None = None,
-                 ports: Sequence[int] | None = None) -> None:
+                 ports: Sequence[int] | None = None, max_workers: int = 16) -> None:
         del config
         if protocol not in (None, "grpc"):
             raise ConfigurationError(f"protocol={protocol!r} is not supported", "use 'grpc'")
@@ -162,6 +165,7 @@ class Server:
         self.host = host
         self.state = state or CoordinationState(job_key="local", token="")
         self._grpc = _grpc()
+        self._workers = max_workers
         self._server, self.port = self._bind(bind_host or host, [int(port)] if ports is None else list(ports))
         self._started = False
         if start:
@@ -174,7 +178,7 @@ class Server:
 
         address = _bindable(host)
         for port in candidates:
-            server = self._grpc.server(_executor(), options=[("grpc.so_reuseport", 0)])
+            server = self._grpc.server(_executor(self._workers), options=[("grpc.so_reuseport", 0)])
             rpc.add_CoordinationServicer_to_server(_servicer(self.state), server)
             self.health = health.HealthServicer()
             self.health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -234,10 +238,10 @@ def _not_served(grpc: Any) -> Any:
     return NotServed()
 
 
-def _executor() -> Any:
+def _executor(workers: int) -> Any:
     from concurrent.futures import ThreadPoolExecutor
 
-    return ThreadPoolExecutor(max_workers=16, thread_name_prefix="slurm-resolver-grpc")
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slurm-resolver-grpc")
 
 
 def _bindable(host: str) -> str:

@@ -161,3 +161,26 @@ def test_pytorch_all_reduce_with_gloo(run_tasks: Run) -> None:
     rows = run_tasks(["srun", "-N3", "-n3"], TORCH_TASK, timeout=240)
     assert [(r["rank"], r["world"], r["sum"]) for r in rows] == [(0, 3, 6.0), (1, 3, 6.0), (2, 3, 6.0)]
     assert sorted(r["node"] for r in rows) == ["node1", "node2", "node3"]
+
+
+JAX_TASK = textwrap.dedent("""
+    import json, os
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from slurm_resolver import adapters, bootstrap
+    b = bootstrap(timeout=60)
+    arguments = adapters.jax_arguments(b)
+    b.stop()
+    import jax
+    jax.distributed.initialize(**arguments)
+    print(json.dumps({"process_count": jax.process_count(), "process_index": jax.process_index(),
+                      "truth_rank": int(os.environ["SLURM_PROCID"]), "node": os.environ["SLURMD_NODENAME"]}),
+          flush=True)
+    jax.distributed.shutdown()
+""")
+
+
+def test_jax_distributed_initialize(run_tasks: Run) -> None:
+    require("jax")
+    rows = run_tasks(["srun", "-N2", "-n2"], JAX_TASK, timeout=240)
+    assert [(r["process_count"], r["process_index"]) for r in rows] == [(2, 0), (2, 1)]
+    assert sorted(r["node"] for r in rows) == ["node1", "node2"]

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Benchmark: from process start to "cluster verified", on the test cluster.
+
+For 4 nodes x 1 task and 4 nodes x 4 tasks, every task reports the time from its process
+start (read from /proc) to the end of bootstrap(), split into interpreter start, imports,
+and the bootstrap's phases (resolve, server, exchange, verify, barrier). Beside it,
+TensorFlow's way: TensorFlow's SlurmClusterResolver and a tf.distribute.Server per task
+(no exchange, no verification) when TensorFlow is installed. Needs the test cluster
+(tests/cluster/testcluster up) and SLURM_CONF. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+OURS = textwrap.dedent("""
+    import json, os, time
+    def since_start():
+        ticks = os.sysconf("SC_CLK_TCK")
+        start = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / ticks
+        return float(open("/proc/uptime").read().split()[0]) - start
+    at_main = since_start()
+    t = time.perf_counter()
+    from slurm_resolver import bootstrap
+    import grpc  # noqa: F401 - counted as import
+    imported = time.perf_counter() - t
+    b = bootstrap(timeout=120)
+    print(json.dumps({"interpreter": at_main, "import": imported, **b.timings, "total": since_start()}), flush=True)
+    b.stop()
+""")
+
+THEIRS = textwrap.dedent("""
+    import json, os, time
+    def since_start():
+        ticks = os.sysconf("SC_CLK_TCK")
+        start = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / ticks
+        return float(open("/proc/uptime").read().split()[0]) - start
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+    at_main = since_start()
+    t = time.perf_counter()
+    import tensorflow as tf
+    imported = time.perf_counter() - t
+    t = time.perf_counter()
+    r = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=4, gpus_per_task=1, auto_set_gpu=False,
+                                                            port_base=int(os.environ["PORT_BASE"]) + 10 * int(os.environ["SLURM_NODEID"]))
+    spec = r.cluster_spec()
+    task_type, task_id = r.get_task_info()
+    resolved = time.perf_counter() - t
+    t = time.perf_counter()
+    server = tf.distribute.Server(spec, job_name=task_type, task_index=task_id, protocol="grpc")
+    started = time.perf_counter() - t
+    print(json.dumps({"interpreter": at_main, "import": imported, "resolve": resolved, "server": started,
+                      "total": since_start()}), flush=True)
+""")
+
+
+def run(code: str, nodes: int, per_node: int, extra_env: dict[str, str] | None = None) -> list[dict[str, float]]:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(code)
+    out = subprocess.run(["srun", f"-N{nodes}", f"--ntasks-per-node={per_node}", sys.executable, f.name],
+                         capture_output=True, text=True, timeout=600, env={**os.environ, **(extra_env or {})})
+    os.unlink(f.name)
+    rows = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+    if len(rows) != nodes * per_node:
+        raise SystemExit(f"srun failed:\n{out.stderr[-3000:]}")
+    return rows
+
+
+def main() -> None:
+    have_tf = subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True).returncode == 0
+    columns = ["interpreter", "import", "resolve", "server", "exchange", "verify", "barrier", "total"]
+    print("median over tasks, seconds; total = process start to cluster verified (max over tasks)\n")
+    print("| run | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns))
+    for nodes, per_node in ((4, 1), (4, 4)):
+        runs = [("slurm_resolver.bootstrap", run(OURS, nodes, per_node))]
+        if have_tf:
+            runs.append(("TensorFlow resolver + Server", run(THEIRS, nodes, per_node, {"PORT_BASE": "27000"})))
+        for name, rows in runs:
+            cells = []
+            for column in columns:
+                values = [r[column] for r in rows if column in r]
+                value = max(values) if column == "total" and values else statistics.median(values) if values else None
+                cells.append("-" if value is None else f"{value:.3f}")
+            print(f"| {name}, {nodes}x{per_node} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
