@@ -16,7 +16,8 @@ from .bootstrapping import Bootstrapped, Peer
 from .environment import export
 from .errors import MissingDependencyError
 
-__all__ = ["tensorflow_env", "torch_env", "jax_arguments", "jax_env", "shell", "apply", "tensorflow_server",
+__all__ = ["tensorflow_env", "torch_env", "jax_arguments", "jax_env", "shell_env", "shell", "apply",
+           "tensorflow_server",
            "tensorflow_resolver", "FORMATS"]
 
 
@@ -68,7 +69,16 @@ def jax_env(b: Bootstrapped) -> dict[str, str]:
     return env
 
 
-FORMATS = {"tf": tensorflow_env, "torch": torch_env, "jax": jax_env}
+def shell_env(b: Bootstrapped) -> dict[str, str]:
+    """Plain variables for shell scripts: ``SLURM_RESOLVER_TASK`` (JSON) and its main fields."""
+    described = b.describe()
+    return {"SLURM_RESOLVER_TASK": json.dumps(described, sort_keys=True),
+            "SLURM_RESOLVER_TASK_TYPE": b.me.job, "SLURM_RESOLVER_TASK_ID": str(b.me.index),
+            "SLURM_RESOLVER_RANK": str(b.rank), "SLURM_RESOLVER_WORLD_SIZE": str(b.world_size),
+            "SLURM_RESOLVER_ADDRESS": b.me.address}
+
+
+FORMATS = {"tf": tensorflow_env, "torch": torch_env, "jax": jax_env, "shell": shell_env}
 
 
 def shell(variables: Mapping[str, str]) -> str:

@@ -71,7 +71,7 @@ class Bootstrapped(ClusterResolver):
 
     peers: tuple[Peer, ...]
     rank: int
-    server: Server
+    server: Server | None
     launcher: str
     job_key: str
     _token: str = field(repr=False, default="")
@@ -100,6 +100,25 @@ class Bootstrapped(ClusterResolver):
             jobs.setdefault(peer.job, {})[peer.index] = peer.address
         return ClusterSpec(jobs)
 
+    def describe(self) -> dict[str, Any]:
+        """This task and the cluster as plain data (``SLURM_RESOLVER_TASK``, ``show --bootstrapped``)."""
+        return {"task_type": self.me.job, "task_id": self.me.index, "rank": self.rank,
+                "world_size": self.world_size, "node": self.me.node, "address": self.me.address,
+                "cluster": self.cluster_spec().as_dict(), "gpus": list(self.me.gpus), "launcher": self.launcher}
+
+    @classmethod
+    def from_cluster(cls, cluster: Cluster) -> Bootstrapped:
+        """A view of a resolved (not bootstrapped) cluster: planned ports, no server."""
+        if cluster.me is None:
+            raise ConfigurationError(f"the {cluster.launcher} step is not a task of the job",
+                                     "run this inside srun or mpirun")
+        peers = []
+        for rank in range(cluster.world_size):
+            t = cluster.task(rank)
+            host, _, port = t.address.rpartition(":")
+            peers.append(Peer(rank, t.job, t.index, t.node, host, int(port), tuple(t.gpus or ()), int(port)))
+        return cls(tuple(peers), cluster.rank or 0, None, cluster.launcher, "", "", cluster)
+
     def framework_spec(self) -> ClusterSpec:
         """The same cluster on each task's spare port: where a framework's servers listen
         (TensorFlow's, through TF_CONFIG) while ours keep serving coordination."""
@@ -110,8 +129,9 @@ class Bootstrapped(ClusterResolver):
 
     def barrier(self, name: str, timeout: float = 60.0) -> None:
         """Wait until every task has reached the barrier ``name`` (through rank 0's server)."""
-        if self._cluster is None:  # pragma: no cover - always set by bootstrap()
-            raise ConfigurationError("this cluster was not made by bootstrap()")
+        if self._cluster is None or self.server is None:
+            raise ConfigurationError("this cluster was not made by bootstrap(): it has no server to meet at",
+                                     "call slurm_resolver.bootstrap() first")
         _barrier(self._cluster, self.server.state, self.peers[0].address, self.rank, timeout, name)
 
     def master(self, task_type: str | None = None, task_id: int | None = None,
@@ -135,7 +155,8 @@ class Bootstrapped(ClusterResolver):
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop this task's server; calls in flight get ``grace`` seconds."""
-        self.server.stop(grace)
+        if self.server is not None:
+            self.server.stop(grace)
 
 
 def job_key(env: Mapping[str, str]) -> str:

@@ -12,7 +12,12 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from typing import TYPE_CHECKING
+
 from .errors import SlurmResolverError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .bootstrapping import Bootstrapped
 
 __all__ = ["main", "build_parser"]
 
@@ -27,6 +32,17 @@ def _show(args: argparse.Namespace) -> int:
     from .parsing import parse_jobs
     from .resolvers.slurm import SlurmClusterResolver
 
+    if args.bootstrapped:
+        from .environment import snapshot
+
+        task = snapshot().get("SLURM_RESOLVER_TASK")
+        if task is None:
+            from .errors import ConfigurationError
+
+            raise ConfigurationError("SLURM_RESOLVER_TASK is not set: this process was not started by "
+                                     "`slurm-resolver bootstrap`", "run it as: slurm-resolver bootstrap -- COMMAND")
+        print(task)
+        return 0
     jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
     cluster = SlurmClusterResolver(jobs=jobs, port_base=args.port_base, exchange=args.exchange,
                                    auto_set_gpu=False, check_port=False).cluster
@@ -46,6 +62,91 @@ def _show(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     return 0
+
+
+def _variables_for(b: Bootstrapped, fmt: str) -> dict[str, str]:
+    from . import adapters
+
+    variables = dict(adapters.FORMATS[fmt](b))
+    if fmt != "shell":
+        variables["SLURM_RESOLVER_TASK"] = adapters.shell_env(b)["SLURM_RESOLVER_TASK"]
+    return variables
+
+
+def _env(args: argparse.Namespace) -> int:
+    from .adapters import shell
+    from .bootstrapping import Bootstrapped
+    from .parsing import parse_jobs
+    from .resolvers.slurm import SlurmClusterResolver
+
+    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
+    cluster = SlurmClusterResolver(jobs=jobs, port_base=args.port_base, auto_set_gpu=False, check_port=False).cluster
+    print(shell(_variables_for(Bootstrapped.from_cluster(cluster), args.format)), end="")
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> int:
+    import os
+
+    from .adapters import apply
+    from .bootstrapping import bootstrap
+    from .parsing import parse_jobs
+    from .resolvers.slurm import SlurmClusterResolver
+
+    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
+    b = bootstrap(SlurmClusterResolver(jobs=jobs, check_port=False), timeout=args.timeout)
+    apply(_variables_for(b, args.format), overwrite=args.overwrite)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    from .mpi import finalize
+
+    if not command:
+        print(json.dumps(b.describe(), sort_keys=True))
+        b.stop()
+        finalize()
+        return 0
+    sys.stdout.flush()
+    b.stop()  # every task has verified the cluster; the command takes this task's place
+    finalize()  # an MPI launcher expects MPI_Finalize from a process that initialised MPI
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        from .errors import ConfigurationError
+
+        raise ConfigurationError(f"cannot run {command[0]!r}: {exc.strerror}", "check the command and PATH") from None
+    return 0  # pragma: no cover
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .diagnostics import run_checks
+
+    results = run_checks()
+    for ok, name, detail, hint in results:
+        print(f"{'OK  ' if ok else 'FAIL'}  {name}: {detail}" + ("" if ok or not hint else f"  (hint: {hint})"))
+    return 0 if all(ok for ok, *_ in results) else 1
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from .submission import submit, wait
+    from .templates import render
+
+    text = render(args.template, _pairs(args.set))
+    job_id = submit(text)
+    print(job_id, flush=True)
+    if not args.wait:
+        return 0
+    return wait(job_id, timeout=args.timeout)
+
+
+def _pairs(items: list[str] | None) -> dict[str, str]:
+    from .errors import ConfigurationError
+
+    values = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigurationError(f"--set {item!r} must be key=value")
+        values[key] = value
+    return values
 
 
 def _expand(args: argparse.Namespace) -> int:
@@ -82,16 +183,9 @@ def _variables(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from .errors import ConfigurationError
     from .templates import render
 
-    values = {}
-    for item in args.set or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigurationError(f"--set {item!r} must be key=value")
-        values[key] = value
-    print(render(args.template, values), end="")
+    print(render(args.template, _pairs(args.set)), end="")
     return 0
 
 
@@ -105,7 +199,28 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--jobs", help="ps=1,worker=3, or ps,worker (one job per het component)")
     show.add_argument("--port-base", type=int, help="first port on each node (default 8888)")
     show.add_argument("--exchange", choices=("auto", "mpi", "none"), help="placement exchange between ranks")
+    show.add_argument("--bootstrapped", action="store_true", help="the task as `bootstrap` exported it")
     show.set_defaults(func=_show)
+    env = sub.add_parser("env", help="export lines of the framework's variables, for a shell script")
+    env.add_argument("--format", choices=("tf", "torch", "jax", "shell"), default="shell")
+    env.add_argument("--jobs", help="ps=1,worker=3")
+    env.add_argument("--port-base", type=int)
+    env.set_defaults(func=_env)
+    boot = sub.add_parser("bootstrap", help="bootstrap, export the adapter's variables, run COMMAND in this task's place")
+    boot.add_argument("--format", choices=("tf", "torch", "jax", "shell"), default="shell")
+    boot.add_argument("--jobs", help="ps=1,worker=3, or ps,worker for a heterogeneous job")
+    boot.add_argument("--timeout", type=float, default=60.0)
+    boot.add_argument("--overwrite", action="store_true", help="replace variables that are already set")
+    boot.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    boot.set_defaults(func=_bootstrap)
+    check = sub.add_parser("check", help="diagnose this environment: one line per check, OK or FAIL with a hint")
+    check.set_defaults(func=_check)
+    submit = sub.add_parser("submit", help="render a template and submit it; --wait follows the job")
+    submit.add_argument("template")
+    submit.add_argument("--set", action="append", metavar="KEY=VALUE", help="a template parameter")
+    submit.add_argument("--wait", action="store_true", help="follow the job, show its output, exit with its code")
+    submit.add_argument("--timeout", type=float, default=3600.0, help="seconds --wait follows the job")
+    submit.set_defaults(func=_submit)
     exp = sub.add_parser("expand", help="expand host lists, like scontrol show hostnames")
     exp.add_argument("hostlist", nargs="+")
     exp.set_defaults(func=_expand)

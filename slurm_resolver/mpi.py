@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import MissingDependencyError, ResolutionError
 
-__all__ = ["world", "allgather_bytes"]
+__all__ = ["world", "allgather_bytes", "finalize"]
 
 
 def world() -> Any:
@@ -35,14 +35,17 @@ def allgather_bytes(comm: Any, data: bytes, timeout: float) -> list[bytes]:
 
     size = comm.Get_size()
     deadline = time.monotonic() + timeout
+    # Every buffer of a non-blocking collective must outlive the request: keep them named.
+    mine = array.array("q", [len(data)])
     lengths = array.array("q", [0] * size)
-    _poll(comm.Iallgather([array.array("q", [len(data)]), MPI.INT64_T], [lengths, MPI.INT64_T]),
-          deadline, timeout, size)
+    _poll(comm.Iallgather([mine, MPI.INT64_T], [lengths, MPI.INT64_T]), deadline, timeout, size)
     counts = [int(n) for n in lengths]
     displacements = [sum(counts[:i]) for i in range(size)]
     buffer = bytearray(sum(counts))
-    request = comm.Iallgatherv([data, MPI.BYTE], [buffer, counts, displacements, MPI.BYTE])
+    send = bytearray(data)
+    request = comm.Iallgatherv([send, MPI.BYTE], [buffer, counts, displacements, MPI.BYTE])
     _poll(request, deadline, timeout, size)
+    del mine, send
     return [bytes(buffer[d:d + c]) for d, c in zip(displacements, counts)]
 
 
@@ -57,3 +60,12 @@ def _poll(request: Any, deadline: float, timeout: float, size: int) -> None:
             )
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
+
+
+def finalize() -> None:
+    """Finalize MPI if this process initialised it (before ``exec`` hands the task to a command)."""
+    import sys
+
+    module = sys.modules.get("mpi4py.MPI")
+    if module is not None and module.Is_initialized() and not module.Is_finalized():
+        module.Finalize()

@@ -1,7 +1,10 @@
-"""sbatch templates: one declared schema of parameters, rendered with safe quoting.
+"""sbatch templates: one declared schema of parameters, rendered by one pure function.
 
-Templates live in ``sbatch_templates/`` (installed as ``slurm_resolver.sbatch_templates``)
-and use ``${name}`` placeholders for the parameters of :data:`SCHEMA`; they hold no logic.
+Templates live in ``sbatch_templates/`` (installed as ``slurm_resolver.sbatch_templates``):
+a first line ``# defaults: key=value ...`` (the template's own defaults), then the body with
+``${name}`` placeholders. The ``#SBATCH`` header is built here from :data:`SCHEMA`, so
+templates hold no logic: an option left empty is simply not written. Single-word values are
+quoted with :func:`shlex.quote`; ``command`` is shell text, taken as given (one line).
 """
 
 from __future__ import annotations
@@ -12,54 +15,108 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
+from importlib.abc import Traversable
 
 from .errors import ConfigurationError
 
-__all__ = ["Parameter", "SCHEMA", "available", "render"]
+__all__ = ["Parameter", "SCHEMA", "available", "defaults", "render", "sbatch_header"]
 
 
 @dataclass(frozen=True)
 class Parameter:
-    """One template parameter: its default and what it means."""
+    """One template parameter: its default, what it means, and the #SBATCH option it sets."""
 
     name: str
     default: str
     meaning: str
-    quote: bool = False
+    option: str = ""
 
 
 SCHEMA: tuple[Parameter, ...] = (
-    Parameter("job_name", "slurm-resolver", "#SBATCH --job-name"),
-    Parameter("nodes", "2", "#SBATCH --nodes"),
-    Parameter("tasks_per_node", "2", "#SBATCH --ntasks-per-node"),
-    Parameter("time", "00:10:00", "#SBATCH --time"),
-    Parameter("output", "slurm-resolver-%j.out", "#SBATCH --output"),
-    Parameter("extra_sbatch", "", "extra #SBATCH lines, one per line"),
+    Parameter("job_name", "slurm-resolver", "the job's name", "--job-name"),
+    Parameter("nodes", "2", "nodes (of the workers, in a heterogeneous job)", "--nodes"),
+    Parameter("tasks_per_node", "2", "tasks per node", "--ntasks-per-node"),
+    Parameter("gpus_per_task", "", "GPUs per task (empty: none requested)", "--gpus-per-task"),
+    Parameter("cpus_per_task", "1", "CPUs per task", "--cpus-per-task"),
+    Parameter("time", "00:10:00", "time limit", "--time"),
+    Parameter("partition", "", "partition (empty: the default)", "--partition"),
+    Parameter("account", "", "account (empty: the default)", "--account"),
+    Parameter("output", "slurm-resolver-%j.out", "output file", "--output"),
+    Parameter("ps_nodes", "1", "heterogeneous job: nodes of the ps component"),
+    Parameter("jobs", "", "job layout, e.g. ps=1,worker=3 (empty: every task a worker)"),
+    Parameter("format", "tf", "variables the bootstrap exports: tf, torch, jax or shell"),
+    Parameter("command", "", "the command every task runs after the bootstrap (empty: print the task)"),
     Parameter("srun_args", "", "extra srun arguments"),
-    Parameter("python", sys.executable, "the Python interpreter of the tasks", quote=True),
+    Parameter("mpirun_args", "", "extra mpirun arguments"),
+    Parameter("extra_sbatch", "", "extra #SBATCH lines, separated by ';'"),
+    Parameter("python", sys.executable, "the Python interpreter of the tasks"),
 )
+SHELL_TEXT = {"command", "srun_args", "mpirun_args", "extra_sbatch"}
+PRINT_TASK = "slurm-resolver-print-task"
+
+
+def _root() -> Traversable:
+    return resources.files("slurm_resolver.sbatch_templates")
 
 
 def available() -> list[str]:
     """Names of the bundled templates."""
-    root = resources.files("slurm_resolver.sbatch_templates")
-    return sorted(p.name.removesuffix(".sbatch") for p in root.iterdir() if p.name.endswith(".sbatch"))
+    return sorted(p.name.removesuffix(".sbatch") for p in _root().iterdir() if p.name.endswith(".sbatch"))
+
+
+def _text(name: str) -> str:
+    if name not in available():
+        raise ConfigurationError(f"no template named {name!r}", f"choose one of {', '.join(available())}")
+    return str(_root().joinpath(f"{name}.sbatch").read_text())
+
+
+def defaults(name: str) -> dict[str, str]:
+    """The schema's defaults overridden by the template's ``# defaults:`` line."""
+    first = _text(name).splitlines()[1]
+    own = dict(item.split("=", 1) for item in shlex.split(first.partition("# defaults:")[2]))
+    return {**{p.name: p.default for p in SCHEMA}, **own}
+
+
+def sbatch_header(values: Mapping[str, str], het: bool = False) -> str:
+    """The ``#SBATCH`` lines for ``values``; a heterogeneous job gets a ps component first.
+
+    >>> print(sbatch_header({"job_name": "x", "nodes": "2", "partition": ""}))
+    #SBATCH --job-name=x
+    #SBATCH --nodes=2
+    """
+    lines = []
+    options = [p for p in SCHEMA if p.option and values.get(p.name)]
+    if het:
+        for p in options:
+            if p.name in ("job_name", "time", "partition", "account", "output"):
+                lines.append(f"#SBATCH {p.option}={shlex.quote(values[p.name])}")
+        lines += [f"#SBATCH --nodes={shlex.quote(values['ps_nodes'])}", "#SBATCH --ntasks-per-node=1",
+                  "#SBATCH hetjob"]
+        options = [p for p in options if p.name in ("nodes", "tasks_per_node", "gpus_per_task", "cpus_per_task")]
+    lines += [f"#SBATCH {p.option}={shlex.quote(values[p.name])}" for p in options]
+    lines += [f"#SBATCH {extra.strip()}" for extra in values.get("extra_sbatch", "").split(";") if extra.strip()]
+    return "\n".join(lines)
 
 
 def render(name: str, values: Mapping[str, str] | None = None) -> str:
-    """The sbatch text of template ``name`` with ``values`` over the schema's defaults."""
-    known = {p.name: p for p in SCHEMA}
-    unknown = sorted(set(values or {}) - set(known))
+    """The sbatch text of template ``name``: its defaults, overridden by ``values``."""
+    known = {p.name for p in SCHEMA}
+    unknown = sorted(set(values or {}) - known)
+    base = defaults(name)
     if unknown:
-        listing = ", ".join(f"{p.name} (default {p.default!r})" for p in SCHEMA)
+        listing = ", ".join(f"{p.name} (default {base[p.name]!r})" for p in SCHEMA)
         raise ConfigurationError(f"unknown template parameter(s) {unknown}", f"valid parameters: {listing}")
-    if name not in available():
-        raise ConfigurationError(f"no template named {name!r}", f"choose one of {', '.join(available())}")
-    merged = {p.name: (values or {}).get(p.name, p.default) for p in SCHEMA}
+    merged = {**base, **(values or {})}
     for key, value in merged.items():
-        if "\n" in value and key != "extra_sbatch":
+        if "\n" in value:
             raise ConfigurationError(f"template parameter {key}={value!r} must be one line")
-        if known[key].quote:
-            merged[key] = shlex.quote(value)
-    text = resources.files("slurm_resolver.sbatch_templates").joinpath(f"{name}.sbatch").read_text()
-    return string.Template(text).substitute(merged)
+    if merged["format"] not in ("tf", "torch", "jax", "shell"):
+        raise ConfigurationError(f"format={merged['format']!r} is not known", "use tf, torch, jax or shell")
+    text = _text(name)
+    substituted = {k: (v if k in SHELL_TEXT else shlex.quote(v)) for k, v in merged.items()}
+    if not merged["command"]:
+        substituted["command"] = f"{shlex.quote(merged['python'])} -m slurm_resolver show --bootstrapped"
+    substituted["jobs_option"] = f"--jobs {shlex.quote(merged['jobs'])}" if merged["jobs"] else ""
+    substituted["sbatch_header"] = sbatch_header(merged, het="hetjob" in text.splitlines()[1])
+    body = "\n".join(line for i, line in enumerate(text.splitlines()) if i != 1) + "\n"
+    return string.Template(body).substitute(substituted)

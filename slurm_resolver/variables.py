@@ -66,6 +66,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_RESOLVER_JOBS", "user", "override of `jobs`, e.g. ps=1,worker=3"),
     Variable("SLURM_RESOLVER_PORT_BASE", "user", "override of `port_base`"),
     Variable("SLURM_RESOLVER_EXCHANGE", "user", "placement exchange: auto, mpi or none"),
+    Variable("SLURM_RESOLVER_TASK", "slurm-resolver bootstrap", "the bootstrapped task and cluster as JSON (written, then read by show --bootstrapped)"),
+    Variable("SLURM_RESOLVER_TASK_TYPE", "slurm-resolver bootstrap --format shell", "the task's job name (written)"),
+    Variable("SLURM_RESOLVER_TASK_ID", "slurm-resolver bootstrap --format shell", "the task's index (written)"),
+    Variable("SLURM_RESOLVER_RANK", "slurm-resolver bootstrap --format shell", "the task's rank (written)"),
+    Variable("SLURM_RESOLVER_WORLD_SIZE", "slurm-resolver bootstrap --format shell", "number of tasks (written)"),
+    Variable("SLURM_RESOLVER_ADDRESS", "slurm-resolver bootstrap --format shell", "host:port of the task's server (written)"),
     Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: rank 0's candidate ports, e.g. 30001,30002"),
 )
 

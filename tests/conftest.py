@@ -43,9 +43,10 @@ def slurm_cluster() -> dict[str, str]:
     result = subprocess.run([str(TESTCLUSTER), "up"], capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
         pytest.fail(f"the Slurm test cluster did not start:\n{result.stderr[-4000:]}", pytrace=False)
-    conf = subprocess.run([str(TESTCLUSTER), "env"], capture_output=True, text=True).stdout.split("=", 1)[1].strip()
-    os.environ["SLURM_CONF"] = conf
-    return {"SLURM_CONF": conf}
+    exported = subprocess.run([str(TESTCLUSTER), "env"], capture_output=True, text=True).stdout.split()[1:]
+    variables = dict(item.split("=", 1) for item in exported)
+    os.environ.update(variables)  # SLURM_CONF, and OMPI_MCA_btl=self,tcp (see testcluster env)
+    return variables
 
 
 def json_objects(text: str) -> list[dict[str, Any]]:

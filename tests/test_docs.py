@@ -37,3 +37,13 @@ def test_examples_run(page: Path) -> None:
     assert runnable, f"{page.name} has no runnable example"
     for block in runnable:
         exec(compile(block, str(page), "exec"), {})
+
+
+def test_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "site" / "bootstrap" / "index.html").is_file()

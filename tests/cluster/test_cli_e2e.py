@@ -1,0 +1,74 @@
+"""The command line on the real cluster: every template through `submit --wait`, `check`, `env`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import json_objects
+
+pytestmark = pytest.mark.slurm
+
+CLI = [sys.executable, "-m", "slurm_resolver"]
+
+CASES = {  # template: (extra --set values, tasks, jobs expected)
+    "data_parallel": ({"nodes": "2", "tasks_per_node": "2"}, 4, {"worker": 4}),
+    "ps_worker": ({"nodes": "2", "tasks_per_node": "2"}, 4, {"chief": 1, "ps": 1, "worker": 2}),
+    "chief_evaluator": ({"nodes": "2", "tasks_per_node": "2"}, 4, {"chief": 1, "evaluator": 1, "worker": 2}),
+    "mpirun": ({"nodes": "2", "tasks_per_node": "2", "mpirun_args": "--allow-run-as-root"}, 4, {"worker": 4}),
+    "hetjob": ({}, 3, {"ps": 1, "worker": 2}),
+}
+
+
+@pytest.mark.parametrize("template", sorted(CASES))
+def test_submit_wait_runs_every_template(slurm_cluster: dict[str, str], tmp_path: Path, template: str) -> None:
+    values, tasks, jobs = CASES[template]
+    sets = [f"--set={k}={v}" for k, v in {**values, "output": str(tmp_path / "out"),
+                                          "python": sys.executable}.items()]
+    out = subprocess.run([*CLI, "submit", template, *sets, "--wait", "--timeout", "180"], capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "COMPLETED" in out.stderr  # the progress display
+    rows = json_objects(out.stdout)
+    assert len(rows) == tasks and len({json.dumps(r["cluster"], sort_keys=True) for r in rows}) == 1
+    assert {job: len(addresses) for job, addresses in rows[0]["cluster"].items()} == jobs
+    assert sorted(r["rank"] for r in rows) == list(range(tasks))
+
+
+def test_submit_wait_exits_with_the_jobs_code(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    out = subprocess.run([*CLI, "submit", "data_parallel", "--set=nodes=1", "--set=tasks_per_node=1",
+                          f"--set=output={tmp_path / 'out'}", f"--set=python={sys.executable}",
+                          "--set=command=bash -c 'exit 3'", "--wait"], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 3 and "FAILED" in out.stderr
+
+
+def test_check_ok_inside_a_job(slurm_cluster: dict[str, str]) -> None:
+    out = subprocess.run(["srun", "-N2", "-n2", *CLI, "check"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines and all(l.startswith("OK") for l in lines) and any("names: all 2" in l for l in lines)
+
+
+def test_check_fails_with_the_hint_for_an_unresolvable_node(slurm_cluster: dict[str, str]) -> None:
+    hosts = Path("/etc/hosts")
+    saved = hosts.read_text()
+    hosts.write_text("".join(l for l in saved.splitlines(True) if not l.rstrip().endswith(" node4")))
+    try:
+        out = subprocess.run(["srun", "-w", "node[3-4]", "-N2", "-n2", *CLI, "check"], capture_output=True,
+                             text=True, timeout=60)
+    finally:
+        hosts.write_text(saved)
+    assert out.returncode != 0
+    failing = [l for l in out.stdout.splitlines() if l.startswith("FAIL")]
+    assert failing and all("node4" in l and "hint: add them to DNS or /etc/hosts" in l for l in failing)
+
+
+def test_env_exports_for_a_shell(slurm_cluster: dict[str, str]) -> None:
+    out = subprocess.run(["srun", "-N2", "-n2", "bash", "-c",
+                          f"eval \"$({' '.join(CLI)} env --format torch)\"; echo $RANK/$WORLD_SIZE@$MASTER_ADDR"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert sorted(out.stdout.split()) == ["0/2@node1", "1/2@node1"]
