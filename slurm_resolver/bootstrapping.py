@@ -307,6 +307,11 @@ def _verify(peers: Sequence[Peer], rank: int, key: str, token: str, cluster: Clu
             raise ResolutionError(f"bootstrap: the server at {peer.address} is not {peer.job}:{peer.index} of "
                                   f"this launch (it says {who.job_key} rank {who.task.rank})",
                                   "another job reuses the port: run bootstrap again")
+        if who.task.node != peer.node or (who.task.job, who.task.index) != (peer.job, peer.index):
+            raise ResolutionError(
+                f"bootstrap: rank {r} says it is {who.task.job}:{who.task.index} on {who.task.node}, but the "
+                f"table has {peer.job}:{peer.index} on {peer.node}",
+                "tasks resolved different clusters: give every task the same jobs and launch")
 
     with ThreadPoolExecutor(max_workers=min(8, len(chosen))) as pool:
         list(pool.map(check, chosen))

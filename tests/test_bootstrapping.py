@@ -155,3 +155,24 @@ def test_adapters() -> None:
             adapters.export(torch, environ=target)
     finally:
         stop(results)
+
+
+class TamperedExchange:
+    """Passes rows through, but claims rank 1 runs on another node."""
+
+    def __init__(self, inner: LocalExchange) -> None:
+        self.inner, self.rank, self.size = inner, inner.rank, inner.size
+
+    def allgather(self, value: Any) -> list[Any]:
+        rows = self.inner.allgather(value)
+        if isinstance(rows[1], dict) and "peer" in rows[1]:
+            rows[1] = {**rows[1], "peer": {**rows[1]["peer"], "node": "elsewhere"}}
+        return rows
+
+
+def test_a_peer_that_is_not_where_the_table_says_is_caught() -> None:
+    group = LocalExchange.group(2)
+    results = run_all(2, per_rank=lambda rank: {"exchange": TamperedExchange(group[rank])}, timeout=10)
+    stop(results)
+    assert isinstance(results[0], ResolutionError) and "on localhost, but the table has worker:1 on elsewhere" in \
+        str(results[0])
