@@ -37,7 +37,7 @@ from .cluster_spec import ClusterSpec
 from .environment import snapshot
 from .errors import ConfigurationError, ResolutionError
 from .exchange import Exchange, MPIExchange
-from .resolvers.base import ClusterResolver, format_master_url
+from .resolvers.base import ClusterResolver
 from .resolvers.slurm import SlurmClusterResolver
 from .server import CoordinationState, Server, credentials
 
@@ -137,10 +137,7 @@ class Bootstrapped(ClusterResolver):
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """The URL of a task, this one by default."""
-        task_type = self.task_type if task_type is None else task_type
-        task_id = self.task_id if task_id is None else task_id
-        return format_master_url(self.cluster_spec().task_address(task_type, task_id),  # type: ignore[arg-type]
-                                 rpc_layer or self.rpc_layer)
+        return self._task_master(task_type, task_id, rpc_layer)
 
     def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
                          config_proto: Any = None) -> dict[str, int]:

@@ -113,14 +113,18 @@ class Cluster:
         return tuple(packing.local_indices(self.nodes))
 
     @cached_property
+    def _assigned(self) -> tuple[list[str], list[int]]:
+        return packing.assign(self.runs)
+
+    @property
     def jobs(self) -> tuple[str, ...]:
         """The job name of every rank."""
-        return tuple(packing.assign(self.runs)[0])
+        return tuple(self._assigned[0])
 
-    @cached_property
+    @property
     def indices(self) -> tuple[int, ...]:
         """The task index of every rank within its job."""
-        return tuple(packing.assign(self.runs)[1])
+        return tuple(self._assigned[1])
 
     def job_of(self, rank: int) -> str:
         """The job name of ``rank``."""
@@ -298,7 +302,7 @@ def resolve(
     if block or hosts_or_none is not None:
         hosts = hosts_or_none
         placement.check_own(launch, hosts)
-        probe = own if own in set(nodes) else nodes[0]
+        probe = own if own in nodes else nodes[0]
         checked = {probe: resolves(probe)}
     else:
         group = _exchange(launch, mode, timeout)
@@ -312,8 +316,8 @@ def resolve(
                 raise ResolutionError(f"the launcher's {what} {mine} differs from the exchange's {theirs}",
                                       "run one process per rank of the launcher")
         rank = group.rank
-    node_address = addresses.address_map(nodes if hosts is None or hosts_or_none is not None else hosts,
-                                         checked, node_addresses)
+        nodes = tuple(dict.fromkeys(hosts))  # the exchange named the nodes; the launch may not have
+    node_address = addresses.address_map(nodes, checked, node_addresses)
     return _assemble(launch, hosts, rank, node_address, jobs, port_base)
 
 

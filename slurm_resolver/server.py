@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .cluster_spec import ClusterSpec
@@ -259,6 +259,3 @@ def credentials(token: str) -> tuple[tuple[str, str], ...]:
     """The call metadata that carries the job's token."""
     return ((TOKEN_KEY, token),)
 
-
-def describe(tasks: Mapping[int, Any]) -> str:  # pragma: no cover - debugging aid
-    return ", ".join(f"{t.job}:{t.index}@{t.host}:{t.port}" for _, t in sorted(tasks.items()))

@@ -53,6 +53,14 @@ class ClusterResolver(abc.ABC):
         del task_type, task_id, config_proto
         return {}
 
+    def _task_master(self, task_type: str | None, task_id: int | None, rpc_layer: str | None) -> str:
+        """The URL of a task, this resolver's own task by default; ``''`` when there is none."""
+        task_type = task_type if task_type is not None else self.task_type
+        task_id = task_id if task_id is not None else self.task_id
+        if task_type is None or task_id is None:
+            return ""
+        return format_master_url(self.cluster_spec().task_address(task_type, task_id), rpc_layer or self.rpc_layer)
+
     @property
     def environment(self) -> str:
         """``''`` outside Google, as in TensorFlow."""

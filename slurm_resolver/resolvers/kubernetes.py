@@ -14,7 +14,7 @@ from typing import Any
 
 from ..cluster_spec import ClusterSpec
 from ..errors import MissingDependencyError, ResolutionError
-from .base import ClusterResolver, format_master_url
+from .base import ClusterResolver
 
 __all__ = ["KubernetesClusterResolver"]
 
@@ -63,12 +63,7 @@ class KubernetesClusterResolver(ClusterResolver):
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """The URL of a task (the one set in ``task_type``/``task_id`` by default), or ``''``."""
-        task_type = task_type if task_type is not None else self.task_type
-        task_id = task_id if task_id is not None else self.task_id
-        if task_type is not None and task_id is not None:
-            return format_master_url(self.cluster_spec().task_address(task_type, task_id),
-                                     rpc_layer or self.rpc_layer)
-        return ""
+        return self._task_master(task_type, task_id, rpc_layer)
 
     def cluster_spec(self) -> ClusterSpec:
         """Each job's Running pods, ordered by namespace and name, as ``podIP:port``."""

@@ -17,7 +17,7 @@ from ..cluster import Cluster, resolve
 from ..cluster_spec import ClusterSpec
 from ..errors import ConfigurationError, ResolutionError
 from ..exchange import Exchange
-from .base import ClusterResolver, format_master_url
+from .base import ClusterResolver
 
 __all__ = ["SlurmClusterResolver"]
 
@@ -115,11 +115,7 @@ class SlurmClusterResolver(ClusterResolver):
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """The URL of a task (the calling task by default); ``''`` when there is none."""
-        task_type = task_type if task_type is not None else self.task_type
-        task_id = task_id if task_id is not None else self.task_id
-        if task_type is not None and task_id is not None:
-            return format_master_url(self._spec.task_address(task_type, task_id), rpc_layer or self.rpc_layer)
-        return ""
+        return self._task_master(task_type, task_id, rpc_layer)
 
     def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
                          config_proto: Any = None) -> dict[str, int]:
