@@ -22,9 +22,10 @@ _EXPORTS = {
     "TFConfigClusterResolver": "resolvers.tfconfig",
     "SlurmClusterResolver": "resolvers.slurm",
     "KubernetesClusterResolver": "resolvers.kubernetes",
-    "Server": "server",
-    "bootstrap": "bootstrapping",
-    "Bootstrapped": "bootstrapping",
+    "Server": "rpc.server",
+    "bootstrap": "rpc.bootstrap",
+    "bootstrap_async": "rpc.bootstrap",
+    "Bootstrapped": "rpc.bootstrapped",
     "Cluster": "cluster",
     "Task": "cluster",
     "resolve": "cluster",
@@ -56,9 +57,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .bootstrapping import Bootstrapped, bootstrap
     from .cluster import Cluster, Task, resolve
-    from .server import Server
+    from .rpc.bootstrap import bootstrap, bootstrap_async
+    from .rpc.bootstrapped import Bootstrapped
+    from .rpc.server import Server
     from .cluster_spec import ClusterSpec
     from .environment import export, snapshot
     from .errors import (

@@ -12,17 +12,18 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from .bootstrapping import Bootstrapped, Peer
+from .cluster import Task
 from .environment import export
-from .errors import MissingDependencyError
+from .optional import import_optional
+from .rpc.bootstrapped import Bootstrapped
 
 __all__ = ["tensorflow_env", "torch_env", "jax_arguments", "jax_env", "shell_env", "shell", "apply",
            "tensorflow_server",
            "tensorflow_resolver", "FORMATS"]
 
 
-def _local(b: Bootstrapped) -> list[Peer]:
-    return [p for p in b.peers if p.node == b.me.node]
+def _local(b: Bootstrapped) -> list[Task]:
+    return [b.task(r) for r in b.cluster.local_group(b.rank)[1]]
 
 
 def tensorflow_env(b: Bootstrapped) -> dict[str, str]:
@@ -36,14 +37,14 @@ def torch_env(b: Bootstrapped) -> dict[str, str]:
 
     ``MASTER_PORT`` is the spare port rank 0 reserved on its node during the bootstrap.
     """
-    rank0 = b.peers[0]
+    rank0 = b.task(0)
     local = _local(b)
     return {
         "MASTER_ADDR": rank0.host,
         "MASTER_PORT": str(rank0.spare_port),
         "RANK": str(b.rank),
         "WORLD_SIZE": str(b.world_size),
-        "LOCAL_RANK": str(local.index(b.me)),
+        "LOCAL_RANK": str(b.me.local_rank),
         "LOCAL_WORLD_SIZE": str(len(local)),
     }
 
@@ -52,7 +53,7 @@ def jax_arguments(b: Bootstrapped) -> dict[str, Any]:
     """Keyword arguments of ``jax.distributed.initialize``."""
     gpus = b.me.gpus
     return {
-        "coordinator_address": f"{b.peers[0].host}:{b.peers[0].spare_port}",
+        "coordinator_address": f"{b.task(0).host}:{b.task(0).spare_port}",
         "num_processes": b.world_size,
         "process_id": b.rank,
         "local_device_ids": [int(g) for g in gpus] if gpus and all(g.isdigit() for g in gpus) else None,
@@ -100,10 +101,7 @@ def tensorflow_server(b: Bootstrapped, config: Any = None, barrier: bool = True,
     connects as a client instead (``tf.config.experimental_connect_to_cluster`` with its own
     job and index) calls ``b.barrier('tensorflow')`` before connecting.
     """
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise MissingDependencyError("tensorflow", "tensorflow", "A TensorFlow server") from None
+    tf = import_optional("tensorflow", "tensorflow", "A TensorFlow server")
     server = tf.distribute.Server(b.framework_spec().as_cluster_def(), job_name=b.me.job, task_index=b.me.index,
                                   protocol="grpc", config=config, start=True)
     if barrier:
@@ -113,10 +111,7 @@ def tensorflow_server(b: Bootstrapped, config: Any = None, barrier: bool = True,
 
 def tensorflow_resolver(b: Bootstrapped) -> Any:
     """A genuine TensorFlow resolver over :meth:`Bootstrapped.framework_spec` for this task."""
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise MissingDependencyError("tensorflow", "tensorflow", "A TensorFlow resolver") from None
+    tf = import_optional("tensorflow", "tensorflow", "A TensorFlow resolver")
     return tf.distribute.cluster_resolver.SimpleClusterResolver(
         b.framework_spec().to_tensorflow(), master=f"{b.me.host}:{b.me.spare_port}", task_type=b.me.job,
         task_id=b.me.index, rpc_layer="grpc", num_accelerators=b.num_accelerators())

@@ -9,11 +9,48 @@ from __future__ import annotations
 
 import errno
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from .errors import AddressError
 
-__all__ = ["resolves", "address_map", "port_in_use"]
+__all__ = ["resolves", "address_map", "port_in_use", "first", "OwnNames"]
+
+
+class OwnNames(Mapping[str, str]):
+    """The address map where every node's name is its address: no per-node work.
+
+    >>> OwnNames(("n1", "n2"))["n2"]
+    'n2'
+    """
+
+    def __init__(self, nodes: Sequence[str]) -> None:
+        self.nodes = nodes
+
+    def __getitem__(self, node: str) -> str:
+        if not isinstance(node, str):
+            raise KeyError(node)
+        return node
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.nodes
+
+
+def first(items: Sequence[object], shown: int = 8) -> str:
+    """At most ``shown`` items and a count of the rest: messages stay short whatever the job's size.
+
+    >>> first(["node2", "node3"])
+    'node2, node3'
+    >>> first([f"n{i}" for i in range(10)], 2)
+    'n0, n1 and 8 more'
+    """
+    text = ", ".join(map(str, items[:shown]))
+    return f"{text} and {len(items) - shown} more" if len(items) > shown else text
 
 
 def resolves(name: str) -> bool:
@@ -28,7 +65,7 @@ def address_map(
     nodes: Sequence[str],
     checked: Mapping[str, bool],
     node_addresses: Callable[[Sequence[str]], Mapping[str, str]],
-) -> dict[str, str]:
+) -> Mapping[str, str]:
     """Node name to address.
 
     Args:
@@ -39,18 +76,19 @@ def address_map(
         node_addresses: asks Slurm for ``NodeAddr`` (called at most once).
     """
     if all(checked.values()):
-        return dict(zip(nodes, nodes))
+        return OwnNames(nodes)
     failed = [n for n in dict.fromkeys(nodes) if checked.get(n) is False]
     if failed and any(n not in checked for n in nodes):
         failed = [n for n in dict.fromkeys(nodes) if checked.get(n) is not True]
     if not failed:
-        return {n: n for n in nodes}
+        return OwnNames(nodes)
     found = node_addresses(failed)
     missing = [n for n in failed if not found.get(n) or found[n] == n]
     if missing:
+        others = f" (also {first(missing[1:])})" if len(missing) > 1 else ""
         raise AddressError(
             f"node {missing[0]} has no reachable address: its name does not resolve and Slurm "
-            f"gives no other NodeAddr{f' (also: {missing[1:]})' if len(missing) > 1 else ''}",
+            f"gives no other NodeAddr{others}",
             "add the node names to DNS or /etc/hosts on every node, or set NodeAddr in slurm.conf",
         )
     return {n: found.get(n, n) for n in nodes}
@@ -62,13 +100,13 @@ def port_in_use(host: str, port: int) -> bool:
     Only ``EADDRINUSE`` counts; an address that is not this host's says nothing.
     """
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except (OSError, UnicodeError):
         return False
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((host, port))
+            sock.bind(address)  # the address looked up once, not the name again
         except OSError as exc:
             return exc.errno == errno.EADDRINUSE
     return False

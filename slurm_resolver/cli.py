@@ -1,7 +1,8 @@
 """The ``slurm-resolver`` command line.
 
 Exit codes: 0 success, 1 a user or configuration error (one line with the hint; the
-traceback only with ``--debug``), 2 a usage error.
+traceback only with ``--debug``), 2 a usage error, 130 interrupted (Ctrl-C), and for
+``submit --wait`` the job's own exit code.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .errors import SlurmResolverError
+from .exchange import MODES
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .bootstrapping import Bootstrapped
+    from .rpc.bootstrapped import Bootstrapped
 
 __all__ = ["main", "build_parser"]
 
@@ -75,7 +77,7 @@ def _variables_for(b: Bootstrapped, fmt: str) -> dict[str, str]:
 
 def _env(args: argparse.Namespace) -> int:
     from .adapters import shell
-    from .bootstrapping import Bootstrapped
+    from .rpc.bootstrapped import Bootstrapped
     from .parsing import parse_jobs
     from .resolvers.slurm import SlurmClusterResolver
 
@@ -89,7 +91,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
     import os
 
     from .adapters import apply
-    from .bootstrapping import bootstrap
+    from .rpc.bootstrap import bootstrap
     from .parsing import parse_jobs
     from .resolvers.slurm import SlurmClusterResolver
 
@@ -131,9 +133,10 @@ def _submit(args: argparse.Namespace) -> int:
 
     text = render(args.template, _pairs(args.set))
     job_id = submit(text)
-    print(job_id, flush=True)
     if not args.wait:
+        print(job_id, flush=True)  # alone on stdout, as sbatch --parsable: JOB=$(slurm-resolver submit ...)
         return 0
+    print(f"slurm-resolver: submitted batch job {job_id}", file=sys.stderr, flush=True)
     return wait(job_id, timeout=args.timeout)
 
 
@@ -198,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="one JSON object for the calling task")
     show.add_argument("--jobs", help="ps=1,worker=3, or ps,worker (one job per het component)")
     show.add_argument("--port-base", type=int, help="first port on each node (default 8888)")
-    show.add_argument("--exchange", choices=("auto", "mpi", "none"), help="placement exchange between ranks")
+    show.add_argument("--exchange", choices=MODES, help="placement exchange between ranks (resolution uses MPI only)")
     show.add_argument("--bootstrapped", action="store_true", help="the task as `bootstrap` exported it")
     show.set_defaults(func=_show)
     env = sub.add_parser("env", help="export lines of the framework's variables, for a shell script")
@@ -249,5 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"slurm-resolver: error: {exc.one_line()}", file=sys.stderr)
         return 1
-    except (BrokenPipeError, KeyboardInterrupt):
+    except KeyboardInterrupt:
+        print("slurm-resolver: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as a shell reports a command that Ctrl-C stopped
+    except BrokenPipeError:
         return 1

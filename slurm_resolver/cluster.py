@@ -1,10 +1,11 @@
-"""Resolution: from an environment snapshot to the whole cluster and the calling task.
+"""Resolution: from an environment snapshot to the complete, frozen cluster, in one pass.
 
-:func:`resolve` runs the pipeline once (launcher, placement, addresses, packing, ports)
-and returns a frozen :class:`Cluster`. Precedence of every setting, in one place:
-explicit argument > ``SLURM_RESOLVER_*`` variable > default. The cluster is kept as
-columns (one tuple per attribute, indexed by rank) so that a 16,384-task job resolves in
-about a millisecond.
+:func:`resolve` takes one snapshot of the environment and goes down once: settings
+(explicit argument > ``SLURM_RESOLVER_*`` variable > default, in :func:`_setting`), the
+launch, the placement of every rank (computed, or exchanged through MPI), the packing into
+jobs, the GPUs, the addresses. Out comes one frozen :class:`Cluster`. A block layout is
+kept as nodes and counts, so that a 16,384-task job resolves in about a millisecond; per
+rank columns are built only when asked for.
 """
 
 from __future__ import annotations
@@ -12,67 +13,84 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import cached_property
-from itertools import accumulate, chain, repeat
+from itertools import repeat
 from operator import add
 from typing import Any
 
-from . import addresses, launchers, packing, placement, slurmctl
+from . import addresses, launchers, placement
 from .cluster_spec import ClusterSpec
 from .environment import snapshot
 from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
-from .exchange import Exchange, MPIExchange
-from .gpus import GpuPlan
+from .exchange import Exchange, MPIExchange, check_mode
+from .gpus import SOURCES, GpuPlan, Visible, visible
 from .launchers.base import Launch
+from .packing import Jobs, Packing, check_port_base, pack
 from .parsing import parse_jobs, read_int
+from .placement import Placement
 
-__all__ = ["Task", "Cluster", "resolve"]
+__all__ = ["Task", "Cluster", "resolve", "DEFAULT_PORT_BASE"]
 
 log = logging.getLogger("slurm_resolver")
 
-Jobs = Mapping[str, int] | Sequence[str] | None
+DEFAULT_PORT_BASE = 8888
 
 
 @dataclass(frozen=True)
 class Task:
-    """One task of the cluster."""
+    """One task of the cluster: who it is, where it runs, where its server listens.
+
+    ``port`` is the planned port (``port_base`` + local rank) in a resolved cluster, and
+    the port its server bound in a bootstrapped one, which also has ``spare_port``: a
+    free port the task reserved for a framework (PyTorch's ``MASTER_PORT``, JAX's
+    coordinator, TensorFlow's servers).
+    """
 
     rank: int
     job: str
     index: int
     node: str
-    address: str
+    host: str
+    port: int
     local_rank: int
     gpus: tuple[str, ...] | None = ()
     """GPU ids; None where Slurm bound them on another task and only their count is known."""
+    spare_port: int | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the task's server."""
+        return f"{self.host}:{self.port}"
 
 
+@dataclass(frozen=True, eq=False)
 class Cluster:
     """The resolved cluster: every task by rank, and which of them the caller is.
 
-    Per-rank columns (``nodes``, ``jobs``, ``indices``, ``local_ranks``) are built on first
-    use; a block layout keeps only its nodes and counts, so that :meth:`task` and
-    :meth:`spec` cost next to nothing per task.
+    Attributes:
+        launch: what the launcher said, with its capabilities.
+        rank: the calling task's rank; None where the caller is no task (salloc shell).
+        placement: the node of every rank.
+        packing: the job and index of every rank.
+        hosts: each node's address, the one its peers use (its name, or Slurm's NodeAddr).
+        port_base: the planned port of local rank 0 on every node.
+        gpu_plan: the GPUs of every task.
+        bound_ports, spare_ports: per rank, once bootstrapped (:meth:`with_ports`).
+        reported_gpus: GPUs that tasks reported in the bootstrap where Slurm bound them
+            to each task (nobody else can compute them).
     """
 
-    def __init__(self, launcher: str, rank: int | None, addresses: Sequence[str],
-                 runs: Sequence[tuple[str, int]], *, hosts: Sequence[str] | None = None,
-                 block: tuple[Sequence[str], Sequence[int]] | None = None, job_id: str | None = None,
-                 mpi: bool = False) -> None:
-        if hosts is None and block is None:
-            raise ValueError("a Cluster needs hosts per rank or a block layout")
-        self.launcher = launcher
-        self.rank = rank
-        self.addresses = tuple(addresses)
-        self.runs = tuple(runs)
-        self.job_id = job_id
-        self.mpi = mpi
-        self.gpu_plan: GpuPlan | None = None
-        self._hosts = None if hosts is None else tuple(hosts)
-        self._block = block
-        self._starts = None if block is None else list(accumulate(block[1], initial=0))
+    launch: Launch
+    rank: int | None
+    placement: Placement
+    packing: Packing
+    hosts: Mapping[str, str]
+    port_base: int
+    gpu_plan: GpuPlan
+    bound_ports: tuple[int, ...] | None = None
+    spare_ports: tuple[int, ...] | None = None
+    reported_gpus: Mapping[int, tuple[str, ...]] | None = None
 
     def __repr__(self) -> str:
         return f"Cluster(launcher={self.launcher!r}, rank={self.rank}, world_size={self.world_size})"
@@ -80,113 +98,131 @@ class Cluster:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Cluster):
             return NotImplemented
-        return (self.launcher, self.rank, self.addresses, self.runs, self.nodes) == \
-            (other.launcher, other.rank, other.addresses, other.runs, other.nodes)
+        return (self.launcher, self.rank, self.packing.runs, self.addresses, self.nodes) == \
+            (other.launcher, other.rank, other.packing.runs, other.addresses, other.nodes)
 
     __hash__ = None  # type: ignore[assignment]
 
     @property
+    def launcher(self) -> str:
+        """The name of the launcher that started the tasks."""
+        return self.launch.launcher
+
+    @property
+    def job_id(self) -> str | None:
+        """The Slurm job id, when there is one."""
+        return self.launch.job_id
+
+    @property
     def world_size(self) -> int:
         """Number of tasks."""
-        return len(self.addresses)
+        return self.placement.world_size
 
-    def _node_and_local(self, rank: int) -> tuple[str, int]:
-        if self._hosts is not None:
-            return self._hosts[rank], self.local_ranks[rank]
-        assert self._block is not None and self._starts is not None
-        position = bisect_right(self._starts, rank) - 1
-        return self._block[0][position], rank - self._starts[position]
+    @property
+    def runs(self) -> tuple[tuple[str, int], ...]:
+        """``(job, count)`` runs of consecutive ranks."""
+        return self.packing.runs
 
     @cached_property
+    def ports(self) -> tuple[int, ...]:
+        """The port of every rank: bound ones once bootstrapped, else ``port_base`` + local rank."""
+        if self.bound_ports is not None:
+            return self.bound_ports
+        base = self.port_base
+        return tuple(base + local for local in self.placement.local_ranks)
+
+    @cached_property
+    def addresses(self) -> tuple[str, ...]:
+        """``host:port`` of every rank, in rank order."""
+        p = self.placement
+        if self.bound_ports is None and p.is_block:
+            node_hosts = p.nodes if isinstance(self.hosts, addresses.OwnNames) else [self.hosts[n] for n in p.nodes]
+            return _block_addresses(node_hosts, p.counts, self.port_base)
+        hosts = self.hosts
+        return tuple(f"{hosts[n]}:{port}" for n, port in zip(p.all_hosts, self.ports))
+
+    @property
     def nodes(self) -> tuple[str, ...]:
         """The node of every rank."""
-        if self._hosts is not None:
-            return self._hosts
-        assert self._block is not None
-        return placement.block(*self._block)
+        return self.placement.all_hosts
 
-    @cached_property
+    @property
     def local_ranks(self) -> tuple[int, ...]:
         """The index of every rank among the ranks on its node."""
-        if self._block is not None:
-            return tuple(chain.from_iterable(map(range, self._block[1])))
-        return tuple(packing.local_indices(self.nodes))
-
-    @cached_property
-    def _assigned(self) -> tuple[list[str], list[int]]:
-        return packing.assign(self.runs)
+        return self.placement.local_ranks
 
     @property
     def jobs(self) -> tuple[str, ...]:
         """The job name of every rank."""
-        return tuple(self._assigned[0])
+        return self.packing.columns[0]
 
     @property
     def indices(self) -> tuple[int, ...]:
         """The task index of every rank within its job."""
-        return tuple(self._assigned[1])
+        return self.packing.columns[1]
 
     def job_of(self, rank: int) -> str:
         """The job name of ``rank``."""
-        return self._job_of(rank)[0]
-
-    def _job_of(self, rank: int) -> tuple[str, int]:
-        first = 0
-        seen: dict[str, int] = {}
-        for job, count in self.runs:
-            if rank < first + count:
-                return job, seen.get(job, 0) + rank - first
-            seen[job] = seen.get(job, 0) + count
-            first += count
-        raise IndexError(rank)
+        return self.packing.job_of(rank)[0]
 
     def task(self, rank: int) -> Task:
         """The task of ``rank``."""
-        if not 0 <= rank < self.world_size:
-            raise ValueError(f"no rank {rank} in a cluster of {self.world_size} tasks")
-        job, index = self._job_of(rank)
-        node, local = self._node_and_local(rank)
-        gpus = self.gpu_plan.ids(rank) if self.gpu_plan else ()
-        return Task(rank, job, index, node, self.addresses[rank], local, gpus)
-
-    def local_group(self, rank: int) -> tuple[str, Sequence[int]]:
-        """The node of ``rank`` and every rank on that node, in local-rank order."""
-        if self._block is not None and self._starts is not None:
-            position = bisect_right(self._starts, rank) - 1
-            return self._block[0][position], range(self._starts[position], self._starts[position + 1])
-        node = self.nodes[rank]
-        return node, [r for r, n in enumerate(self.nodes) if n == node]
-
-    def gpu_count(self, rank: int) -> int:
-        """How many GPUs ``rank`` has (exact on the caller's node)."""
-        return self.gpu_plan.count(rank) if self.gpu_plan else 0
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.world_size:
+            raise ConfigurationError(f"no rank {rank!r} in a cluster of {self.world_size} tasks",
+                                     f"ranks are 0-{self.world_size - 1}")
+        job, index = self.packing.job_of(rank)
+        node = self.placement.node_of(rank)
+        local = self.placement.local_rank(rank)
+        port = self.bound_ports[rank] if self.bound_ports is not None else self.port_base + local
+        spare = self.spare_ports[rank] if self.spare_ports is not None else None
+        gpus = self.reported_gpus.get(rank) if self.reported_gpus else None
+        return Task(rank, job, index, node, self.hosts[node], port, local,
+                    gpus if gpus is not None else self.gpu_plan.ids(rank), spare)
 
     @property
     def me(self) -> Task | None:
         """The calling task; None where the caller is not a task (salloc shell)."""
         return None if self.rank is None else self.task(self.rank)
 
+    def local_group(self, rank: int) -> tuple[str, Sequence[int]]:
+        """The node of ``rank`` and every rank on that node, in local-rank order."""
+        return self.placement.group(rank)
+
+    def gpu_count(self, rank: int) -> int:
+        """How many GPUs ``rank`` has (exact on the caller's node, and wherever a task reported them)."""
+        reported = self.reported_gpus.get(rank) if self.reported_gpus else None
+        return len(reported) if reported is not None else self.gpu_plan.count(rank)
+
     def rank_of(self, job: str, index: int) -> int:
-        """The rank of task ``index`` of ``job``."""
-        first = 0
-        seen: dict[str, int] = {}
-        for name, count in self.runs:
-            start = seen.get(name, 0)
-            if name == job and isinstance(index, int) and start <= index < start + count:
-                return first + index - start
-            seen[name] = start + count
-            first += count
-        self.spec().task_address(job, index)  # ValueError naming what exists
-        raise ValueError(f"No task with index {index!r} in job {job!r}")  # pragma: no cover
+        """The rank of task ``index`` of ``job``; ``ValueError`` naming what exists if none."""
+        rank = self.packing.rank_of(job, index)
+        if rank is None:
+            self.spec().task_address(job, index)  # ValueError naming what exists
+            raise ValueError(f"No task with index {index!r} in job {job!r}")  # pragma: no cover
+        return rank
 
     def spec(self) -> ClusterSpec:
         """The ClusterSpec: job names to addresses in task order."""
-        grouped: dict[str, list[str]] = {}
-        first = 0
-        for job, count in self.runs:
-            grouped.setdefault(job, []).extend(self.addresses[first:first + count])
-            first += count
-        return ClusterSpec._trusted(grouped)
+        return self._spec
+
+    @cached_property
+    def _spec(self) -> ClusterSpec:
+        return ClusterSpec._trusted(self.packing.grouped(self.addresses))
+
+    def as_rank(self, rank: int) -> Cluster:
+        """The same cluster as task ``rank`` sees it (simulations run many tasks in one process)."""
+        node = self.placement.node_of(rank)
+        launch = replace(self.launch, rank=rank, node=node, local_rank=self.placement.local_rank(rank))
+        return replace(self, launch=launch, rank=rank, gpu_plan=self.gpu_plan.for_caller(rank))
+
+    def with_ports(self, bound: Sequence[int], spare: Sequence[int],
+                   gpus: Mapping[int, tuple[str, ...]] | None = None) -> Cluster:
+        """The same cluster with the ports the servers bound, the spare ports they reserved,
+        and the GPUs they reported."""
+        if len(bound) != self.world_size or len(spare) != self.world_size:
+            raise ResolutionError(f"{len(bound)} ports for a cluster of {self.world_size} tasks",
+                                  "every task must report its ports")
+        return replace(self, bound_ports=tuple(bound), spare_ports=tuple(spare), reported_gpus=gpus or None)
 
     def describe(self) -> dict[str, Any]:
         """The calling task and the cluster as plain data (``slurm-resolver show --json``)."""
@@ -202,6 +238,18 @@ class Cluster:
             "gpus": list(me.gpus or ()) if me else [],
             "launcher": self.launcher,
         }
+
+
+def _block_addresses(node_hosts: Sequence[str], counts: Sequence[int], port_base: int) -> tuple[str, ...]:
+    """Addresses of a block layout in C-level passes: no per-task Python work."""
+    most = max(counts)
+    suffixes = [f":{port_base + i}" for i in range(most)]
+    if min(counts) == most:  # uniform: one strided slice per local index
+        result: list[str] = [""] * (len(node_hosts) * most)
+        for i, suffix in enumerate(suffixes):
+            result[i::most] = map(add, node_hosts, repeat(suffix, len(node_hosts)))
+        return tuple(result)
+    return tuple(h + p for h, c in zip(node_hosts, counts) for p in suffixes[:c])
 
 
 def _setting(name: str, explicit: Any, env: Mapping[str, str], variable: str,
@@ -234,26 +282,44 @@ def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) ->
         raise ConfigurationError(
             f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but the job has {launch.world_size}",
             "leave tasks_per_node unset to use Slurm's layout, or make it add up")
-    return replace(launch, nodes=tuple(nodes), counts=tuple(counts), distribution="block")
+    keep = [(n, c) for n, c in zip(nodes, counts) if c]
+    return replace(launch, nodes=tuple(n for n, _ in keep), counts=tuple(c for _, c in keep),
+                   distribution="block", world_size=sum(counts))
 
 
-def _exchange(launch: Launch, mode: str | Exchange, timeout: float) -> Exchange | None:
+def _placement_exchange(launch: Launch, mode: str | Exchange, timeout: float) -> Exchange | None:
     if not isinstance(mode, str):
         return mode
-    if mode not in ("auto", "mpi", "none"):
-        raise ConfigurationError(f"exchange={mode!r} is not known", "use 'auto', 'mpi' or 'none'")
-    if mode == "mpi" or (mode == "auto" and launch.mpi):
+    if mode == "mpi" or (mode == "auto" and launch.mpi_capable):
         return MPIExchange(timeout=timeout)
     return None
 
 
 def _placement_error(launch: Launch) -> PlacementError:
+    if launch.mpi_launched:
+        return PlacementError(
+            f"the {launch.launcher} launch (ranks started by mpirun or mpiexec) does not tell which node "
+            "each rank runs on, and no exchange between the ranks is available",
+            "let the ranks exchange their nodes through MPI: exchange='auto' or 'mpi' (the default), with "
+            "mpi4py installed (pip install 'slurm_resolver[mpi]')")
     return PlacementError(
-        f"the {launch.launcher} launch with distribution {launch.distribution!r} does not tell which "
-        "node each rank runs on, and no exchange between the ranks is available",
-        "launch with srun --mpi=pmix (or pmi2) or mpirun so that ranks exchange their nodes "
-        "through MPI, or use srun's default block distribution",
+        f"the {launch.launcher} launch with distribution {launch.distribution!r} does not tell which node each "
+        "rank runs on, and no exchange between the ranks is available",
+        "launch with srun --mpi=pmix so that ranks exchange their nodes through MPI, or use srun's block, "
+        "cyclic or plane distribution",
     )
+
+
+def _exchanged(launch: Launch, group: Exchange, own: str, resolves: Callable[[str], bool]
+               ) -> tuple[int, Placement, dict[str, bool]]:
+    """Rank, placement and name checks learned from every rank through ``group``."""
+    gathered = group.allgather([own, resolves(own)])
+    hosts = tuple(str(g[0]) for g in gathered)
+    for what, mine, theirs in (("rank", launch.rank, group.rank), ("size", launch.world_size, group.size)):
+        if mine is not None and mine != theirs:
+            raise ResolutionError(f"the launcher's {what} {mine} differs from the exchange's {theirs}",
+                                  "run one process per rank of the launcher")
+    return group.rank, Placement.from_hosts(hosts), {str(g[0]): bool(g[1]) for g in gathered}
 
 
 def resolve(
@@ -262,13 +328,16 @@ def resolve(
     jobs: Jobs = None,
     port_base: int | None = None,
     tasks_per_node: int | Mapping[str, int] | None = None,
+    gpus_per_task: int | Mapping[str, int] | None = None,
+    gpus_per_node: int | None = None,
     exchange: str | Exchange | None = None,
     timeout: float = 60.0,
-    resolves: Callable[[str], bool] = addresses.resolves,
-    node_addresses: Callable[[Sequence[str]], Mapping[str, str]] = slurmctl.node_addresses,
+    resolves: Callable[[str], bool] | None = None,
+    node_addresses: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
     hostname: Callable[[], str] = socket.gethostname,
+    gpu_devices: Callable[[], Sequence[str] | None] | None = None,
 ) -> Cluster:
-    """Resolve the cluster from ``environ`` (``os.environ`` by default).
+    """Resolve the cluster from ``environ`` (``os.environ`` by default), in one pass.
 
     Args:
         jobs: ``{'ps': 1, 'worker': 3}`` (TensorFlow's packing), a list of job names
@@ -276,79 +345,63 @@ def resolve(
         port_base: first port of each node (default 8888); a node's tasks take
             consecutive ports.
         tasks_per_node: overrides Slurm's tasks per node (a count or ``{node: count}``).
-        exchange: ``'auto'`` (MPI when an MPI launcher runs the ranks), ``'mpi'``,
-            ``'none'``, or an :class:`~slurm_resolver.exchange.Exchange`.
+        gpus_per_task: GPUs of each task, a count or per job (``{'ps': 0}``); default an
+            even split of the node's GPUs.
+        gpus_per_node: GPUs of each node to use (default: all the task can see).
+        exchange: one of :data:`~slurm_resolver.exchange.MODES`, or an
+            :class:`~slurm_resolver.exchange.Exchange`; used only where the environment
+            does not place every rank.
         timeout: seconds an exchange may wait for the other ranks.
-        resolves, node_addresses, hostname: seams for tests.
+        resolves, node_addresses, hostname, gpu_devices: seams to the outside (name
+            lookup, Slurm's NodeAddr, the host name, NVML), for tests.
     """
     env = snapshot(environ)
-    jobs = _setting("jobs", jobs, env, "SLURM_RESOLVER_JOBS",
-                    lambda t: parse_jobs(t, "SLURM_RESOLVER_JOBS"), None)
+    resolves = resolves or addresses.resolves
+    jobs = _setting("jobs", jobs, env, "SLURM_RESOLVER_JOBS", lambda t: parse_jobs(t, "SLURM_RESOLVER_JOBS"), None)
     port_base = _setting("port_base", port_base, env, "SLURM_RESOLVER_PORT_BASE",
-                         lambda _: read_int(env, "SLURM_RESOLVER_PORT_BASE", 1), 8888)
+                         lambda _: read_int(env, "SLURM_RESOLVER_PORT_BASE", 1), DEFAULT_PORT_BASE)
     mode = _setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto")
+    check_mode(mode, "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env
+               else "exchange")
     launch = launchers.resolve(env)
     log.debug("launcher %s: %s", launch.launcher, launch)
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)
-    if launch.launcher == "single" and tasks_per_node is None:
-        return _assemble(launch, ("localhost",), 0, {"localhost": "localhost"}, jobs, port_base)
     rank = launch.rank
-    nodes = launch.nodes
-    block = launch.world_size is not None and _block_layout(launch, launch.world_size)
-    hosts_or_none: Sequence[str] | None = None if block else placement.compute(launch)
-    own = launch.node or (hostname().split(".")[0] if launch.launcher != "salloc" else None)
-    hosts: Sequence[str] | None = None
-    if block or hosts_or_none is not None:
-        hosts = hosts_or_none
-        placement.check_own(launch, hosts)
-        probe = own if own in nodes else nodes[0]
+    own = launch.node or (hostname().split(".")[0] if rank is not None else None)
+    computed = placement.compute(launch)
+    if computed is not None:
+        placement.check_own(launch, computed)
+        probe = own if own in launch.nodes else launch.nodes[0]
         checked = {probe: resolves(probe)}
+        where = computed
     else:
-        group = _exchange(launch, mode, timeout)
+        group = _placement_exchange(launch, mode, timeout)
         if group is None or own is None:
             raise _placement_error(launch)
-        gathered = group.allgather([own, resolves(own)])
-        hosts = tuple(str(g[0]) for g in gathered)
-        checked = {str(g[0]): bool(g[1]) for g in gathered}
-        for what, mine, theirs in (("rank", launch.rank, group.rank), ("size", launch.world_size, group.size)):
-            if mine is not None and mine != theirs:
-                raise ResolutionError(f"the launcher's {what} {mine} differs from the exchange's {theirs}",
-                                      "run one process per rank of the launcher")
-        rank = group.rank
-        nodes = tuple(dict.fromkeys(hosts))  # the exchange named the nodes; the launch may not have
-    node_address = addresses.address_map(nodes, checked, node_addresses)
-    return _assemble(launch, hosts, rank, node_address, jobs, port_base)
+        rank, where, checked = _exchanged(launch, group, own, resolves)
+    if rank is not None and not 0 <= rank < where.world_size:
+        raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {where.world_size} tasks")
+    packing = pack(jobs, where.world_size, launch.components)
+    check_port_base(port_base, max(where.counts))
+    if node_addresses is None:
+        from .slurmctl import node_addresses as ask_slurm
+        node_addresses = ask_slurm
+    hosts = addresses.address_map(where.nodes, checked, node_addresses)
+    plan = GpuPlan(_visible_gpus(env, gpu_devices), rank, where, packing, gpus_per_task, gpus_per_node)
+    return Cluster(launch, rank, where, packing, hosts, port_base, plan)
 
 
-def _block_layout(launch: Launch, world_size: int) -> bool:
-    """Whether the ranks fill the launch's nodes in order (no per-rank host list needed)."""
-    return launch.distribution == "block" and bool(launch.counts) and sum(launch.counts) == world_size \
-        and len(set(launch.nodes)) == len(launch.counts)
+def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None
+                  ) -> Visible | Callable[[], Visible]:
+    """What the task sees from its variables; where none names GPUs, NVML is asked on first use."""
+    if any(name in env for name in SOURCES):
+        return visible(env)
 
+    def ask_nvml() -> Visible:
+        if gpu_devices is None:
+            from .nvml import device_ids
+            return visible(env, device_ids())
+        return visible(env, gpu_devices())
 
-def _assemble(launch: Launch, hosts: Sequence[str] | None, rank: int | None, node_address: Mapping[str, str],
-              jobs: Jobs, port_base: int) -> Cluster:
-    """The cluster; a block layout takes a bulk path with no per-task Python work."""
-    world_size = len(hosts) if hosts is not None else sum(launch.counts)
-    if rank is not None and not 0 <= rank < world_size:
-        raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {world_size} tasks")
-    job_runs = packing.runs(jobs, world_size, launch.components)
-    if hosts is None or _block_layout(launch, world_size):
-        counts = launch.counts
-        most = max(counts)
-        packing.check_port_base(port_base, most)
-        suffixes = [f":{port_base + i}" for i in range(most)]
-        node_addrs = list(map(node_address.__getitem__, launch.nodes))
-        if min(counts) == most:  # uniform: one C-level pass per local index
-            addresses: list[str] = [""] * world_size
-            for i, suffix in enumerate(suffixes):
-                addresses[i::most] = list(map(add, node_addrs, repeat(suffix, len(node_addrs))))
-        else:
-            addresses = [a + p for a, c in zip(node_addrs, counts) for p in suffixes[:c]]
-        return Cluster(launch.launcher, rank, addresses, job_runs, block=(launch.nodes, counts),
-                       job_id=launch.job_id, mpi=launch.mpi)
-    local = packing.local_indices(hosts)
-    packing.check_port_base(port_base, max(local) + 1)
-    addresses = [f"{node_address[h]}:{port_base + i}" for h, i in zip(hosts, local)]
-    return Cluster(launch.launcher, rank, addresses, job_runs, hosts=hosts, job_id=launch.job_id, mpi=launch.mpi)
+    return ask_nvml

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
-from .errors import ConfigurationError, MissingDependencyError
+from .errors import ConfigurationError
 
 __all__ = ["ClusterSpec", "ClusterDict"]
 
@@ -99,8 +99,6 @@ class ClusterSpec:
 
     def __bool__(self) -> bool:
         return bool(self._jobs)
-
-    __nonzero__ = __bool__
 
     def _indexed(self) -> dict[str, dict[int, str]]:
         return {n: (dict(enumerate(t)) if isinstance(t, list) else t) for n, t in self._jobs.items()}
@@ -201,8 +199,7 @@ class ClusterSpec:
 
     def to_tensorflow(self) -> Any:
         """An equivalent ``tf.train.ClusterSpec`` (needs TensorFlow)."""
-        try:
-            from tensorflow.python.training.server_lib import ClusterSpec as TFClusterSpec
-        except ImportError:
-            raise MissingDependencyError("tensorflow", "tensorflow", "A TensorFlow ClusterSpec") from None
-        return TFClusterSpec(self.as_dict())
+        from .optional import import_optional
+
+        server_lib = import_optional("tensorflow.python.training.server_lib", "tensorflow", "A TensorFlow ClusterSpec")
+        return server_lib.ClusterSpec(self.as_dict())

@@ -49,7 +49,7 @@ def run_checks(environ: Mapping[str, str] | None = None) -> list[Check]:
                         "NodeAddr (one scontrol call), if slurm.conf sets it"))
     else:
         results.append((True, "names", f"all {len(nodes)} node names resolve", ""))
-    if me is not None and cluster.launcher not in ("batch", "salloc", "single"):
+    if me is not None and cluster.launch.is_task:
         host, _, port = me.address.rpartition(":")
         busy = addresses.port_in_use(host, int(port))
         results.append((not busy, "ports", f"port {port} on {me.node} is {'in use' if busy else 'free'}",

@@ -42,7 +42,7 @@ class EnvironmentVariableError(SlurmResolverError, ValueError):
     def __init__(self, variable: str, value: str | None, expected: str, hint: str | None = None):
         self.variable = variable
         self.value = value
-        shown = "is not set" if value is None else f"={value!r} is invalid"
+        shown = " is not set" if value is None else f"={value!r} is invalid"
         super().__init__(f"{variable}{shown}: expected {expected}", hint)
 
 
@@ -66,7 +66,10 @@ class MissingDependencyError(SlurmResolverError, ImportError):
     """An optional dependency is needed; the message says which extra to install."""
 
     def __init__(self, module: str, extra: str, purpose: str) -> None:
+        self.module = module
+        self.extra = extra
         super().__init__(
             f"{purpose} needs the Python module {module!r}, which is not installed",
-            f"pip install 'slurm_resolver[{extra}]'",
+            f"pip install 'slurm_resolver[{extra}]'" if extra else
+            "reinstall slurm_resolver: pip install --force-reinstall slurm_resolver",
         )

@@ -1,8 +1,18 @@
 """Exchanges: every rank contributes a value and receives everyone's, in rank order.
 
 :class:`MPIExchange` runs over MPI; :class:`LocalExchange` runs N ranks in one process
-(threads), for tests and single-node runs. The resolver takes any object with
-``rank``, ``size`` and ``allgather``.
+(threads), for tests and single-node runs. Resolution and the bootstrap take any object
+with ``rank``, ``size`` and ``allgather``, or one of the :data:`MODES`:
+
+- ``'auto'``: MPI where the launch can initialise it (an MPI launcher; srun with PMIx),
+  else the bootstrap's gRPC rendezvous;
+- ``'mpi'``: MPI, always;
+- ``'rendezvous'``: the bootstrap's gRPC rendezvous, never MPI;
+- ``'none'``: no exchange: resolution uses only what the environment says, and fails
+  where that does not place every rank.
+
+Resolution alone (no servers) exchanges only through MPI; ``'rendezvous'`` is the
+bootstrap's.
 """
 
 from __future__ import annotations
@@ -13,7 +23,22 @@ from typing import Any, Protocol
 
 from .errors import ConfigurationError, ResolutionError
 
-__all__ = ["Exchange", "MPIExchange", "LocalExchange"]
+__all__ = ["Exchange", "MPIExchange", "LocalExchange", "MODES", "check_mode"]
+
+MODES = ("auto", "mpi", "rendezvous", "none")
+"""Every value of ``exchange=`` and of ``SLURM_RESOLVER_EXCHANGE``."""
+
+
+def check_mode(mode: object, source: str = "exchange") -> None:
+    """Fail unless ``mode`` is one of :data:`MODES` (or an :class:`Exchange` object).
+
+    >>> check_mode("auto")
+    """
+    if isinstance(mode, str) and mode not in MODES:
+        raise ConfigurationError(f"{source}={mode!r} is not known", f"use one of {', '.join(MODES)}")
+    if not isinstance(mode, str) and not all(hasattr(mode, a) for a in ("rank", "size", "allgather")):
+        raise ConfigurationError(f"{source}={mode!r} is neither a mode nor an exchange",
+                                 f"pass one of {', '.join(MODES)}, or an object with rank, size and allgather()")
 
 
 class Exchange(Protocol):

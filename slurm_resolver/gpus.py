@@ -18,13 +18,16 @@ Ids keep the form Slurm used: indices stay Slurm's indices, UUIDs stay UUIDs.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
 
 from .errors import ConfigurationError, EnvironmentVariableError, ResolutionError
+from .packing import Packing
+from .placement import Placement
 
-__all__ = ["Visible", "GpuPlan", "parse_devices", "format_devices", "visible", "split", "bound_per_task"]
+__all__ = ["Visible", "GpuPlan", "SOURCES", "parse_devices", "format_devices", "visible", "split", "bound_per_task",
+           "check_count"]
 
 _NONE = {"", "NoDevFiles"}
 _ID = re.compile(r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
@@ -129,23 +132,49 @@ def split(
     return result
 
 
+def check_count(name: str, value: object) -> None:
+    """Fail unless ``value`` is None or a whole number >= 0 (a GPU count argument)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ConfigurationError(f"{name}={value!r} must be a whole number >= 0 (0 means no GPU)")
+
+
 class GpuPlan:
     """GPUs of every task of a cluster, computed per node on demand.
 
-    The caller's node is exact. Other nodes are taken to look like the caller's (a
-    homogeneous allocation); where Slurm bound GPUs per task, another task's ids are
-    unknown (None) and only its count is given.
+    The caller's node is exact (and checked when the plan is made). Other nodes are taken
+    to look like the caller's (a homogeneous allocation); where Slurm bound GPUs per task,
+    another task's ids are unknown (None) and only its count is given.
     """
 
-    def __init__(self, seen: Visible, caller: int | None, nodes_of: Any, jobs_of: Any,
-                 per_task: int | Mapping[str, int] | None = None, per_node: int | None = None) -> None:
-        self.visible = seen
+    def __init__(self, seen: Visible | Callable[[], Visible], caller: int | None, placement: Placement,
+                 packing: Packing, per_task: int | Mapping[str, int] | None = None,
+                 per_node: int | None = None) -> None:
+        check_count("gpus_per_node", per_node)
+        if not isinstance(per_task, Mapping):
+            check_count("gpus_per_task", per_task)
+        self._seen = seen
         self.caller = caller
-        self._local_group = nodes_of  # rank -> (node name, ranks on that node in local order)
-        self._job_of = jobs_of  # rank -> job name
+        self._placement = placement
+        self._packing = packing
         self.per_task = per_task
-        self.node_gpus = self._node_gpus(per_node)
+        self.per_node = per_node
         self._cache: dict[tuple[str, ...], list[tuple[str, ...] | None]] = {}
+        if isinstance(seen, Visible) and caller is not None:
+            self.ids(caller)  # the caller's own split is exact: an impossible request fails here
+
+    def for_caller(self, caller: int) -> GpuPlan:
+        """The same plan as task ``caller`` sees it (assuming it sees what this caller sees)."""
+        return GpuPlan(self._seen, caller, self._placement, self._packing, self.per_task, self.per_node)
+
+    @cached_property
+    def visible(self) -> Visible:
+        """The GPUs the calling task can see (rule 1); asked of NVML on first use only."""
+        return self._seen if isinstance(self._seen, Visible) else self._seen()
+
+    @cached_property
+    def node_gpus(self) -> tuple[str, ...]:
+        """The GPUs of the caller's node that the plan splits (``gpus_per_node`` of them)."""
+        return self._node_gpus(self.per_node)
 
     def _node_gpus(self, per_node: int | None) -> tuple[str, ...]:
         ids = self.visible.ids
@@ -160,15 +189,21 @@ class GpuPlan:
                 f"lower gpus_per_node to {len(ids)} or ask Slurm for more (--gres=gpu:{per_node})")
         return ids[:per_node]
 
+    def _job(self, rank: int) -> str:
+        return self._packing.job_of(rank)[0]
+
     def ids(self, rank: int) -> tuple[str, ...] | None:
         """The GPU ids of ``rank``; None where only the count is known."""
-        job = self._job_of(rank)
+        if not self.node_gpus and not self.per_task:  # no GPU, none asked for: nothing to split
+            self._placement.node_index(rank)  # a rank outside the job is still an error
+            return ()
+        job = self._job(rank)
         if self.visible.bound:
             if _wanted(self.per_task, job) == 0:
                 return ()
             return self.visible.ids if rank == self.caller else None
-        node, group = self._local_group(rank)
-        jobs = tuple(self._job_of(r) for r in group)
+        node, group = self._placement.group(rank)
+        jobs = tuple(map(self._job, group))
         if jobs not in self._cache:
             if self.caller is not None and self.caller in group:
                 self._cache[jobs] = list(split(node, self.node_gpus, jobs, self.per_task))  # exact: may raise
@@ -177,7 +212,7 @@ class GpuPlan:
                     self._cache[jobs] = list(split(node, self.node_gpus, jobs, self.per_task))
                 except ResolutionError:  # another node that does not look like the caller's
                     self._cache[jobs] = [None] * len(jobs)
-        return self._cache[jobs][list(group).index(rank)]
+        return self._cache[jobs][self._placement.local_rank(rank)]
 
     def count(self, rank: int) -> int:
         """How many GPUs ``rank`` has; where unknown, as many as the calling task."""

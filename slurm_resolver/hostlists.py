@@ -17,6 +17,38 @@ __all__ = ["expand", "collapse", "expand_counts", "collapse_counts"]
 
 _COUNT = re.compile(r"^([0-9]{1,9})(?:\(x([0-9]{1,9})\))?$")
 _MAX_HOSTS = 1_000_000
+_RANGES = r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*"
+_ONE_BRACKET = re.compile(rf"([^,\[\]]*)\[({_RANGES})\]([^,\[\]]*)")
+
+
+def _expand_one_bracket(text: str) -> list[str] | None:
+    """``prefix[ranges]suffix``, the form of nearly every large job, expanded in C-level passes.
+
+    Returns None for any other form (and for anything python-hostlist would refuse), which
+    python-hostlist then expands: it stays the authority on the grammar, and a property
+    test checks that both agree wherever this returns a list.
+    """
+    match = _ONE_BRACKET.fullmatch(text)
+    if match is None:
+        return None
+    prefix, ranges, suffix = match.groups()
+    numbers: list[str] = []
+    for part in ranges.split(","):
+        low, _, high = part.partition("-")
+        if not high:
+            numbers.append(low)
+            continue
+        first, last = int(low), int(high)
+        if last < first or last - first > _hostlist.MAX_SIZE:
+            return None
+        if len(low) > 1 and low[0] == "0":  # zero-padded to the width of the low bound
+            numbers.extend(map(f"{{:0{len(low)}d}}".format, range(first, last + 1)))
+        else:
+            numbers.extend(map(str, range(first, last + 1)))
+    if len(numbers) > _hostlist.MAX_SIZE:
+        return None
+    glue = suffix + "," + prefix  # names hold no comma: join, then split, is one C-level pass
+    return (prefix + glue.join(numbers) + suffix).split(",")
 
 
 def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
@@ -32,7 +64,7 @@ def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
     if not text or not text.strip():
         raise EnvironmentVariableError(variable, text, "a host list such as node[1-4]")
     try:
-        hosts = _hostlist.expand_hostlist(text.strip(), allow_duplicates=True)
+        hosts = _expand_one_bracket(text.strip()) or _hostlist.expand_hostlist(text.strip(), allow_duplicates=True)
     except (_hostlist.BadHostlist, ValueError, TypeError, RecursionError, OverflowError) as exc:
         raise EnvironmentVariableError(
             variable, text, f"a host list such as node[1-4],gpu[01-02] ({exc})"

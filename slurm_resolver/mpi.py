@@ -9,18 +9,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .errors import MissingDependencyError, ResolutionError
+from .errors import ResolutionError
+from .optional import import_optional
 
 __all__ = ["world", "allgather_bytes", "finalize"]
 
 
 def world() -> Any:
     """``MPI.COMM_WORLD``, initialising MPI on first use."""
-    try:
-        from mpi4py import MPI
-    except ImportError:
-        raise MissingDependencyError("mpi4py", "mpi", "Exchanging placement between MPI ranks") from None
-    return MPI.COMM_WORLD
+    return import_optional("mpi4py.MPI", "mpi", "An exchange between MPI ranks").COMM_WORLD
 
 
 def allgather_bytes(comm: Any, data: bytes, timeout: float) -> list[bytes]:

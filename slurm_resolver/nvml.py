@@ -8,10 +8,20 @@ returns None: callers fall back to what Slurm's variables say.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Device", "devices", "uuid_by_minor"]
+__all__ = ["Device", "devices", "device_ids", "uuid_by_minor", "driver_present", "DRIVER_FILES"]
+
+DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl")
+"""Files that exist wherever NVIDIA's kernel driver is loaded (inside containers too)."""
+
+
+def driver_present() -> bool:
+    """Whether NVIDIA's driver is loaded: without it NVML cannot answer, and is not even loaded
+    (importing and failing to initialise it costs tens of milliseconds on every CPU node)."""
+    return any(os.path.exists(path) for path in DRIVER_FILES)
 
 log = logging.getLogger("slurm_resolver")
 
@@ -60,7 +70,10 @@ def _device(nvml: Any, index: int) -> Device:
 
 
 def devices() -> tuple[Device, ...] | None:
-    """Every GPU NVML sees, in NVML's order; None without NVML (no crash)."""
+    """Every GPU NVML sees, in NVML's order; None without NVML or its driver (no crash)."""
+    if not driver_present():
+        log.debug("NVML: no NVIDIA driver (%s)", ", ".join(DRIVER_FILES))
+        return None
     try:
         import pynvml as nvml
     except ImportError:
@@ -81,6 +94,12 @@ def devices() -> tuple[Device, ...] | None:
             nvml.nvmlShutdown()
         except nvml.NVMLError:  # pragma: no cover
             pass
+
+
+def device_ids() -> tuple[str, ...] | None:
+    """The ids a task uses for NVML's GPUs: MIG instances where enabled, else GPU UUIDs; None without NVML."""
+    found = devices()
+    return None if found is None else tuple(u for d in found for u in (d.mig or (d.uuid,)))
 
 
 def uuid_by_minor(found: tuple[Device, ...]) -> dict[str, str]:

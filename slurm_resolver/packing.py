@@ -8,18 +8,85 @@ tasks. A list of names instead maps one job onto each heterogeneous-job componen
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain, repeat
 
 from .errors import ConfigurationError, ResolutionError
 
-__all__ = ["runs", "assign", "local_indices", "check_port_base"]
+__all__ = ["Jobs", "Packing", "runs", "pack", "check_port_base"]
+
+Jobs = Mapping[str, int] | Sequence[str] | None
+"""``{'ps': 1, 'worker': 3}``, a name per het component, or None (every task a worker)."""
 
 
-def runs(
-    jobs: Mapping[str, int] | Sequence[str] | None,
-    world_size: int,
-    components: Sequence[int] = (),
-) -> tuple[tuple[str, int], ...]:
+@dataclass(frozen=True, eq=False)
+class Packing:
+    """Consecutive ranks of each job, as ``(job name, count)`` runs in rank order."""
+
+    runs: tuple[tuple[str, int], ...]
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks."""
+        return sum(count for _, count in self.runs)
+
+    def job_of(self, rank: int) -> tuple[str, int]:
+        """The job name and task index of ``rank``.
+
+        >>> Packing((("ps", 1), ("worker", 2))).job_of(2)
+        ('worker', 1)
+        """
+        if rank < 0:
+            raise IndexError(f"rank {rank} is not in a job of {self.world_size} tasks (ranks 0-{self.world_size - 1})")
+        first = 0
+        seen: dict[str, int] = {}
+        for job, count in self.runs:
+            if rank < first + count:
+                return job, seen.get(job, 0) + rank - first
+            seen[job] = seen.get(job, 0) + count
+            first += count
+        raise IndexError(f"rank {rank} is not in a job of {first} tasks (ranks 0-{first - 1})")
+
+    def rank_of(self, job: str, index: int) -> int | None:
+        """The rank of task ``index`` of ``job``; None when there is no such task."""
+        first = 0
+        seen: dict[str, int] = {}
+        for name, count in self.runs:
+            start = seen.get(name, 0)
+            if name == job and isinstance(index, int) and start <= index < start + count:
+                return first + index - start
+            seen[name] = start + count
+            first += count
+        return None
+
+    @cached_property
+    def columns(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The job name and the task index of every rank.
+
+        >>> Packing((("ps", 1), ("worker", 2), ("ps", 1))).columns
+        (('ps', 'worker', 'worker', 'ps'), (0, 0, 1, 1))
+        """
+        names = tuple(chain.from_iterable(repeat(name, count) for name, count in self.runs))
+        indices: list[int] = []
+        offset: dict[str, int] = {}
+        for name, count in self.runs:
+            first = offset.get(name, 0)
+            indices.extend(range(first, first + count))
+            offset[name] = first + count
+        return names, tuple(indices)
+
+    def grouped(self, column: Sequence[str]) -> dict[str, list[str]]:
+        """``column`` (one value per rank) split by job, in task order: a ClusterSpec's shape."""
+        grouped: dict[str, list[str]] = {}
+        first = 0
+        for job, count in self.runs:
+            grouped.setdefault(job, []).extend(column[first:first + count])
+            first += count
+        return grouped
+
+
+def runs(jobs: Jobs, world_size: int, components: Sequence[int] = ()) -> tuple[tuple[str, int], ...]:
     """Consecutive ranks of each job, as ``(job name, count)`` runs in rank order.
 
     >>> runs({"worker": 2, "ps": 1}, 3)
@@ -54,35 +121,9 @@ def runs(
     return tuple((name, jobs[name]) for name in sorted(jobs))
 
 
-def assign(job_runs: Sequence[tuple[str, int]]) -> tuple[list[str], list[int]]:
-    """Job name and task index of every rank, from :func:`runs`.
-
-    >>> assign([("ps", 1), ("worker", 2), ("ps", 1)])
-    (['ps', 'worker', 'worker', 'ps'], [0, 0, 1, 1])
-    """
-    names = list(chain.from_iterable(repeat(name, count) for name, count in job_runs))
-    indices: list[int] = []
-    offset: dict[str, int] = {}
-    for name, count in job_runs:
-        first = offset.get(name, 0)
-        indices.extend(range(first, first + count))
-        offset[name] = first + count
-    return names, indices
-
-
-def local_indices(hosts: Sequence[str]) -> list[int]:
-    """The index of each rank among the ranks on its host, in rank order.
-
-    >>> local_indices(["a", "b", "a"])
-    [0, 0, 1]
-    """
-    seen: dict[str, int] = {}
-    result = []
-    for host in hosts:
-        index = seen.get(host, 0)
-        result.append(index)
-        seen[host] = index + 1
-    return result
+def pack(jobs: Jobs, world_size: int, components: Sequence[int] = ()) -> Packing:
+    """The :class:`Packing` of ``world_size`` ranks into ``jobs`` (see :func:`runs`)."""
+    return Packing(runs(jobs, world_size, components))
 
 
 def check_port_base(port_base: int, most_per_node: int) -> None:

@@ -1,21 +1,24 @@
-"""Which node each rank runs on: computed from Slurm's layout, or exchanged between ranks.
+"""Which node each rank runs on: computed from Slurm's layout, or learned from an exchange.
 
 Slurm's ``block``, ``cyclic`` and ``plane=N`` distributions are computed exactly as Slurm
 lays tasks out, from the per-node task counts; every task checks that the host computed
 for its own rank is the node it runs on. Other layouts (``arbitrary``, MPI launchers)
-are never guessed: the ranks exchange their nodes.
+are never guessed: the ranks exchange their nodes (:meth:`Placement.from_hosts`).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import chain, repeat
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate, chain, repeat
 
 from .errors import PlacementError
 from .hostlists import collapse, collapse_counts
 from .launchers.base import Launch
 
-__all__ = ["compute", "block", "cyclic", "plane", "check_own", "host_of", "describe"]
+__all__ = ["Placement", "compute", "block", "cyclic", "plane", "check_own", "describe"]
 
 
 def describe(layout: Sequence[tuple[str, int]], limit: int = 200) -> str:
@@ -28,6 +31,128 @@ def describe(layout: Sequence[tuple[str, int]], limit: int = 200) -> str:
         else ",".join(n for n, _ in layout)
     text = f"{nodes} tasks {collapse_counts([c for _, c in layout])}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """The node of every rank.
+
+    Attributes:
+        nodes: the distinct nodes, in Slurm's order.
+        counts: the number of ranks on each of ``nodes``.
+        hosts: the node of every rank; None for a block layout (the ranks fill the
+            nodes in order), which is kept as nodes and counts only, so that a
+            16,384-task job costs no per-rank work until a per-rank column is asked for.
+    """
+
+    nodes: tuple[str, ...]
+    counts: tuple[int, ...]
+    hosts: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_hosts(cls, hosts: Sequence[str]) -> Placement:
+        """The placement of ranks whose nodes are ``hosts`` (in rank order), e.g. from an exchange.
+
+        >>> Placement.from_hosts(["a", "b", "a"]).counts
+        (2, 1)
+        """
+        counts: dict[str, int] = {}
+        for host in hosts:
+            counts[host] = counts.get(host, 0) + 1
+        return cls(tuple(counts), tuple(counts.values()), tuple(hosts))
+
+    @cached_property
+    def world_size(self) -> int:
+        """Number of ranks."""
+        return sum(self.counts) if self.hosts is None else len(self.hosts)
+
+    @cached_property
+    def _uniform(self) -> int:
+        """Tasks on every node of a block layout where all nodes have as many; else 0."""
+        if self.hosts is None and self.counts and min(self.counts) == max(self.counts):
+            return self.counts[0]
+        return 0
+
+    @property
+    def is_block(self) -> bool:
+        """Whether the ranks fill the nodes in order (no per-rank list is kept)."""
+        return self.hosts is None
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        return list(accumulate(self.counts, initial=0))
+
+    @cached_property
+    def _ranks_by_node(self) -> dict[str, list[int]]:
+        assert self.hosts is not None
+        groups: dict[str, list[int]] = {node: [] for node in self.nodes}
+        for rank, host in enumerate(self.hosts):
+            groups[host].append(rank)
+        return groups
+
+    def _check(self, rank: int) -> None:
+        if not 0 <= rank < self.world_size:
+            raise IndexError(f"rank {rank} is not in a job of {self.world_size} tasks (ranks 0-{self.world_size - 1})")
+
+    def node_index(self, rank: int) -> int:
+        """The position in :attr:`nodes` of the node of ``rank``."""
+        self._check(rank)
+        if self._uniform:
+            return rank // self._uniform
+        if self.hosts is None:
+            return bisect_right(self._starts, rank) - 1
+        return self._index[self.hosts[rank]]
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {node: i for i, node in enumerate(self.nodes)}
+
+    def node_of(self, rank: int) -> str:
+        """The node of ``rank``."""
+        if self.hosts is None:
+            return self.nodes[self.node_index(rank)]
+        self._check(rank)
+        return self.hosts[rank]
+
+    def ranks_on(self, position: int) -> Sequence[int]:
+        """The ranks on the node at ``position`` of :attr:`nodes`, in local-rank order."""
+        if self._uniform:
+            return range(position * self._uniform, (position + 1) * self._uniform)
+        if self.hosts is None:
+            return range(self._starts[position], self._starts[position + 1])
+        return self._ranks_by_node[self.nodes[position]]
+
+    def group(self, rank: int) -> tuple[str, Sequence[int]]:
+        """The node of ``rank`` and every rank on that node, in local-rank order."""
+        position = self.node_index(rank)
+        return self.nodes[position], self.ranks_on(position)
+
+    def local_rank(self, rank: int) -> int:
+        """The index of ``rank`` among the ranks on its node."""
+        if self._uniform:
+            self._check(rank)
+            return rank % self._uniform
+        if self.hosts is None:
+            return rank - self._starts[self.node_index(rank)]
+        return self.local_ranks[rank]
+
+    @cached_property
+    def all_hosts(self) -> tuple[str, ...]:
+        """The node of every rank."""
+        return block(self.nodes, self.counts) if self.hosts is None else self.hosts
+
+    @cached_property
+    def local_ranks(self) -> tuple[int, ...]:
+        """The local rank of every rank."""
+        if self.hosts is None:
+            return tuple(chain.from_iterable(map(range, self.counts)))
+        seen: dict[str, int] = {}
+        result = []
+        for host in self.hosts:
+            index = seen.get(host, 0)
+            result.append(index)
+            seen[host] = index + 1
+        return tuple(result)
 
 
 def block(nodes: Sequence[str], counts: Sequence[int]) -> tuple[str, ...]:
@@ -69,49 +194,29 @@ def cyclic(nodes: Sequence[str], counts: Sequence[int]) -> tuple[str, ...]:
     return plane(nodes, counts, 1)
 
 
-def compute(launch: Launch) -> tuple[str, ...] | None:
-    """The node of every rank, or None when only an exchange can tell."""
-    nodes, counts = launch.nodes, launch.counts
-    if not nodes or launch.world_size is None or sum(counts) != launch.world_size:
+def compute(launch: Launch) -> Placement | None:
+    """The placement from the launch's layout, or None when only an exchange can tell."""
+    if launch.needs_exchange:
         return None
-    if max(counts) == 1:
-        return nodes
-    kind = launch.distribution
-    if kind == "block":
-        return block(nodes, counts)
-    if kind == "cyclic":
-        return cyclic(nodes, counts)
-    if kind.startswith("plane="):
-        return plane(nodes, counts, int(kind.partition("=")[2]))
-    return None
+    nodes, counts = launch.nodes, launch.counts
+    if (launch.distribution == "block" or max(counts) == 1) and len(set(nodes)) == len(nodes):
+        return Placement(nodes, counts)
+    if launch.distribution == "block":
+        return Placement.from_hosts(block(nodes, counts))
+    if launch.distribution == "cyclic":
+        return Placement.from_hosts(cyclic(nodes, counts))
+    return Placement.from_hosts(plane(nodes, counts, int(launch.distribution.partition("=")[2])))
 
 
-def host_of(launch: Launch, rank: int) -> str:
-    """The node of ``rank`` in a block layout, without building the per-rank list.
-
-    >>> host_of(Launch("srun", 3, 2, nodes=("n1", "n2"), counts=(2, 1)), 2)
-    'n2'
-    """
-    first = 0
-    for node, count in zip(launch.nodes, launch.counts):
-        if rank < first + count:
-            return node
-        first += count
-    raise IndexError(rank)
-
-
-def check_own(launch: Launch, hosts: Sequence[str] | None = None) -> None:
-    """Fail when the host computed for the calling rank is not the node it runs on.
-
-    ``hosts`` is the node of every rank; None for a block layout.
-    """
+def check_own(launch: Launch, placement: Placement) -> None:
+    """Fail when the node computed for the calling rank is not the node it runs on."""
     if launch.rank is None or launch.node is None:
         return
-    computed = host_of(launch, launch.rank) if hosts is None else hosts[launch.rank]
+    computed = placement.node_of(launch.rank)
     if computed != launch.node:
         raise PlacementError(
             f"rank {launch.rank} runs on {launch.node}, but Slurm's {launch.distribution} layout "
             f"({describe(launch.layout)}) puts it on {computed}",
-            "launch with srun --mpi=pmix (or pmi2) so that ranks exchange their nodes, "
+            "launch with srun --mpi=pmix so that ranks exchange their nodes, "
             "or use the block distribution (-m block)",
         )

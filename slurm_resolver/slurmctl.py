@@ -1,62 +1,113 @@
-"""The seam to slurmctld: node addresses through pyslurm when installed, else ``scontrol``.
+"""The one seam to Slurm's controller: pyslurm where it is installed, else Slurm's command line.
 
-Only called when a node name does not resolve; never on the ordinary start-up path.
+Every call to ``scontrol`` or ``sbatch`` and every use of pyslurm goes through this module.
+pyslurm (which needs Slurm 25.11) is tried first for what it can do; any failure of it
+falls back to the command line, which is the tested path. Nothing here runs on the
+start-up path of a task, except :func:`node_addresses` where a node name does not resolve.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 from collections.abc import Sequence
+from typing import Any
 
-from .errors import AddressError
+from .errors import AddressError, ConfigurationError
 from .hostlists import collapse
 
-__all__ = ["node_addresses", "parse_scontrol_nodes"]
+__all__ = ["command", "run", "parse_records", "node_addresses", "submit", "job_records", "pyslurm"]
+
+log = logging.getLogger("slurm_resolver")
 
 
-def parse_scontrol_nodes(text: str) -> dict[str, str]:
-    """``NodeName`` to ``NodeAddr`` from ``scontrol show node -o`` output.
-
-    >>> parse_scontrol_nodes("NodeName=node1 Arch=x86_64 NodeAddr=10.0.0.1 NodeHostName=n1\\n")
-    {'node1': '10.0.0.1'}
-    """
-    result: dict[str, str] = {}
-    for line in text.splitlines():
-        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-        if "NodeName" in fields and fields.get("NodeAddr"):
-            result[fields["NodeName"]] = fields["NodeAddr"]
-    return result
-
-
-def _from_pyslurm(names: Sequence[str]) -> dict[str, str] | None:
+def pyslurm() -> Any | None:
+    """The pyslurm module, or None where it is not installed."""
     try:
-        import pyslurm
+        import pyslurm as module
     except ImportError:
         return None
-    try:  # pyslurm >= 23: Nodes.load(); earlier: node().get()
-        nodes = pyslurm.Nodes.load()
+    return module
+
+
+def command(name: str) -> str:
+    """The path of Slurm's command ``name``; an error says how to get it."""
+    path = shutil.which(name)
+    if path is None:
+        raise ConfigurationError(f"{name} is not on PATH", "run on a Slurm login node, or install Slurm's client")
+    return path
+
+
+def run(args: Sequence[str], timeout: float, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm command (``args[0]`` is looked up on PATH) and return its result.
+
+    A command that does not answer within ``timeout`` is an error naming it.
+    """
+    try:
+        return subprocess.run([command(args[0]), *args[1:]], input=stdin, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise ConfigurationError(f"{' '.join(args[:3])} did not answer within {timeout:g} s",
+                                 "check that slurmctld is reachable (scontrol ping)") from None
+
+
+def parse_records(text: str) -> list[dict[str, str]]:
+    """``scontrol show ... -o`` output as one dict per line.
+
+    >>> parse_records("NodeName=node1 NodeAddr=10.0.0.1 NodeHostName=n1\\n")
+    [{'NodeName': 'node1', 'NodeAddr': '10.0.0.1', 'NodeHostName': 'n1'}]
+    """
+    return [dict(part.split("=", 1) for part in line.split() if "=" in part)
+            for line in text.splitlines() if line.strip()]
+
+
+def _addresses_from_pyslurm(names: Sequence[str]) -> dict[str, str] | None:
+    module = pyslurm()
+    if module is None:
+        return None
+    try:
+        nodes = module.Nodes.load()
         return {n: nodes[n].address for n in names if n in nodes}
-    except Exception:  # noqa: BLE001 - any pyslurm failure falls back to scontrol
+    except Exception as exc:  # noqa: BLE001 - any pyslurm failure falls back to scontrol
+        log.debug("pyslurm could not load nodes (%s); asking scontrol", exc)
         return None
 
 
 def node_addresses(names: Sequence[str], timeout: float = 10.0) -> dict[str, str]:
     """The ``NodeAddr`` of each of ``names`` (one call for all of them)."""
-    found = _from_pyslurm(names)
+    found = _addresses_from_pyslurm(names)
     if found is not None and all(n in found for n in names):
         return found
-    scontrol = shutil.which("scontrol")
-    if scontrol is None:
+    if shutil.which("scontrol") is None:
         raise AddressError(
             f"node names {collapse(list(names))} do not resolve, and scontrol is not on PATH to ask "
             "Slurm for their NodeAddr",
             "add the nodes to DNS or /etc/hosts, or run where scontrol is available",
         )
     try:
-        out = subprocess.run([scontrol, "show", "node", "-o", collapse(list(names))],
-                             capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise AddressError(f"scontrol show node did not answer within {timeout:g} s",
-                           "check that slurmctld is reachable") from None
-    return parse_scontrol_nodes(out.stdout)
+        out = run(["scontrol", "show", "node", "-o", collapse(list(names))], timeout)
+    except ConfigurationError as exc:
+        raise AddressError(exc.message, exc.hint) from None
+    return {r["NodeName"]: r["NodeAddr"] for r in parse_records(out.stdout) if "NodeName" in r and r.get("NodeAddr")}
+
+
+def submit(text: str) -> str:
+    """Submit an sbatch script; returns the job id."""
+    module = pyslurm()
+    if module is not None:
+        try:
+            return str(module.JobSubmitDescription(script=text).submit())
+        except Exception as exc:  # noqa: BLE001 - any pyslurm failure falls back to sbatch
+            log.debug("pyslurm could not submit (%s); using sbatch", exc)
+    out = run(["sbatch", "--parsable"], 120, stdin=text)
+    if out.returncode != 0:
+        raise ConfigurationError(f"sbatch refused the job: {out.stderr.strip() or out.stdout.strip()}",
+                                 "check the parameters with `slurm-resolver render`")
+    return out.stdout.strip().split(";")[0]
+
+
+def job_records(job_id: str) -> list[dict[str, str]]:
+    """``scontrol show job -o`` as one dict per record (one per het component); [] once purged."""
+    out = run(["scontrol", "show", "job", "-o", job_id], 30)
+    return parse_records(out.stdout) if out.returncode == 0 else []

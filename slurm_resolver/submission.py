@@ -1,66 +1,23 @@
-"""Submitting and following jobs: pyslurm when installed, else Slurm's command line.
+"""Following a submitted job until it ends: its state, its output, its exit code.
 
-The command line (``sbatch --parsable``, ``scontrol show job -o``) is the tested path;
-pyslurm (which needs Slurm 25.11) is used for submission when importable.
+Submission and job records come from :mod:`slurm_resolver.slurmctl`, the one seam to Slurm.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from .errors import ConfigurationError, ResolutionError
+from .errors import ResolutionError
+from .slurmctl import job_records, submit
 
 __all__ = ["submit", "job_records", "wait", "TERMINAL"]
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
             "BOOT_FAIL", "DEADLINE"}
-
-
-def _command(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise ConfigurationError(f"{name} is not on PATH", "run on a Slurm login node, or install Slurm's client")
-    return path
-
-
-def _with_pyslurm(text: str) -> str | None:
-    try:
-        import pyslurm
-    except ImportError:
-        return None
-    try:
-        return str(pyslurm.JobSubmitDescription(script=text).submit())
-    except Exception:  # noqa: BLE001 - any pyslurm failure falls back to sbatch
-        return None
-
-
-def submit(text: str) -> str:
-    """Submit an sbatch script; returns the job id."""
-    found = _with_pyslurm(text)
-    if found is not None:
-        return found
-    out = subprocess.run([_command("sbatch"), "--parsable"], input=text, capture_output=True, text=True,
-                         timeout=120, check=False)
-    if out.returncode != 0:
-        raise ConfigurationError(f"sbatch refused the job: {out.stderr.strip() or out.stdout.strip()}",
-                                 "check the parameters with `slurm-resolver render`")
-    return out.stdout.strip().split(";")[0]
-
-
-def job_records(job_id: str) -> list[dict[str, str]]:
-    """``scontrol show job -o`` as one dict per record (one per het component); [] once purged."""
-    out = subprocess.run([_command("scontrol"), "show", "job", "-o", job_id], capture_output=True, text=True,
-                         timeout=30, check=False)
-    if out.returncode != 0:
-        return []
-    return [dict(part.split("=", 1) for part in line.split() if "=" in part)
-            for line in out.stdout.splitlines() if line.strip()]
 
 
 def _exit_code(records: list[dict[str, str]]) -> int:

@@ -1,8 +1,8 @@
 """sbatch templates: one declared schema of parameters, rendered by one pure function.
 
 Templates live in ``sbatch_templates/`` (installed as ``slurm_resolver.sbatch_templates``):
-a first line ``# defaults: key=value ...`` (the template's own defaults), then the body with
-``${name}`` placeholders. The ``#SBATCH`` header is built here from :data:`SCHEMA`, so
+one comment line ``# defaults: key=value ...`` (the template's own defaults, each a
+parameter of :data:`SCHEMA`), and the body with ``${name}`` placeholders. The ``#SBATCH`` header is built here from :data:`SCHEMA`, so
 templates hold no logic: an option left empty is simply not written. Single-word values are
 quoted with :func:`shlex.quote`; ``command`` is shell text, taken as given (one line).
 """
@@ -50,6 +50,7 @@ SCHEMA: tuple[Parameter, ...] = (
     Parameter("mpirun_args", "", "extra mpirun arguments"),
     Parameter("extra_sbatch", "", "extra #SBATCH lines, separated by ';'"),
     Parameter("python", sys.executable, "the Python interpreter of the tasks"),
+    Parameter("hetjob", "0", "1 for a heterogeneous job: a ps component of ps_nodes nodes, then the workers"),
 )
 SHELL_TEXT = {"command", "srun_args", "mpirun_args", "extra_sbatch"}
 PRINT_TASK = "slurm-resolver-print-task"
@@ -70,11 +71,26 @@ def _text(name: str) -> str:
     return str(_root().joinpath(f"{name}.sbatch").read_text())
 
 
+_DEFAULTS = "# defaults:"
+
+
+def _own_defaults(name: str, text: str) -> dict[str, str]:
+    """The ``# defaults:`` line of a template, checked against the schema."""
+    lines = [line for line in text.splitlines() if line.startswith(_DEFAULTS)]
+    if len(lines) > 1:
+        raise ConfigurationError(f"template {name} has {len(lines)} '{_DEFAULTS}' lines", "keep exactly one")
+    items = shlex.split(lines[0][len(_DEFAULTS):]) if lines else []
+    own = dict(item.partition("=")[::2] for item in items)
+    unknown = sorted(set(own) - {p.name for p in SCHEMA})
+    if unknown or any("=" not in item for item in items):
+        raise ConfigurationError(f"template {name}'s defaults name unknown parameters {unknown or items}",
+                                 "use key=value pairs of parameters in templates.SCHEMA")
+    return own
+
+
 def defaults(name: str) -> dict[str, str]:
     """The schema's defaults overridden by the template's ``# defaults:`` line."""
-    first = _text(name).splitlines()[1]
-    own = dict(item.split("=", 1) for item in shlex.split(first.partition("# defaults:")[2]))
-    return {**{p.name: p.default for p in SCHEMA}, **own}
+    return {**{p.name: p.default for p in SCHEMA}, **_own_defaults(name, _text(name))}
 
 
 def sbatch_header(values: Mapping[str, str], het: bool = False) -> str:
@@ -112,11 +128,13 @@ def render(name: str, values: Mapping[str, str] | None = None) -> str:
             raise ConfigurationError(f"template parameter {key}={value!r} must be one line")
     if merged["format"] not in ("tf", "torch", "jax", "shell"):
         raise ConfigurationError(f"format={merged['format']!r} is not known", "use tf, torch, jax or shell")
+    if merged["hetjob"] not in ("0", "1"):
+        raise ConfigurationError(f"hetjob={merged['hetjob']!r} must be 0 or 1", "1 makes a ps component first")
     text = _text(name)
     substituted = {k: (v if k in SHELL_TEXT else shlex.quote(v)) for k, v in merged.items()}
     if not merged["command"]:
         substituted["command"] = f"{shlex.quote(merged['python'])} -m slurm_resolver show --bootstrapped"
     substituted["jobs_option"] = f"--jobs {shlex.quote(merged['jobs'])}" if merged["jobs"] else ""
-    substituted["sbatch_header"] = sbatch_header(merged, het="hetjob" in text.splitlines()[1])
-    body = "\n".join(line for i, line in enumerate(text.splitlines()) if i != 1) + "\n"
+    substituted["sbatch_header"] = sbatch_header(merged, het=merged["hetjob"] == "1")
+    body = "\n".join(line for line in text.splitlines() if not line.startswith(_DEFAULTS)) + "\n"
     return string.Template(body).substitute(substituted)

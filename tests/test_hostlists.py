@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_resolver.errors import EnvironmentVariableError, SlurmResolverError
-from slurm_resolver.hostlists import collapse, collapse_counts, expand, expand_counts
+from slurm_resolver.hostlists import _expand_one_bracket, collapse, collapse_counts, expand, expand_counts
 
 EXPAND = [
     ("node1", ("node1",)),
@@ -73,3 +73,21 @@ def test_malformed_counts_only_raise_our_errors(text: str) -> None:
         expand_counts(text)
     except SlurmResolverError:
         pass
+
+
+@given(st.from_regex(r"[a-c0\-]{0,3}(\[[0-9]{1,3}(-[0-9]{1,3})?(,[0-9]{1,3}(-[0-9]{1,3})?){0,2}\])?[a-c\-]{0,2}",
+                     fullmatch=True))
+def test_the_fast_path_agrees_with_python_hostlist(text: str) -> None:
+    """``prefix[ranges]suffix`` is expanded in C-level passes; python-hostlist stays the authority."""
+    import hostlist
+
+    fast = _expand_one_bracket(text)
+    if fast is None:
+        return
+    assert fast == hostlist.expand_hostlist(text, allow_duplicates=True)
+
+
+def test_the_fast_path_takes_the_common_forms_only() -> None:
+    assert _expand_one_bracket("node[1-4096]") is not None and _expand_one_bracket("n[001-010]x") is not None
+    for other in ("node1", "a[1-2],b", "r[1-2]n[1-2]", "n[2-1]", "n[a-b]", "n[1-200000]"):
+        assert _expand_one_bracket(other) is None

@@ -24,5 +24,10 @@ def test_resolving_stays_light() -> None:
     assert not imported_after(code) & set(HEAVY)
 
 
-def test_nvml_is_consulted_only_without_gpu_variables() -> None:
-    assert "pynvml" in imported_after("import slurm_resolver as s; s.SlurmClusterResolver(environ={})")
+def test_nvml_is_consulted_only_without_gpu_variables_and_with_a_driver() -> None:
+    with_driver = ("import slurm_resolver as s; from slurm_resolver import nvml; "
+                   "nvml.DRIVER_FILES = ('/proc/self/status',); s.SlurmClusterResolver(environ={})")
+    assert "pynvml" in imported_after(with_driver)
+    without = ("import slurm_resolver as s; from slurm_resolver import nvml; "
+               "nvml.DRIVER_FILES = ('/nonexistent',); s.SlurmClusterResolver(environ={}).num_accelerators()")
+    assert "pynvml" not in imported_after(without)

@@ -13,6 +13,13 @@ from .fakes import fake_pynvml as fake
 
 def use(monkeypatch: pytest.MonkeyPatch, module: object) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", module)
+    monkeypatch.setattr(nvml, "driver_present", lambda: True)  # the fake stands for a loaded driver
+
+
+def test_without_the_driver_nvml_is_not_even_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nvml, "DRIVER_FILES", ("/nonexistent/nvidia",))
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # an import would raise
+    assert nvml.devices() is None and nvml.device_ids() is None
 
 
 def test_several_gpus_with_init_and_shutdown_paired(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.templates import SCHEMA, available, defaults, render, sbatch_header
+from slurm_resolver.templates import SCHEMA, _own_defaults, available, defaults, render, sbatch_header
 
 from .conftest import DATA
 
@@ -64,3 +64,19 @@ def test_header_and_defaults() -> None:
                                         "partition", "account", "jobs", "command", "extra_sbatch"}
     het = sbatch_header({"nodes": "2", "ps_nodes": "1", "tasks_per_node": "1"}, het=True)
     assert het.splitlines()[:3] == ["#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1", "#SBATCH hetjob"]
+
+
+def test_defaults_are_read_by_their_marker_and_checked_against_the_schema() -> None:
+    text = "#!/bin/bash\n# A comment first.\n# defaults: nodes=3 hetjob=1\nsrun true\n"
+    assert _own_defaults("t", text) == {"nodes": "3", "hetjob": "1"}
+    with pytest.raises(ConfigurationError, match="unknown parameters \\['nodez'\\]"):
+        _own_defaults("t", "# defaults: nodez=3\n")
+    with pytest.raises(ConfigurationError, match="2 '# defaults:' lines"):
+        _own_defaults("t", "# defaults: nodes=1\n# defaults: nodes=2\n")
+
+
+def test_hetjob_is_a_declared_parameter() -> None:
+    assert "hetjob" in {p.name for p in SCHEMA} and defaults("hetjob")["hetjob"] == "1"
+    assert "#SBATCH hetjob" in render("data_parallel", {"hetjob": "1"})
+    with pytest.raises(ConfigurationError, match="hetjob='yes' must be 0 or 1"):
+        render("data_parallel", {"hetjob": "yes"})

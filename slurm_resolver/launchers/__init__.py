@@ -1,7 +1,8 @@
 """Launch detection: each launch mode is a small plugin, tried in a fixed, tested order.
 
 MPI launchers come first (their rank wins over ``SLURM_PROCID``), then Slurm's own
-modes, then the single-process fallback. :func:`register` adds a plugin.
+modes, then the single-process fallback. :func:`register` adds a plugin. Code outside
+this package decides on a :class:`Launch`'s capabilities, never on a launcher's name.
 """
 
 from __future__ import annotations
@@ -20,9 +21,19 @@ LAUNCHERS: list[type[Launcher]] = [OpenMPI, MpichHydra, PMIx, SrunStep, BatchSte
 
 
 def register(launcher: type[Launcher], before: type[Launcher] = SingleProcess) -> None:
-    """Add a launcher plugin, tried just before ``before`` (the fallback by default)."""
-    if launcher not in LAUNCHERS:
-        LAUNCHERS.insert(LAUNCHERS.index(before), launcher)
+    """Add a launcher plugin, tried just before ``before`` (the fallback by default).
+
+    A plugin whose name is already taken by another plugin is refused; registering the
+    same class twice changes nothing.
+    """
+    if launcher in LAUNCHERS:
+        return
+    if any(known.name == launcher.name for known in LAUNCHERS):
+        raise ConfigurationError(f"a launcher named {launcher.name!r} is already registered",
+                                 "give the plugin a name of its own (see slurm-resolver launchers)")
+    if before not in LAUNCHERS:
+        raise ConfigurationError(f"cannot register {launcher.name!r} before {before.__name__}, which is not registered")
+    LAUNCHERS.insert(LAUNCHERS.index(before), launcher)
 
 
 def by_name(name: str) -> type[Launcher]:
@@ -31,7 +42,7 @@ def by_name(name: str) -> type[Launcher]:
         if launcher.name == name:
             return launcher
     raise ConfigurationError(
-        f"unknown launcher {name!r}", f"choose one of {', '.join(l.name for l in LAUNCHERS)}")
+        f"unknown launcher {name!r}", f"choose one of {', '.join(known.name for known in LAUNCHERS)}")
 
 
 def detect(env: Mapping[str, str]) -> type[Launcher]:

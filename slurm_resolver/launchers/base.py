@@ -1,4 +1,4 @@
-"""What a launcher tells about the job, and the contract of a launcher plugin."""
+"""What a launcher tells about the job, what the launch can do, and the contract of a plugin."""
 
 from __future__ import annotations
 
@@ -7,15 +7,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["Launch", "Launcher"]
+__all__ = ["Launch", "Launcher", "COMPUTED_DISTRIBUTIONS"]
+
+COMPUTED_DISTRIBUTIONS = ("block", "cyclic", "plane=")
+"""Slurm distributions whose placement every task computes from the layout (``plane=N`` by prefix)."""
 
 
 @dataclass(frozen=True)
 class Launch:
-    """The job as one launcher sees it, before placement and packing.
+    """The job as one launcher sees it, before placement and packing, with its capabilities.
 
     Attributes:
-        launcher: name of the plugin that resolved it.
+        launcher: name of the plugin that resolved it (for messages and ``describe``;
+            code decides on the capabilities below, never on this name).
         world_size: number of tasks; None when only an MPI exchange can tell (PMIx).
         rank: rank of the calling process; None when it is not a task (salloc shell).
         nodes: the nodes in Slurm's order; empty when unknown.
@@ -26,7 +30,14 @@ class Launch:
             ``arbitrary``) or ``unknown`` (MPI launchers place ranks their own way).
         components: tasks of each heterogeneous-job component, in rank order; () if none.
         job_id: the Slurm job id, when there is one.
-        mpi: an MPI runtime connects the ranks, so they can exchange what they know.
+        key: what names this launch in all its tasks (``<job id>.<step id>``...).
+        is_task: the caller is one of the launch's parallel tasks, each running this
+            code (an srun task, an MPI rank): it can bootstrap, and its port is its own.
+        standalone: no launcher at all: one process on this host.
+        mpi_launched: an MPI launcher started the ranks: their placement and the
+            bootstrap's exchange go through MPI.
+        mpi_capable: MPI can initialise in this launch (an MPI launcher, or srun with
+            PMIx), so the ranks may exchange through it.
     """
 
     launcher: str
@@ -39,12 +50,28 @@ class Launch:
     distribution: str = "block"
     components: tuple[int, ...] = ()
     job_id: str | None = None
-    mpi: bool = False
+    key: str = "local"
+    is_task: bool = False
+    standalone: bool = False
+    mpi_launched: bool = False
+    mpi_capable: bool = False
 
     @property
     def layout(self) -> tuple[tuple[str, int], ...]:
         """``(node, tasks)`` pairs in Slurm's order."""
         return tuple(zip(self.nodes, self.counts))
+
+    @property
+    def can_bootstrap(self) -> bool:
+        """Whether this process may call ``bootstrap()``: it is a task, or the only process."""
+        return self.is_task or self.standalone
+
+    @property
+    def needs_exchange(self) -> bool:
+        """Whether the node of every rank is unknown without an exchange between the ranks."""
+        if not self.nodes or self.world_size is None or self.world_size != sum(self.counts):
+            return True
+        return not self.distribution.startswith(COMPUTED_DISTRIBUTIONS) and max(self.counts) != 1
 
 
 class Launcher(abc.ABC):

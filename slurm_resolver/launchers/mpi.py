@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError
+from ..layout import in_srun_step, job_layout, launch_key
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
-from .slurm import SrunStep, job_layout
 
 __all__ = ["OpenMPI", "MpichHydra", "PMIx"]
 
 
 def _srun_gave_rank(env: Mapping[str, str], rank_var: str) -> bool:
     """True when srun itself is the PMI server (srun --mpi=...): then Slurm's rank is MPI's."""
-    return SrunStep.detect(env) and env.get(rank_var) == env.get("SLURM_PROCID")
+    return in_srun_step(env) and env.get(rank_var) == env.get("SLURM_PROCID")
 
 
 def _mpi_launch(env: Mapping[str, str], name: str, rank_var: str, size_var: str | None,
@@ -36,7 +36,7 @@ def _mpi_launch(env: Mapping[str, str], name: str, rank_var: str, size_var: str 
         launcher=name, world_size=size, rank=rank, nodes=nodes, counts=(0,) * len(nodes),
         node=env.get("SLURMD_NODENAME"),
         local_rank=optional_int(env, local_var) if local_var else None, distribution="unknown",
-        job_id=env.get("SLURM_JOB_ID"), mpi=True,
+        job_id=env.get("SLURM_JOB_ID"), key=launch_key(env), is_task=True, mpi_launched=True, mpi_capable=True,
     )
 
 

@@ -21,4 +21,5 @@ class SingleProcess(Launcher):
 
     @classmethod
     def resolve(cls, env: Mapping[str, str]) -> Launch:
-        return Launch(launcher=cls.name, world_size=1, rank=0, local_rank=0)
+        return Launch(launcher=cls.name, world_size=1, rank=0, nodes=("localhost",), counts=(1,), node="localhost",
+                      local_rank=0, standalone=True)

@@ -13,7 +13,8 @@ import json
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
-from ..errors import ConfigurationError, MissingDependencyError
+from ..errors import ConfigurationError
+from ..optional import import_optional
 
 __all__ = ["ClusterResolver", "SimpleClusterResolver", "UnionClusterResolver", "format_master_url"]
 
@@ -118,10 +119,7 @@ class ClusterResolver(abc.ABC):
 
     def to_tensorflow(self) -> Any:
         """A genuine ``tf.distribute.cluster_resolver.SimpleClusterResolver`` with our values."""
-        try:
-            import tensorflow as tf
-        except ImportError:
-            raise MissingDependencyError("tensorflow", "tensorflow", "A TensorFlow resolver") from None
+        tf = import_optional("tensorflow", "tensorflow", "A TensorFlow resolver")
         return tf.distribute.cluster_resolver.SimpleClusterResolver(
             self.cluster_spec().to_tensorflow(),
             master=self.master(),

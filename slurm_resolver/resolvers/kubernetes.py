@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
-from ..errors import MissingDependencyError, ResolutionError
+from ..errors import ResolutionError
+from ..optional import import_optional
 from .base import ClusterResolver
 
 __all__ = ["KubernetesClusterResolver"]
@@ -22,14 +23,12 @@ log = logging.getLogger("slurm_resolver")
 
 
 def _default_client() -> Any:
+    client = import_optional("kubernetes.client", "kubernetes", "KubernetesClusterResolver")
+    config = import_optional("kubernetes.config", "kubernetes", "KubernetesClusterResolver")
     try:
-        from kubernetes import client, config
-    except ImportError:
-        raise MissingDependencyError("kubernetes", "kubernetes", "KubernetesClusterResolver") from None
-    try:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
+        config.load_kube_config()
     return client.CoreV1Api()
 
 
@@ -49,10 +48,7 @@ class KubernetesClusterResolver(ClusterResolver):
     def __init__(self, job_to_label_mapping: Mapping[str, Sequence[str]] | None = None,
                  tf_server_port: int = 8470, rpc_layer: str | None = "grpc", override_client: Any = None) -> None:
         if override_client is None:
-            try:
-                import kubernetes  # noqa: F401
-            except ImportError:
-                raise MissingDependencyError("kubernetes", "kubernetes", "KubernetesClusterResolver") from None
+            import_optional("kubernetes", "kubernetes", "KubernetesClusterResolver")
         self._job_to_label_mapping = dict(job_to_label_mapping or {"worker": ["job-name=tensorflow"]})
         self._tf_server_port = tf_server_port
         self._override_client = override_client

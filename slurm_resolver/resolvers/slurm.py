@@ -1,7 +1,7 @@
 """SlurmClusterResolver: TensorFlow's constructor and methods, right on every real launch.
 
-Resolution happens once, in the constructor, from a snapshot of the environment (see
-:func:`slurm_resolver.cluster.resolve`); :meth:`cluster_spec` returns that result.
+A thin view over one :class:`~slurm_resolver.cluster.Cluster`, resolved once in the
+constructor by :func:`slurm_resolver.cluster.resolve`; :meth:`cluster_spec` returns it.
 """
 
 from __future__ import annotations
@@ -9,32 +9,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import gpus
 from ..addresses import port_in_use
-from ..environment import export, snapshot
-from ..gpus import GpuPlan
-from ..cluster import Cluster, resolve
+from ..cluster import DEFAULT_PORT_BASE, Cluster, resolve
 from ..cluster_spec import ClusterSpec
-from ..errors import ConfigurationError, ResolutionError
+from ..environment import export
+from ..errors import ResolutionError
 from ..exchange import Exchange
+from ..gpus import format_devices
 from .base import ClusterResolver
 
 __all__ = ["SlurmClusterResolver"]
 
 
-def _nvml_ids(env: Mapping[str, str]) -> list[str] | None:
-    """NVML's GPUs as UUIDs (MIG instances where enabled), only when Slurm and CUDA say nothing."""
-    if any(name in env for name in gpus.SOURCES):
-        return None
-    from .. import nvml
+class _Default(int):
+    """TensorFlow's default ``port_base``, told apart from an explicit 8888 (which wins over the variable)."""
 
-    found = nvml.devices()
-    return None if found is None else [u for d in found for u in (d.mig or (d.uuid,))]
+    def __repr__(self) -> str:
+        return str(int(self))
 
 
-def _check_gpu_count(name: str, value: int | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ConfigurationError(f"{name}={value!r} must be a whole number >= 0 (0 means no GPU)")
+_PORT_BASE = _Default(DEFAULT_PORT_BASE)
 
 
 def _check_own_port(node: str, address: str) -> None:
@@ -55,7 +49,8 @@ class SlurmClusterResolver(ClusterResolver):
         jobs: ``{'ps': 1, 'worker': 3}`` (names taken in sorted order, as TensorFlow
             does), a list of names (one job per heterogeneous-job component), or None
             for every task a ``worker``.
-        port_base: first port on each node; a node's tasks take consecutive ports.
+        port_base: first port on each node; a node's tasks take consecutive ports. An
+            explicit value wins over ``SLURM_RESOLVER_PORT_BASE``; the default does not.
         gpus_per_node: GPUs of each node to use (default: all the task can see).
         gpus_per_task: GPUs of each task: a count, or per job name such as
             ``{'ps': 0, 'worker': 2}`` (default: the node's GPUs split evenly).
@@ -63,41 +58,31 @@ class SlurmClusterResolver(ClusterResolver):
         auto_set_gpu: write the calling task's ``CUDA_VISIBLE_DEVICES`` (in Slurm's form).
         rpc_layer: protocol of :meth:`master` URLs.
         environ: variables to read instead of ``os.environ`` (keyword only).
-        exchange: ``'auto'``, ``'mpi'``, ``'none'`` or an Exchange (keyword only).
+        exchange: one of ``'auto'``, ``'mpi'``, ``'rendezvous'``, ``'none'``, or an
+            Exchange (keyword only); see :mod:`slurm_resolver.exchange`.
         check_port: fail when the calling task's port is already taken on its node,
             typically by another job sharing the node (keyword only). TensorFlow does
             not check, and a worker may then run its ops on another job's server.
     """
 
-    def __init__(self, jobs: Mapping[str, int] | Sequence[str] | None = None, port_base: int | None = 8888,
+    def __init__(self, jobs: Mapping[str, int] | Sequence[str] | None = None, port_base: int | None = _PORT_BASE,
                  gpus_per_node: int | None = None, gpus_per_task: int | Mapping[str, int] | None = None,
                  tasks_per_node: int | Mapping[str, int] | None = None, auto_set_gpu: bool = True,
                  rpc_layer: str | None = "grpc", *, environ: Mapping[str, str] | None = None,
                  exchange: str | Exchange | None = None, timeout: float = 60.0,
                  check_port: bool = True) -> None:
-        _check_gpu_count("gpus_per_node", gpus_per_node)
-        if not isinstance(gpus_per_task, Mapping):
-            _check_gpu_count("gpus_per_task", gpus_per_task)
-        self._gpus_per_node = gpus_per_node
-        self._gpus_per_task = gpus_per_task
-        self._auto_set_gpu = auto_set_gpu
+        self._cluster = resolve(environ, jobs=jobs, port_base=None if port_base is _PORT_BASE else port_base,
+                                tasks_per_node=tasks_per_node, gpus_per_task=gpus_per_task,
+                                gpus_per_node=gpus_per_node, exchange=exchange, timeout=timeout)
         self._rpc_layer = rpc_layer
-        env = snapshot(environ)
-        self._cluster = resolve(env, jobs=jobs, port_base=None if port_base == 8888 else port_base,
-                                tasks_per_node=tasks_per_node, exchange=exchange, timeout=timeout)
-        self._cluster.gpu_plan = GpuPlan(gpus.visible(env, _nvml_ids(env)), self._cluster.rank,
-                                         self._cluster.local_group, self._cluster.job_of,
-                                         per_task=gpus_per_task, per_node=gpus_per_node)
-        self._spec = self._cluster.spec()
         me = self._cluster.me
-        if auto_set_gpu and me is not None and me.gpus is not None and self._cluster.gpu_plan.visible.ids \
-                and self._cluster.launcher != "salloc":
-            if environ is None or isinstance(environ, dict):  # a read-only mapping is left alone
-                export({"CUDA_VISIBLE_DEVICES": gpus.format_devices(me.gpus)}, overwrite=True, environ=environ)
-        if check_port and me is not None and self._cluster.launcher not in ("batch", "salloc", "single"):
-            _check_own_port(me.node, me.address)
         self._task_type = me.job if me else None
         self._task_id = me.index if me else None
+        if auto_set_gpu and me is not None and me.gpus is not None and self._cluster.gpu_plan.visible.ids:
+            if environ is None or isinstance(environ, dict):  # a read-only mapping is left alone
+                export({"CUDA_VISIBLE_DEVICES": format_devices(me.gpus)}, overwrite=True, environ=environ)
+        if check_port and me is not None and self._cluster.launch.is_task:
+            _check_own_port(me.node, me.address)
 
     @property
     def cluster(self) -> Cluster:
@@ -106,7 +91,7 @@ class SlurmClusterResolver(ClusterResolver):
 
     def cluster_spec(self) -> ClusterSpec:
         """The job's ClusterSpec."""
-        return self._spec
+        return self._cluster.spec()
 
     def get_task_info(self) -> tuple[str | None, int | None]:
         """``(task_type, task_id)`` of the calling task."""

@@ -21,6 +21,9 @@ TASK = textwrap.dedent("""
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("SLURM_PROCID", "0")))
     if rank == int(os.environ.get("TEST_DIE_RANK", "-1")):
         sys.exit(0)  # this rank dies before it bootstraps
+    if rank == int(os.environ.get("TEST_KILL_RANK", "-1")):  # this rank dies in the middle of the exchange
+        import signal, threading
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
     from slurm_resolver import SlurmResolverError, bootstrap
     start = time.monotonic()
     try:
@@ -29,7 +32,8 @@ TASK = textwrap.dedent("""
         print(json.dumps({"error": str(exc), "truth_rank": rank, "after": time.monotonic() - start}), flush=True)
         sys.exit(0)
     print(json.dumps({"rank": b.rank, "truth_rank": rank, "node": b.me.node, "truth_node": os.environ["SLURMD_NODENAME"],
-                      "spec": b.cluster_spec().as_dict(), "launcher": b.launcher, "rank0": b.peers[0].port}),
+                      "spec": b.cluster_spec().as_dict(), "launcher": b.launcher, "rank0": b.task(0).port,
+                      "exchanged": b.exchanged, "timings": b.timings}),
           flush=True)
     time.sleep(float(os.environ.get("TEST_HOLD", "0")))  # keep the servers up (two jobs overlap)
     b.stop()
@@ -53,15 +57,26 @@ def test_srun_three_nodes_six_tasks(run_tasks: Run) -> None:
     assert [a.split(":")[0] for a in spec["worker"]] == ["node1"] * 4 + ["node2", "node3"]
 
 
-@pytest.mark.parametrize("mpi", ["pmix", "pmi2"])
-def test_srun_with_mpi_plugins(run_tasks: Run, mpi: str) -> None:
-    agreed(run_tasks(["srun", f"--mpi={mpi}", "-N2", "-n3"], TASK), 3)
+@pytest.mark.parametrize("mpi, exchanged", [("pmix", "mpi"), ("pmi2", "tree")])
+def test_srun_with_mpi_plugins(run_tasks: Run, mpi: str, exchanged: str) -> None:
+    """With PMIx, MPI initialises through Slurm and carries the exchange; PMI-2 is never tried (Debian's
+    Open MPI aborts in MPI_Init there), so the tree does."""
+    rows = run_tasks(["srun", f"--mpi={mpi}", "-N2", "-n3"], TASK)
+    agreed(rows, 3)
+    assert {r["exchanged"] for r in rows} == {exchanged}
+
+
+def test_sixteen_tasks_on_four_nodes(run_tasks: Run) -> None:
+    rows = run_tasks(["srun", "-N4", "-n16"], TASK)
+    spec = agreed(rows, 16)
+    assert [a.split(":")[0] for a in spec["worker"]] == [f"node{n}" for n in range(1, 5) for _ in range(4)]
+    assert {r["exchanged"] for r in rows} == {"tree"}
 
 
 def test_mpirun_inside_salloc(run_tasks: Run) -> None:
     rows = run_tasks(["salloc", "-N2", "-n4", "mpirun", "--allow-run-as-root"], TASK)
     agreed(rows, 4)
-    assert {r["launcher"] for r in rows} == {"openmpi"}
+    assert {r["launcher"] for r in rows} == {"openmpi"} and {r["exchanged"] for r in rows} == {"mpi"}
 
 
 def test_from_an_sbatch_script(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
@@ -91,6 +106,18 @@ def test_two_jobs_at_once_on_the_same_nodes(slurm_cluster: dict[str, str], tmp_p
         # Both jobs held their servers at once: never one server for both, never the same rendezvous.
         assert not set(specs[0]["worker"]) & set(specs[1]["worker"]), "the jobs share a server"
         assert rank0_ports[0] != rank0_ports[1]
+
+
+def test_a_leader_killed_mid_exchange_is_named(run_tasks: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 4 leads node2 and dies (SIGKILL) while its node's tasks wait on it."""
+    monkeypatch.setenv("TEST_KILL_RANK", "4")
+    monkeypatch.setenv("TEST_DIE_RANK", "7")  # keeps the round open past the kill
+    monkeypatch.setenv("TEST_TIMEOUT", "4")
+    rows = run_tasks(["srun", "-N2", "-n8", "--ntasks-per-node=4"], TASK, check=False)
+    assert len(rows) == 6 and all("error" in r for r in rows), rows
+    for row in rows:
+        assert row["after"] < 10
+        assert "rank 4" in row["error"] or "(rank 4)" in row["error"], row
 
 
 @pytest.mark.parametrize("dead", [2, 0])

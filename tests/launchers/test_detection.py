@@ -68,10 +68,45 @@ def test_registry() -> None:
     register(Custom)
     try:
         assert detect({"CUSTOM_RANK": "0"}) is Custom and by_name("custom") is Custom
+        register(Custom)  # the same plugin again: nothing changes
+        assert LAUNCHERS.count(Custom) == 1
+
+        class Impostor(Custom):
+            pass
+
+        with pytest.raises(ConfigurationError, match="a launcher named 'custom' is already registered"):
+            register(Impostor)
     finally:
         LAUNCHERS.remove(Custom)
     with pytest.raises(ConfigurationError, match="srun"):
         by_name("nope")
+
+
+def test_plugins_do_not_import_each_other() -> None:
+    import ast
+    from pathlib import Path
+
+    import slurm_resolver.launchers as package
+
+    for path in Path(package.__file__).parent.glob("*.py"):
+        if path.name in ("__init__.py", "base.py"):
+            continue
+        imported = {node.module for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.ImportFrom) and node.level == 1}
+        assert imported <= {"base"}, f"{path.name} imports {imported - {'base'}}"
+
+
+def test_launches_carry_their_capabilities() -> None:
+    srun = detect(captured("srun_N3_n6")[0]).resolve(captured("srun_N3_n6")[0])
+    assert srun.is_task and srun.can_bootstrap and not srun.mpi_launched and not srun.mpi_capable
+    pmix = captured("srun_pmix")[0]
+    assert detect(pmix).resolve(pmix).mpi_capable
+    mpirun = captured("salloc_mpirun")[0]
+    launch = detect(mpirun).resolve(mpirun)
+    assert launch.mpi_launched and launch.needs_exchange and launch.is_task
+    batch = captured("sbatch_batch_step")[0]
+    assert not detect(batch).resolve(batch).can_bootstrap
+    assert detect({}).resolve({}).standalone
 
 
 def test_mismatched_layout_names_both_variables() -> None:

@@ -67,3 +67,13 @@ def test_malformed_variables_give_only_our_errors(base: str, name: str, value: s
         SlurmClusterResolver(environ=env, exchange="none")
     except SlurmResolverError as exc:
         assert isinstance(exc, (ValueError, RuntimeError))
+
+
+def test_an_explicit_port_base_wins_over_the_variable_even_when_it_is_8888() -> None:
+    import inspect
+
+    env = dict(captured("srun_N3_n6")[0], SLURM_RESOLVER_PORT_BASE="9000")
+    assert SlurmClusterResolver(environ=env, check_port=False).cluster_spec().task_address("worker", 0) == "node1:9000"
+    explicit = SlurmClusterResolver(port_base=8888, environ=env, check_port=False)
+    assert explicit.cluster_spec().task_address("worker", 0) == "node1:8888"
+    assert "port_base: 'int | None' = 8888" in str(inspect.signature(SlurmClusterResolver))  # TensorFlow's look

@@ -1,36 +1,43 @@
-"""Bootstrap in one process: N tasks as threads on localhost, through the rendezvous or an exchange."""
+"""bootstrap() over real gRPC: N tasks as threads on localhost, each with its own event loop."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
 
-import grpc
 import pytest
 
 from slurm_resolver import adapters
-from slurm_resolver.bootstrapping import Bootstrapped, bootstrap, job_key, rendezvous_ports
-from slurm_resolver.errors import ConfigurationError, ResolutionError
+from slurm_resolver.errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from slurm_resolver.exchange import LocalExchange
-from slurm_resolver.proto import coordination_pb2 as pb
-from slurm_resolver.proto import coordination_pb2_grpc as rpc
-from slurm_resolver.server import CoordinationState, Server, credentials
+from slurm_resolver.layout import launch_key
+from slurm_resolver.rpc.bootstrap import bootstrap, rendezvous_ports, verified_peers
+from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.coordinator import Coordinator, Identity
+from slurm_resolver.rpc.server import Server
 
 
-def env(rank: int, size: int, step: str = "0") -> dict[str, str]:
-    return {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": step, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank),
-            "SLURMD_NODENAME": "localhost", "SLURM_STEP_NUM_TASKS": str(size), "SLURM_STEP_NODELIST": "localhost",
-            "SLURM_STEP_TASKS_PER_NODE": str(size), "CUDA_VISIBLE_DEVICES": ""}
+def env(rank: int, size: int, step: str = "0", nodes: int = 1) -> dict[str, str]:
+    """Task ``rank`` of ``size`` tasks on ``nodes`` emulated nodes that all resolve to this host."""
+    per = size // nodes
+    names = ["localhost", "ip6-localhost", "127.0.0.1"][:nodes]
+    return {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": step, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank % per),
+            "SLURMD_NODENAME": names[rank // per], "SLURM_STEP_NUM_TASKS": str(size),
+            "SLURM_STEP_NODELIST": ",".join(names), "SLURM_STEP_TASKS_PER_NODE": f"{per}(x{nodes})",
+            "CUDA_VISIBLE_DEVICES": ""}
 
 
-def run_all(size: int, ranks: list[int] | None = None, **kwargs: Any) -> list[Any]:
+def run_all(size: int, ranks: list[int] | None = None, step: str = "0", then: Any = None,
+            **kwargs: Any) -> list[Any]:
     results: list[Any] = [None] * size
     per_rank = kwargs.pop("per_rank", lambda rank: {})
 
     def task(rank: int) -> None:
         try:
-            results[rank] = bootstrap(environ=env(rank, size, kwargs.get("step", "0")),
-                                      **{k: v for k, v in kwargs.items() if k != "step"}, **per_rank(rank))
+            b = bootstrap(environ=env(rank, size, step), **kwargs, **per_rank(rank))
+            results[rank] = then(b) if then else b
+            if then:
+                b.stop(1)
         except Exception as exc:  # noqa: BLE001 - collected for the assertions
             results[rank] = exc
 
@@ -52,14 +59,40 @@ def test_rendezvous_agrees_on_bound_ports() -> None:
     results = run_all(3, timeout=20)
     try:
         assert all(isinstance(r, Bootstrapped) for r in results), results
-        specs = {str(r.cluster_spec().as_dict()) for r in results}
-        assert len(specs) == 1
+        assert len({str(r.cluster_spec().as_dict()) for r in results}) == 1
         ports = [r.me.port for r in results]
         assert len(set(ports)) == 3 and all(p > 0 for p in ports)
-        assert results[0].me.port in rendezvous_ports(job_key(env(0, 3)))
+        assert results[0].me.port in rendezvous_ports(launch_key(env(0, 3)))  # the leader's port
         assert results[1].master() == f"grpc://localhost:{ports[1]}"
+        assert set(results[0].timings) == {"resolve", "grpc", "server", "exchange", "verify", "barrier"}
+        assert results[0].exchanged == "tree"
     finally:
         stop(results)
+
+
+def test_barriers_after_the_bootstrap_meet_in_order() -> None:
+    def twice(b: Bootstrapped) -> int:
+        b.barrier("step", timeout=10)
+        b.barrier("step", timeout=10)
+        return b.rank
+
+    assert run_all(4, then=twice, timeout=20, step="4") == [0, 1, 2, 3]
+
+
+def test_a_barrier_nobody_else_reaches_names_the_missing() -> None:
+    def alone(b: Bootstrapped) -> str:
+        if b.rank == 1:
+            try:
+                b.barrier("lonely", timeout=1.5)
+            except ResolutionError as exc:
+                return str(exc)
+        else:
+            b.barrier("lonely-other", timeout=3)  # also fails: rank 1 never comes
+        return ""
+
+    results = run_all(3, then=alone, timeout=20, step="5")
+    assert "not every task reached 'lonely' within 1.5 s: worker:0 (rank 0) on localhost" in str(results[1])
+    assert "had not reached it itself" in str(results[1])
 
 
 def test_exchange_object_path() -> None:
@@ -80,9 +113,11 @@ def test_missing_rank_is_named_within_the_timeout() -> None:
 
 def test_foreign_server_on_a_candidate_port_is_skipped() -> None:
     free = Server.create_local_server()
-    taken, other = free.port, rendezvous_ports("spare")[0]
+    taken = free.port
     free.stop(0)
-    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0, state=CoordinationState("another.0", "t"))
+    other = rendezvous_ports("spare")[0]
+    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0,
+                     coordinator=Coordinator(Identity("another.0", 0, "localhost", "worker", 0), 4, [1, 2, 3]))
     try:
         results = run_all(3, timeout=20, rendezvous=[taken, other])
         try:
@@ -92,29 +127,6 @@ def test_foreign_server_on_a_candidate_port_is_skipped() -> None:
             stop(results)
     finally:
         foreign.stop(0)
-
-
-def test_token_guards_every_call_but_health() -> None:
-    state = CoordinationState("k.0", "secret", world_size=1)
-    server = Server({"worker": ["localhost:0"]}, "worker", 0, state=state)
-    try:
-        with grpc.insecure_channel(f"localhost:{server.port}") as channel:
-            stub = rpc.CoordinationStub(channel)
-            with pytest.raises(grpc.RpcError) as info:
-                stub.Set(pb.KeyValue(key="a", value=b"1"), timeout=5)
-            assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
-            stub.Set(pb.KeyValue(key="a", value=b"1"), timeout=5, metadata=credentials("secret"))
-            assert stub.Get(pb.GetRequest(key="a", timeout=1), timeout=5, metadata=credentials("secret")).value == b"1"
-            with pytest.raises(grpc.RpcError) as info:
-                stub.Get(pb.GetRequest(key="b", timeout=0.2), timeout=5, metadata=credentials("secret"))
-            assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-            stub.Barrier(pb.BarrierRequest(name="b", rank=0, count=1, timeout=1), timeout=5,
-                         metadata=credentials("secret"))
-            with pytest.raises(grpc.RpcError) as info:
-                stub.Register(pb.RegisterRequest(job_key="other.0", world_size=1), timeout=5)
-            assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    finally:
-        server.stop(0)
 
 
 def test_server_like_tf_train_server() -> None:
@@ -139,6 +151,23 @@ def test_not_from_the_batch_step() -> None:
         bootstrap(environ=batch)
 
 
+def test_bad_options_fail_before_anything_starts() -> None:
+    with pytest.raises(ConfigurationError, match="verify='sometimes'"):
+        bootstrap(environ=env(0, 1), verify="sometimes")
+    with pytest.raises(ConfigurationError, match="exchange='none'"):
+        bootstrap(environ=env(0, 1), exchange="none")
+    with pytest.raises(ConfigurationError, match="SLURM_RESOLVER_EXCHANGE='tcp'"):
+        bootstrap(environ={**env(0, 1), "SLURM_RESOLVER_EXCHANGE": "tcp"})
+    with pytest.raises(EnvironmentVariableError, match="SLURM_RESOLVER_RENDEZVOUS_PORTS"):
+        bootstrap(environ={**env(0, 1), "SLURM_RESOLVER_RENDEZVOUS_PORTS": "80,http"})
+
+
+def test_verified_peers_cover_every_server() -> None:
+    for size in range(1, 40):
+        checked = [p for rank in range(size) for p in verified_peers(rank, size, "ring")]
+        assert set(checked) == (set(range(size)) if size > 1 else set())
+
+
 def test_adapters() -> None:
     results = run_all(2, timeout=20, step="3")
     try:
@@ -158,15 +187,15 @@ def test_adapters() -> None:
 
 
 class TamperedExchange:
-    """Passes rows through, but claims rank 1 runs on another node."""
+    """Passes rows through, but swaps the ports of ranks 0 and 1."""
 
     def __init__(self, inner: LocalExchange) -> None:
         self.inner, self.rank, self.size = inner, inner.rank, inner.size
 
     def allgather(self, value: Any) -> list[Any]:
         rows = self.inner.allgather(value)
-        if isinstance(rows[1], dict) and "peer" in rows[1]:
-            rows[1] = {**rows[1], "peer": {**rows[1]["peer"], "node": "elsewhere"}}
+        if isinstance(rows[0], list) and len(rows[0]) == 4:
+            rows[0], rows[1] = [rows[1][0], *rows[0][1:]], [rows[0][0], *rows[1][1:]]
         return rows
 
 
@@ -174,5 +203,6 @@ def test_a_peer_that_is_not_where_the_table_says_is_caught() -> None:
     group = LocalExchange.group(2)
     results = run_all(2, per_rank=lambda rank: {"exchange": TamperedExchange(group[rank])}, timeout=10)
     stop(results)
-    assert isinstance(results[0], ResolutionError) and "on localhost, but the table has worker:1 on elsewhere" in \
-        str(results[0])
+    assert all(isinstance(r, ResolutionError) for r in results), results
+    assert "rank 1 at localhost:" in str(results[0]) and "says it is worker:0 (rank 0)" in str(results[0])
+    assert "but the table has worker:1" in str(results[0]) and str(results[0]) == str(results[1])  # both learn it

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 
 def test_generated_code_is_fresh(tmp_path: Path) -> None:

@@ -1,0 +1,145 @@
+"""Pure readers of Slurm's layout variables: node lists, task counts, het components, distribution.
+
+Every launcher plugin reads the layout through these functions, so that no plugin imports
+another. Each takes a plain mapping of variables and raises
+:class:`~slurm_resolver.errors.EnvironmentVariableError` naming the variable at fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .errors import EnvironmentVariableError, ResolutionError
+from .hostlists import expand, expand_counts
+from .parsing import read_int, require
+
+__all__ = ["Layout", "layout_of", "het_size", "job_layout", "het_components", "distribution", "in_srun_step",
+           "launch_key"]
+
+Layout = tuple[tuple[str, ...], tuple[int, ...]]
+"""Nodes in Slurm's order and the number of tasks on each."""
+
+
+def in_srun_step(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` is a task of an srun step (``SLURM_PROCID`` and a step id are set)."""
+    return "SLURM_PROCID" in env and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env)
+
+
+def launch_key(env: Mapping[str, str]) -> str:
+    """What names one launch: the same in all its tasks, different in any other launch.
+
+    >>> launch_key({"SLURM_JOB_ID": "12", "SLURM_STEP_ID": "0"})
+    '12.0'
+    >>> launch_key({})
+    'local'
+    """
+    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID", "")
+    parts = [env.get("SLURM_JOB_ID", ""), step, env.get("PMIX_NAMESPACE", ""), env.get("OMPI_MCA_ess_base_jobid", "")]
+    return ".".join(p for p in parts if p) or "local"
+
+
+def _group(env: Mapping[str, str], name: str, index: int) -> tuple[str, str] | None:
+    for key in (f"{name}_HET_GROUP_{index}", f"{name}_PACK_GROUP_{index}"):
+        if key in env:
+            return key, env[key]
+    return None
+
+
+def layout_of(env: Mapping[str, str], nodes_var: str, counts_var: str) -> Layout:
+    """Nodes and their task counts, from a host list and a compressed count list.
+
+    >>> layout_of({"N": "n[1-2]", "C": "2(x2)"}, "N", "C")
+    (('n1', 'n2'), (2, 2))
+    """
+    nodes = expand(require(env, nodes_var), nodes_var)
+    counts = expand_counts(require(env, counts_var), counts_var)
+    if len(nodes) != len(counts):
+        raise EnvironmentVariableError(
+            counts_var, env[counts_var],
+            f"one count per node of {nodes_var}={env[nodes_var]!r} ({len(nodes)} nodes, {len(counts)} counts)",
+        )
+    return nodes, counts
+
+
+def het_size(env: Mapping[str, str]) -> int:
+    """Number of components of a heterogeneous job; 0 for an ordinary job."""
+    for name in ("SLURM_HET_SIZE", "SLURM_PACK_SIZE"):
+        if name in env:
+            return read_int(env, name, minimum=1)
+    return 0
+
+
+def job_layout(env: Mapping[str, str]) -> tuple[Layout, tuple[int, ...]]:
+    """The whole job's layout and its het components' task counts (the batch step's view)."""
+    size = het_size(env)
+    if size == 0:
+        nodes_var = "SLURM_JOB_NODELIST" if "SLURM_JOB_NODELIST" in env else "SLURM_NODELIST"
+        return layout_of(env, nodes_var, "SLURM_TASKS_PER_NODE"), ()
+    nodes: list[str] = []
+    counts: list[int] = []
+    components: list[int] = []
+    for index in range(size):
+        found_nodes = _group(env, "SLURM_JOB_NODELIST", index)
+        found_counts = _group(env, "SLURM_TASKS_PER_NODE", index)
+        if found_nodes is None or found_counts is None:
+            raise EnvironmentVariableError(
+                f"SLURM_JOB_NODELIST_HET_GROUP_{index}", None,
+                f"a host list for component {index} of {size} (SLURM_HET_SIZE={size})",
+                "resolve heterogeneous jobs from their batch step or an srun step",
+            )
+        part_nodes, part_counts = layout_of(env, found_nodes[0], found_counts[0])
+        nodes.extend(part_nodes)
+        counts.extend(part_counts)
+        components.append(sum(part_counts))
+    return (tuple(nodes), tuple(counts)), tuple(components)
+
+
+def het_components(env: Mapping[str, str], layout: Layout) -> tuple[int, ...]:
+    """Tasks of each het component in a step's layout, from each component's node list.
+
+    The tasks of a heterogeneous step are numbered component by component; a component's
+    tasks are those on its nodes. Nodes shared by two components cannot be attributed.
+    """
+    size = het_size(env)
+    if size == 0:
+        return ()
+    owner: dict[str, int] = {}
+    for index in range(size):
+        found = _group(env, "SLURM_JOB_NODELIST", index)
+        if found is None:
+            raise EnvironmentVariableError(
+                f"SLURM_JOB_NODELIST_HET_GROUP_{index}", None, f"the nodes of het component {index}")
+        for node in expand(found[1], found[0]):
+            if node in owner:
+                raise ResolutionError(
+                    f"het components {owner[node]} and {index} share node {node}, so the tasks on it "
+                    "cannot be attributed to a component",
+                    "give each component its own nodes, or use jobs={name: count} instead of one job per component",
+                )
+            owner[node] = index
+    components = [0] * size
+    for node, count in zip(*layout):
+        if node not in owner:
+            raise ResolutionError(f"step node {node} belongs to no het component",
+                                  "check SLURM_JOB_NODELIST_HET_GROUP_<n>")
+        components[owner[node]] += count
+    return tuple(components)
+
+
+def distribution(env: Mapping[str, str]) -> str:
+    """Slurm's distribution across nodes: ``block`` (the default), ``cyclic``, ``plane=N``...
+
+    >>> distribution({"SLURM_DISTRIBUTION": "cyclic:block"})
+    'cyclic'
+    >>> distribution({"SLURM_DISTRIBUTION": "plane", "SLURM_DIST_PLANESIZE": "2"})
+    'plane=2'
+    """
+    text = (env.get("SLURM_DISTRIBUTION") or "block").strip()
+    first = text.replace(",", ":").split(":")[0].strip().lower() or "block"
+    if first.startswith("plane"):
+        size = first.partition("=")[2] or env.get("SLURM_DIST_PLANESIZE", "")
+        if not (size.isascii() and size.isdigit()) or len(size) > 6 or int(size) < 1:
+            raise EnvironmentVariableError("SLURM_DIST_PLANESIZE", env.get("SLURM_DIST_PLANESIZE"),
+                                           "the plane size (a whole number >= 1) of -m plane=N")
+        return f"plane={int(size)}"
+    return first

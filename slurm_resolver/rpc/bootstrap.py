@@ -1,0 +1,265 @@
+"""bootstrap(): every task starts a real server, and all agree on one verified cluster.
+
+1. The task resolves the cluster (or is given one), starts its
+   :class:`~slurm_resolver.rpc.server.Server` on its node's address, and reserves a spare
+   free port for a framework.
+2. The tasks exchange what nobody can compute (bound port, spare port, GPUs Slurm bound
+   to one task): through MPI's allgather under an MPI launcher (and under srun with PMIx
+   where MPI initialises), otherwise up and down the tree of node leaders
+   (:mod:`~slurm_resolver.rpc.protocol`). Rank 0 adds the job's token.
+3. Each task checks its ring neighbours (health, then identity with the token), so every
+   server is checked by a peer; the last round proves every check passed.
+
+Every wait is bounded by ``timeout``; a task that never comes, dies or cannot be reached
+makes every other task fail with an error naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from ..cluster import Cluster, resolve
+from ..environment import snapshot
+from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError
+from ..exchange import Exchange, MPIExchange, check_mode
+from ..gpus import format_devices, parse_devices
+from .bootstrapped import Bootstrapped
+from .coordinator import Coordinator, Identity
+from .loop import LoopThread
+from .protocol import TABLE, VERIFIED, Member, plan_of
+from .transport import Link, LinkError, Network
+from .tree import DEFAULT_FANOUT
+from .wire import Failure, Records, Table, WireError, decode_identity
+
+__all__ = ["bootstrap", "bootstrap_async", "rendezvous_ports", "verified_peers"]
+
+log = logging.getLogger("slurm_resolver")
+
+_RANGE = (20000, 32768)  # below Linux's ephemeral ports (32768-60999): no port 0 server takes one
+
+
+@lru_cache(maxsize=8)
+def _derived_ports(key: str, count: int, span: tuple[int, int]) -> tuple[int, ...]:
+    low, high = span
+    digest = hashlib.sha256(key.encode()).digest()
+    ports: list[int] = []
+    for i in range(0, len(digest) - 1, 2):
+        port = low + int.from_bytes(digest[i:i + 2], "big") % (high - low)
+        if port not in ports:
+            ports.append(port)
+    return tuple(ports[:count])
+
+
+def rendezvous_ports(key: str, count: int = 12, span: tuple[int, int] = _RANGE) -> list[int]:
+    """The ports leaders try to bind, derived from the launch's key (the same in every task).
+
+    >>> rendezvous_ports("1234.0")[:3] == rendezvous_ports("1234.0")[:3]
+    True
+    """
+    return list(_derived_ports(key, count, span))
+
+
+def verified_peers(rank: int, size: int, verify: str | int) -> list[int]:
+    """The peers ``rank`` checks: ring neighbours by default, so every server is checked.
+
+    >>> verified_peers(0, 5, "ring"), verified_peers(2, 5, 2), verified_peers(1, 3, "all")
+    ([1, 4], [0, 1, 3, 4], [0, 2])
+    """
+    if verify in ("ring", "auto"):
+        reach = 1
+    elif isinstance(verify, int) and not isinstance(verify, bool) and verify > 0:
+        reach = verify
+    elif verify not in ("all", "none"):
+        raise ConfigurationError(f"verify={verify!r} is not known", "use 'ring', 'all', 'none' or a count of neighbours")
+    if verify == "none" or size == 1:
+        return []
+    if verify == "all":
+        return [r for r in range(size) if r != rank]
+    return sorted({(rank + d) % size for d in range(-reach, reach + 1)} - {rank})
+
+
+async def _check(link: Link, cluster: Cluster, rank: int, token: str, timeout: float) -> str:
+    """Why the server of ``rank`` is not who the table says; ``''`` if it is."""
+    task = cluster.task(rank)
+    try:
+        if not await link.healthy(timeout):
+            return f"the server of {task.job}:{task.index} (rank {rank}) at {task.address} is not SERVING"
+        job_key, their_rank, node, job, index = decode_identity(await link.who(token, timeout))
+    except LinkError as exc:
+        if exc.code == "unauthenticated":
+            return (f"the server at {task.address}, expected to be {task.job}:{task.index} (rank {rank}) on "
+                    f"{task.node}, belongs to another job (it refused this job's token)")
+        return f"task {task.job}:{task.index} (rank {rank}) on {task.node} does not answer at {task.address} ({exc})"
+    except WireError as exc:
+        return f"the server at {task.address} sent a malformed identity ({exc})"
+    if (job_key, their_rank) != (cluster.launch.key, rank) or (node, job, index) != (task.node, task.job, task.index):
+        return (f"rank {rank} at {task.address} says it is {job}:{index} (rank {their_rank}) on {node} of launch "
+                f"{job_key}, but the table has {task.job}:{task.index} on {task.node}")
+    return ""
+
+
+def _mpi_group(cluster: Cluster, exchange: str | Exchange, timeout: float) -> Exchange | None:
+    """The MPI exchange to use, or None for the tree."""
+    if not isinstance(exchange, str):
+        return exchange
+    launch = cluster.launch
+    if exchange == "mpi" or (exchange == "auto" and launch.mpi_launched):
+        return MPIExchange(timeout=timeout)
+    if exchange == "auto" and launch.mpi_capable:
+        try:
+            return MPIExchange(timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - any failure to initialise MPI falls back
+            log.debug("bootstrap: MPI did not initialise under %s (%s); using the rendezvous", launch.launcher, exc)
+    return None
+
+
+def _candidates(env: Mapping[str, str], key: str, rendezvous: Sequence[int] | None, port: int) -> list[int]:
+    if port:
+        return [port]
+    if rendezvous:
+        return list(rendezvous)
+    text = env.get("SLURM_RESOLVER_RENDEZVOUS_PORTS")
+    if text is None:
+        return rendezvous_ports(key)
+    ports = [p.strip() for p in text.split(",")]
+    if not ports or not all(p.isascii() and p.isdigit() and 0 < int(p) < 65536 for p in ports) or len(ports) > 64:
+        raise EnvironmentVariableError("SLURM_RESOLVER_RENDEZVOUS_PORTS", text, "up to 64 TCP ports such as 30001,30002")
+    return [int(p) for p in ports]
+
+
+def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None, timeout: float = 60.0,
+              port: int = 0, verify: str | int = "ring", environ: Mapping[str, str] | None = None,
+              rendezvous: Sequence[int] | None = None, fanout: int = DEFAULT_FANOUT,
+              network: Network | None = None) -> Bootstrapped:
+    """Start this task's server, agree with every other task on one cluster, verify it.
+
+    Args:
+        cluster: a resolved :class:`~slurm_resolver.cluster.Cluster`, or a resolver with a
+            ``cluster`` (``SlurmClusterResolver(jobs=...)``); default: resolved from the
+            environment.
+        exchange: ``'auto'`` (MPI under an MPI launcher, and under srun with PMIx where MPI
+            initialises; else the rendezvous), ``'mpi'``, ``'rendezvous'``, or an
+            :class:`~slurm_resolver.exchange.Exchange`. Default: ``SLURM_RESOLVER_EXCHANGE``
+            or ``'auto'``.
+        timeout: seconds for the whole bootstrap.
+        port: the port every task binds (0: any free port; leaders then bind one of the
+            launch's rendezvous ports).
+        verify: ``'ring'`` (each task checks its two ring neighbours), ``'all'``,
+            ``'none'``, or how many neighbours on each side.
+        environ: variables instead of ``os.environ`` (tests, simulations).
+        rendezvous: the ports leaders try to bind (default: derived from the launch's
+            key, or ``SLURM_RESOLVER_RENDEZVOUS_PORTS``).
+        fanout: children per leader in the tree of node leaders.
+        network: where servers listen (default: real gRPC).
+
+    The server and its calls run on an event loop thread of this task, which lives until
+    :meth:`Bootstrapped.stop`. :func:`bootstrap_async` is the same on a running loop.
+    """
+    loop = LoopThread()
+    try:
+        done = loop.run(bootstrap_async(cluster, exchange=exchange, timeout=timeout, port=port, verify=verify,
+                                        environ=environ, rendezvous=rendezvous, fanout=fanout, network=network))
+    except BaseException:
+        loop.close()
+        raise
+    done.attach(loop)
+    return done
+
+
+async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None,
+                          timeout: float = 60.0, port: int = 0, verify: str | int = "ring",
+                          environ: Mapping[str, str] | None = None, rendezvous: Sequence[int] | None = None,
+                          fanout: int = DEFAULT_FANOUT, network: Network | None = None) -> Bootstrapped:
+    """:func:`bootstrap` as a coroutine on the running event loop (the scale simulation runs
+    thousands of tasks on one loop this way); the result's :meth:`~Bootstrapped.barrier` and
+    :meth:`~Bootstrapped.stop` have coroutine twins ``abarrier`` and ``astop``."""
+    clock = [time.perf_counter()]
+    timings: dict[str, float] = {}
+
+    def lap(phase: str) -> None:
+        now = time.perf_counter()
+        timings[phase] = now - clock[0]
+        clock[0] = now
+
+    env = snapshot(environ)
+    mode = exchange if exchange is not None else env.get("SLURM_RESOLVER_EXCHANGE", "auto")
+    check_mode(mode, "exchange" if exchange is not None else "SLURM_RESOLVER_EXCHANGE")
+    if mode == "none":
+        raise ConfigurationError("bootstrap needs an exchange between the tasks, not exchange='none'",
+                                 "use 'auto', 'mpi' or 'rendezvous'")
+    if cluster is None:
+        cluster = resolve(env, exchange=mode, timeout=timeout)
+    elif not isinstance(cluster, Cluster):
+        cluster = cluster.cluster  # a resolver: SlurmClusterResolver(...)
+    if not cluster.launch.can_bootstrap or cluster.rank is None:
+        raise ConfigurationError(
+            f"bootstrap runs in every task of a launch, not in the {cluster.launcher} step",
+            "start the tasks with srun (or mpirun) and call bootstrap() in each of them")
+    verified_peers(0, 1, verify)  # an unknown verify= fails before anything starts
+    candidates = _candidates(env, cluster.launch.key, rendezvous, port)
+    lap("resolve")
+    if network is None:
+        from .grpc_network import GrpcNetwork
+
+        network = GrpcNetwork()  # imports grpc: timed apart, it is most of a small job's start-up
+        lap("grpc")
+    rank = cluster.rank
+    me = cluster.task(rank)
+    plan = plan_of(cluster, rank, fanout)
+    group = _mpi_group(cluster, mode, timeout)
+    coordinator = Coordinator(Identity(cluster.launch.key, rank, me.node, me.job, me.index), cluster.world_size,
+                              plan.sources)
+    bind = candidates if port or (plan.is_leader and group is None) else [0]
+    served = await network.serve(me.host, bind, coordinator)
+    lap("server")
+    member = Member(cluster, rank, network, coordinator, plan, candidates)
+    try:
+        spare = network.reserve(me.host)
+        gpus = format_devices(me.gpus) if cluster.gpu_plan.visible.bound and me.gpus else None
+        token, table = await _exchange(group, member, rank, served.port, spare, gpus, timeout)
+        coordinator.set_token(token)
+        reported = {r: parse_devices(g, "GPUs reported by a peer") for r, g in table.gpus.items()}
+        done = cluster.with_ports(table.ports, table.spares, reported)
+        member.use(done)
+        lap("exchange")
+        reasons = [await _check(network.connect(done.hosts[done.placement.node_of(peer)], done.ports[peer]), done,
+                                peer, token, min(timeout, 30.0)) for peer in verified_peers(rank, done.world_size, verify)]
+        failure = next((Failure.of(f"rank {rank} could not verify a peer: {r}") for r in reasons if r), Failure())
+        lap("verify")
+        if group is None:
+            await member.round(VERIFIED, Records(), failure, timeout)
+        else:
+            rows = await asyncio.get_running_loop().run_in_executor(None, group.allgather, [failure.reason])
+            failed = [r[0] for r in rows if r[0]]
+            if failed:
+                more = f" ({len(failed) - 1} more tasks reported a failure)" if len(failed) > 1 else ""
+                raise ResolutionError(f"bootstrap: {failed[0]}{more}", "check the named task's output and network")
+        lap("barrier")
+    except BaseException:
+        await served.stop(2.0)  # calls in flight (a task below waiting for a result) still get their answer
+        await network.close()
+        raise
+    return Bootstrapped(done, member, served, token, timings, "tree" if group is None else "mpi")
+
+
+async def _exchange(group: Exchange | None, member: Member, rank: int, port: int, spare: int, gpus: str | None,
+                    timeout: float) -> tuple[str, Table]:
+    """The token and the table: through MPI (on a worker thread: the server keeps serving), or the tree."""
+    if group is None:
+        own = Records([rank], [port], [spare], {rank: gpus} if gpus else {})
+        return await member.round(TABLE, own, Failure(), timeout)
+    token = secrets.token_urlsafe(24) if rank == 0 else ""
+    rows = await asyncio.get_running_loop().run_in_executor(None, group.allgather, [port, spare, gpus or "", token])
+    if len(rows) != member.cluster.world_size:
+        raise ResolutionError(f"the MPI exchange has {len(rows)} ranks, the cluster {member.cluster.world_size}",
+                              "run one process per task of the launch")
+    table = Table(tuple(int(r[0]) for r in rows), tuple(int(r[1]) for r in rows),
+                  {i: str(r[2]) for i, r in enumerate(rows) if r[2]})
+    return str(rows[0][3]), table

@@ -1,0 +1,175 @@
+"""The verified cluster that :func:`~slurm_resolver.rpc.bootstrap.bootstrap` returns.
+
+It answers the questions of TensorFlow's resolvers (``cluster_spec``, ``task_type``,
+``master``...) so it can stand where one is expected, keeps this task's server running
+for barriers after the bootstrap, and says how long each phase took.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from ..cluster import Cluster, Task
+from ..cluster_spec import ClusterSpec
+from ..errors import ConfigurationError
+from .loop import LoopThread
+from .protocol import Member
+from .transport import Served
+
+__all__ = ["Bootstrapped"]
+
+
+class Bootstrapped:
+    """The verified cluster: every task's bound and spare port, and this task's running server.
+
+    Attributes:
+        cluster: the cluster with the ports the servers bound (:attr:`Cluster.bound_ports`).
+        timings: seconds spent in each phase: resolve, grpc (its import), server, exchange,
+            verify, barrier.
+        exchanged: how the tasks exchanged their records: ``'tree'`` or ``'mpi'``.
+    """
+
+    rpc_layer = "grpc"
+    environment = ""
+
+    def __init__(self, cluster: Cluster, member: Member | None, served: Served | None, token: str,
+                 timings: dict[str, float] | None = None, exchanged: str = "") -> None:
+        self.cluster = cluster
+        self.timings = dict(timings or {})
+        self.exchanged = exchanged
+        self._member = member
+        self._served = served
+        self._token = token
+        self._loop: LoopThread | None = None
+        assert cluster.rank is not None
+        self.rank: int = cluster.rank
+
+    def attach(self, loop: LoopThread) -> None:
+        """The event loop thread that serves this task (made by :func:`bootstrap`)."""
+        self._loop = loop
+
+    @classmethod
+    def from_cluster(cls, cluster: Cluster) -> Bootstrapped:
+        """A view of a resolved (not bootstrapped) cluster: planned ports, no server."""
+        if cluster.me is None:
+            raise ConfigurationError(f"the {cluster.launcher} step is not a task of the job",
+                                     "run this inside srun or mpirun")
+        return cls(cluster.with_ports(cluster.ports, cluster.ports), None, None, "")
+
+    @property
+    def me(self) -> Task:
+        """This task."""
+        return self.cluster.task(self.rank)
+
+    def task(self, rank: int) -> Task:
+        """The task of ``rank``."""
+        return self.cluster.task(rank)
+
+    @cached_property
+    def peers(self) -> tuple[Task, ...]:
+        """Every task, by rank (built on first use: prefer :meth:`task` in large jobs)."""
+        return tuple(map(self.cluster.task, range(self.world_size)))
+
+    @property
+    def world_size(self) -> int:
+        """Number of tasks."""
+        return self.cluster.world_size
+
+    @property
+    def launcher(self) -> str:
+        """The launcher that started the tasks."""
+        return self.cluster.launcher
+
+    @property
+    def job_key(self) -> str:
+        """What names this launch."""
+        return self.cluster.launch.key
+
+    @property
+    def server(self) -> Served | None:
+        """This task's running server (its ``port``), until :meth:`stop`."""
+        return self._served
+
+    @property
+    def task_type(self) -> str:
+        """This task's job name."""
+        return self.me.job
+
+    @property
+    def task_id(self) -> int:
+        """This task's index within its job."""
+        return self.me.index
+
+    def cluster_spec(self) -> ClusterSpec:
+        """Job names to the addresses the servers bound, in task order."""
+        return self.cluster.spec()
+
+    def framework_spec(self) -> ClusterSpec:
+        """The same cluster on each task's spare port: where a framework's servers listen
+        (TensorFlow's, through TF_CONFIG) while ours keep serving coordination."""
+        c = self.cluster
+        assert c.spare_ports is not None
+        hosts = c.hosts
+        return ClusterSpec._trusted(c.packing.grouped(
+            [f"{hosts[n]}:{p}" for n, p in zip(c.placement.all_hosts, c.spare_ports)]))
+
+    def master(self, task_type: str | None = None, task_id: int | None = None, rpc_layer: str | None = None) -> str:
+        """The URL of a task, this one by default."""
+        task_type = self.task_type if task_type is None else task_type
+        task_id = self.task_id if task_id is None else task_id
+        address = self.cluster_spec().task_address(task_type, task_id)
+        layer = rpc_layer or self.rpc_layer
+        return f"{layer}://{address}" if layer else address
+
+    def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
+                         config_proto: Any = None) -> dict[str, int]:
+        """``{'GPU': n}`` for a task's GPUs; ``{}`` for none."""
+        del config_proto
+        rank = self.cluster.rank_of(self.task_type if task_type is None else task_type,
+                                    self.task_id if task_id is None else task_id)
+        count = self.cluster.gpu_count(rank)
+        return {"GPU": count} if count else {}
+
+    def describe(self) -> dict[str, Any]:
+        """This task and the cluster as plain data (``SLURM_RESOLVER_TASK``, ``show --bootstrapped``)."""
+        return self.cluster.describe()
+
+    def barrier(self, name: str, timeout: float = 60.0) -> None:
+        """Return once every task has reached the barrier ``name``, through the tree of leaders.
+
+        The n-th call of a name meets every task's n-th call of it. A task that never
+        comes makes every other task's call fail within ``timeout``, naming it.
+        """
+        if self._loop is None:
+            raise ConfigurationError("this cluster has no event loop of its own: await abarrier() on yours",
+                                     "call slurm_resolver.bootstrap() (not bootstrap_async) for a blocking barrier")
+        self._loop.run(self.abarrier(name, timeout))
+
+    async def abarrier(self, name: str, timeout: float = 60.0) -> None:
+        """:meth:`barrier` on the running event loop."""
+        if self._member is None or self._served is None:
+            raise ConfigurationError("this cluster was not made by bootstrap(), or is stopped: it has no server to "
+                                     "meet at", "call slurm_resolver.bootstrap() first")
+        await self._member.barrier(name, timeout)
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        """Stop this task's server and its event loop; calls in flight get ``grace`` seconds."""
+        if self._loop is None:
+            return
+        try:
+            self._loop.run(self.astop(grace))
+        finally:
+            self._loop.close()
+            self._loop = None
+
+    async def astop(self, grace: float | None = 1.0) -> None:
+        """:meth:`stop` on the running event loop (the loop itself is the caller's)."""
+        served, self._served = self._served, None
+        if served is not None:
+            await served.stop(grace)
+        if self._member is not None:
+            await self._member.network.close()
+
+    def __repr__(self) -> str:
+        return f"Bootstrapped(rank={self.rank}, world_size={self.world_size}, launcher={self.launcher!r})"

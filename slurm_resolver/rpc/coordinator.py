@@ -1,0 +1,181 @@
+"""What one task's server coordinates: its identity, the job's token, and the rounds it leads.
+
+Transport-agnostic: handlers take and return bytes (the messages of
+``coordination.proto``), so the same code serves gRPC calls in a real job and in-process
+calls in the scale simulation. Handlers are coroutines on the task's event loop; every
+wait is on an event that what it waits for sets, bounded by a deadline: nothing polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from .wire import Failure, Records, WireError, decode_contribution, encode_identity
+
+__all__ = ["Coordinator", "Refused", "Identity", "REFUSALS"]
+
+REFUSALS = ("foreign", "not_leader", "invalid", "unauthenticated", "deadline")
+"""The codes of :class:`Refused`."""
+
+
+class Refused(Exception):
+    """A call the server refuses. ``code`` is one of ``foreign`` (another launch),
+    ``not_leader``, ``invalid`` (malformed or impossible), ``unauthenticated``,
+    ``deadline``; ``detail`` says why in one bounded line."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail[:500]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a server belongs to: its launch and task."""
+
+    job_key: str
+    rank: int
+    node: str
+    job: str
+    index: int
+
+
+@dataclass
+class _Round:
+    received: dict[int, tuple[Records, Failure]] = field(default_factory=dict)
+    closed: bool = False
+    result: list[bytes] | None = None
+    started: bool = False
+    """Whether this server's own task has joined the round."""
+    complete: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when every source contributed."""
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the result is known."""
+
+
+async def _wait(event: asyncio.Event, deadline: float) -> bool:
+    """Whether ``event`` is set before ``deadline`` (``time.monotonic()``)."""
+    if event.is_set():
+        return True
+    try:
+        await asyncio.wait_for(event.wait(), max(0.0, deadline - time.monotonic()))
+    except asyncio.TimeoutError:
+        return event.is_set()
+    return True
+
+
+class Coordinator:
+    """The coordination state of one task's server.
+
+    Args:
+        identity: this task.
+        world_size: tasks in the launch (bounds what a message may name).
+        sources: the ranks that join rounds at this server: its node's other tasks and
+            the leaders of its child nodes; empty for a task that leads nothing.
+    """
+
+    def __init__(self, identity: Identity, world_size: int, sources: Iterable[int] = ()) -> None:
+        self.identity = identity
+        self.world_size = world_size
+        self.sources = frozenset(sources)
+        self._token: str | None = None
+        self._token_known = asyncio.Event()
+        self._rounds: dict[str, _Round] = {}
+        self._identity_bytes = encode_identity(identity.job_key, identity.rank, identity.node, identity.job,
+                                               identity.index)
+
+    @property
+    def job_key(self) -> str:
+        """The key of this server's launch."""
+        return self.identity.job_key
+
+    @property
+    def token(self) -> str | None:
+        """The job's token, once this task learned it."""
+        return self._token
+
+    def set_token(self, token: str) -> None:
+        """Learn the job's token (wakes callers waiting to be identified)."""
+        self._token = token
+        self._token_known.set()
+
+    def _round(self, name: str) -> _Round:
+        found = self._rounds.get(name)
+        if found is None:
+            found = self._rounds[name] = _Round()
+        return found
+
+    # Handlers: what a peer asks of this server.
+
+    async def join(self, chunks: Iterable[bytes], deadline: float) -> list[bytes]:
+        """A peer's contribution to a round; returns the round's result once there is one."""
+        try:
+            header, records, failure = decode_contribution(chunks, self.world_size)
+        except WireError as exc:
+            raise Refused("invalid", str(exc)) from None
+        if header.job_key != self.job_key:
+            raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
+        if not self.sources:
+            raise Refused("not_leader", f"rank {self.identity.rank} leads no round")
+        if header.source not in self.sources:
+            raise Refused("invalid", f"rank {header.source} does not join rounds at rank {self.identity.rank}")
+        this = self._round(header.round)
+        if not this.closed:
+            this.received[header.source] = (records, failure)
+            if len(this.received) >= len(self.sources):
+                this.complete.set()
+        # Answer a moment before the caller gives up, so that it learns who is missing.
+        margin = min(0.25, 0.05 * max(0.0, deadline - time.monotonic()))
+        if not await _wait(this.decided, deadline - margin):
+            raise Refused("deadline", self._still_open(header.round, this))
+        assert this.result is not None
+        return this.result
+
+    def _still_open(self, name: str, this: _Round) -> str:
+        me = self.identity
+        missing = sorted(self.sources - set(this.received))
+        shown = ", ".join(map(str, missing[:8])) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        return (f"{me.job}:{me.index} (rank {me.rank}) on {me.node}, which gathers {name.split('#')[0]!r} for "
+                f"{len(self.sources)} tasks, " + ("had not reached it itself" if not this.started else
+                                                  f"still waited for ranks {shown}"))
+
+    async def who(self, token: str, deadline: float) -> bytes:
+        """This server's identity, for a caller that holds the job's token.
+
+        A peer may ask before this task learned the token itself: the call waits for it.
+        """
+        await _wait(self._token_known, deadline)
+        if self._token is None or token != self._token:
+            raise Refused("unauthenticated", "not a task of this launch: wrong or missing token")
+        return self._identity_bytes
+
+    # The leader's own side of a round.
+
+    async def gather(self, name: str, until: float, covers: Callable[[int], Failure]) -> tuple[Records, Failure]:
+        """Wait until every source contributed to round ``name`` or ``until`` passes; then close it.
+
+        Returns the sources' records and their failures merged, plus ``covers(source)``
+        (the ranks a source stands for) for every source that did not contribute.
+        """
+        this = self._round(name)
+        this.started = True
+        if self.sources:
+            await _wait(this.complete, until)
+        this.closed = True
+        received = dict(this.received)
+        merged, failure = Records(), Failure()
+        for records, reported in received.values():
+            merged.extend(records)
+            failure = failure.merge(reported)
+        for source in sorted(self.sources - set(received)):
+            failure = failure.merge(covers(source))
+        return merged, failure
+
+    def publish(self, name: str, result: list[bytes]) -> None:
+        """The result of round ``name``: every peer waiting in :meth:`join` gets it."""
+        this = self._round(name)
+        this.result = result
+        this.decided.set()

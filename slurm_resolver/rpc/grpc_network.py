@@ -1,0 +1,120 @@
+"""The real network: gRPC's asyncio server per task, one channel per peer reused for every call."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from .coordinator import REFUSALS, Coordinator
+from .server import JOIN, TOKEN_KEY, WHO, bindable, grpc_module, open_server
+from .transport import DEADLINE, REFUSED, UNAVAILABLE, Link, LinkError, Served
+from .wire import MAX_MESSAGE
+
+__all__ = ["GrpcNetwork", "GrpcLink", "CHANNEL_OPTIONS"]
+
+CHANNEL_OPTIONS = (
+    # A peer that is not up yet is retried soon, not after gRPC's default second of backoff.
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.enable_retries", 0),
+    ("grpc.use_local_subchannel_pool", 1),  # one connection per channel, not shared behind our back
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
+)
+
+
+class GrpcLink:
+    """Calls to one peer over one channel (made on the task's event loop)."""
+
+    def __init__(self, grpc: Any, target: str) -> None:
+        from grpc import aio
+
+        self._grpc = grpc
+        self.channel = aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self._join = self.channel.stream_stream(JOIN)
+        self._who = self.channel.unary_unary(WHO)
+        self._health: Any = None
+
+    def _error(self, exc: Any) -> LinkError:
+        code = exc.code()
+        details = exc.details() or ""
+        said, _, why = details.partition(": ")  # "<refusal code>: why", where our server refused
+        if said not in REFUSALS:
+            said, why = "", details
+        codes = self._grpc.StatusCode
+        if code in (codes.FAILED_PRECONDITION, codes.INVALID_ARGUMENT, codes.UNAUTHENTICATED):
+            return LinkError(REFUSED, why, said)
+        if code == codes.DEADLINE_EXCEEDED:  # the server says who was still missing, where it could
+            return LinkError(DEADLINE, why or "the call did not end in time", said)
+        return LinkError(UNAVAILABLE, f"{code.name}: {details}")
+
+    async def join(self, chunks: Sequence[bytes], timeout: float) -> list[bytes]:
+        try:
+            return [bytes(chunk) async for chunk in self._join(iter(chunks), timeout=max(0.01, timeout))]
+        except self._grpc.RpcError as exc:
+            raise self._error(exc) from None
+
+    async def who(self, token: str, timeout: float) -> bytes:
+        try:
+            return bytes(await self._who(b"", timeout=max(0.01, timeout), metadata=((TOKEN_KEY, token),)))
+        except self._grpc.RpcError as exc:
+            raise self._error(exc) from None
+
+    async def healthy(self, timeout: float) -> bool:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        if self._health is None:
+            self._health = health_pb2_grpc.HealthStub(self.channel)
+        try:
+            reply = await self._health.Check(health_pb2.HealthCheckRequest(), timeout=max(0.01, timeout))
+        except self._grpc.RpcError as exc:
+            raise self._error(exc) from None
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+class _Served:
+    def __init__(self, server: Any, port: int) -> None:
+        self.server = server
+        self.port = port
+
+    async def stop(self, grace: float | None = None) -> None:
+        await self.server.stop(grace)
+
+
+class GrpcNetwork:
+    """Real gRPC servers and channels; :meth:`connect` makes one channel per peer."""
+
+    def __init__(self) -> None:
+        self._grpc = grpc_module()
+        self._links: dict[tuple[str, int], GrpcLink] = {}
+
+    async def serve(self, host: str, ports: Sequence[int], coordinator: Coordinator) -> Served:
+        server, port = await open_server(host, ports, coordinator)
+        return _Served(server, port)
+
+    def connect(self, host: str, port: int) -> Link:
+        key = (host, port)
+        if key not in self._links:
+            self._links[key] = GrpcLink(self._grpc, f"{host}:{port}")
+        return self._links[key]
+
+    async def listening(self, host: str, port: int) -> bool:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), port), 2.0)
+        except (OSError, asyncio.TimeoutError):
+            return False
+        writer.close()
+        return True
+
+    def reserve(self, host: str) -> int:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+            sock.bind((bindable(host).strip("[]"), 0))
+            return int(sock.getsockname()[1])
+
+    async def close(self) -> None:
+        """Close every channel."""
+        for link in self._links.values():
+            await link.channel.close()
+        self._links.clear()

@@ -1,0 +1,234 @@
+"""The bootstrap's protocol for one task: rounds up and down the tree, and its errors.
+
+A round: every task contributes (records, or a failure) to its node's leader; each leader
+waits for its node's tasks and its child leaders, then contributes the merged lot to its
+parent leader; rank 0 decides the result, which travels back down the same calls. Before
+the first round nobody knows where a leader listens: leaders bind the first free port of
+a list derived from the launch's key, and their tasks and children find it by probing
+those ports (a server of another launch, or a task that leads nothing, refuses and is
+skipped). Later rounds reuse the same connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..addresses import first
+from ..cluster import Cluster
+from ..errors import ResolutionError
+from .coordinator import Coordinator
+from .transport import REFUSED, UNAVAILABLE, Link, LinkError, Network
+from .tree import Tree
+from .wire import Failure, Header, Records, Table, WireError, decode_result, encode_contribution, encode_result
+
+__all__ = ["Plan", "plan_of", "Member", "TABLE", "VERIFIED"]
+
+TABLE = "table"
+VERIFIED = "verified"
+_HINT = ("check those tasks' output for an earlier error; every task must call bootstrap(); raise timeout if "
+         "they start slowly")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where one task sits in the tree."""
+
+    tree: Tree
+    position: int
+    """Its node's position in Slurm's node order."""
+    leader: int
+    """The rank of its node's leader (the node's lowest rank)."""
+    sources: tuple[int, ...]
+    """The ranks that join rounds at this task: its node's others and its child leaders (leaders only)."""
+    rank: int
+    """The task itself."""
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this task leads its node."""
+        return self.rank == self.leader
+
+
+def plan_of(cluster: Cluster, rank: int, fanout: int) -> Plan:
+    """The tree position of ``rank`` in ``cluster``, with a ``fanout``-ary tree of node leaders."""
+    where = cluster.placement
+    tree = Tree(len(where.nodes), fanout)
+    position = where.node_index(rank)
+    local = where.ranks_on(position)
+    leader = local[0]
+    sources: tuple[int, ...] = ()
+    if rank == leader:
+        sources = tuple(local[1:]) + tuple(where.ranks_on(c)[0] for c in tree.children(position))
+    return Plan(tree, position, leader, sources, rank)
+
+
+class Member:
+    """One task's side of the protocol.
+
+    Args:
+        cluster: the resolved cluster (every task resolved the same one).
+        rank: this task.
+        network: where servers listen and how to reach them.
+        coordinator: this task's server state (already serving).
+        plan: this task's place in the tree.
+        candidates: the ports leaders bind in the first round.
+    """
+
+    def __init__(self, cluster: Cluster, rank: int, network: Network, coordinator: Coordinator, plan: Plan,
+                 candidates: Sequence[int]) -> None:
+        self.cluster = cluster
+        self.rank = rank
+        self.network = network
+        self.coordinator = coordinator
+        self.plan = plan
+        self.candidates = list(candidates)
+        self._link: Link | None = None
+        self._rounds: dict[str, int] = {}
+        where = cluster.placement
+        if rank != plan.leader:
+            self.up_rank: int | None = plan.leader
+        else:
+            parent = plan.tree.parent(plan.position)
+            self.up_rank = None if parent is None else where.ranks_on(parent)[0]
+        self.up_host = None if self.up_rank is None else cluster.hosts[where.node_of(self.up_rank)]
+
+    # Naming tasks in messages.
+
+    def name(self, rank: int) -> str:
+        """``job:index (rank r) on node``."""
+        job, index = self.cluster.packing.job_of(rank)
+        return f"{job}:{index} (rank {rank}) on {self.cluster.placement.node_of(rank)}"
+
+    def _covers(self, source: int) -> Failure:
+        """The ranks a silent source stands for: itself, or a child leader's whole subtree."""
+        where = self.cluster.placement
+        position = where.node_index(source)
+        if position == self.plan.position:
+            return Failure.missing_ranks([source])
+        ranks = [r for p in self.plan.tree.subtree(position) for r in where.ranks_on(p)]
+        return Failure.missing_ranks(ranks)
+
+    def error(self, failure: Failure, what: str, timeout: float) -> ResolutionError:
+        """The error every task raises for a failed round."""
+        n = self.cluster.world_size
+        if failure.missing_count:
+            names = [self.name(r) for r in failure.missing]
+            more = failure.missing_count - len(names)
+            shown = ", ".join(names) + (f" and {more} more" if more > 0 else "")
+            reason = f"; {failure.reason}" if failure.reason else ""
+            return ResolutionError(f"bootstrap: {failure.missing_count} of {n} tasks did not {what} within "
+                                   f"{timeout:g} s: {shown}{reason}", _HINT)
+        others = f" ({failure.failed_count - 1} more tasks reported a failure)" if failure.failed_count > 1 else ""
+        return ResolutionError(f"bootstrap: {failure.reason}{others}", "check the named task's output and network")
+
+    # Rounds.
+
+    async def round(self, name: str, records: Records, failure: Failure, timeout: float) -> tuple[str, Table]:
+        """Run round ``name``; returns the token and the table (rank 0 decides both), or raises."""
+        start = time.monotonic()
+        plan = self.plan
+        if self.rank != plan.leader:
+            chunks = await self._up(name, records, failure, start + timeout, timeout)
+        else:
+            report = start + timeout * plan.tree.report_at(plan.position)
+            merged, failure = await self.coordinator.gather(name, report, self._covers)
+            merged.extend(records)
+            if self.up_rank is None:
+                chunks = self._decide(name, merged, failure)
+            else:
+                try:
+                    chunks = await self._up(name, merged, failure, start + timeout * plan.tree.give_up_at(plan.position),
+                                      timeout)
+                except ResolutionError as exc:
+                    chunks = encode_result("", Failure.of(exc.message))  # tell the tasks below
+            self.coordinator.publish(name, chunks)
+        try:
+            token, result, table = decode_result(tuple(chunks), self.cluster.world_size)
+        except WireError as exc:
+            raise ResolutionError(f"bootstrap: rank {self.up_rank} sent a malformed result ({exc})",
+                                  "every task must run the same slurm_resolver version") from None
+        if result:
+            raise self.error(result, "join the bootstrap" if name == TABLE else f"reach {name.split('#')[0]!r}",
+                             timeout)
+        return token, table
+
+    async def barrier(self, name: str, timeout: float, failure: Failure = Failure()) -> None:
+        """Return once every task reached barrier ``name`` (the n-th call of a name meets the n-th)."""
+        count = self._rounds.get(name, 0)
+        self._rounds[name] = count + 1
+        await self.round(f"{name}#{count}", Records(), failure, timeout)
+
+    def _decide(self, name: str, merged: Records, failure: Failure) -> list[bytes]:
+        """Rank 0: the result of a round, from every contribution."""
+        if failure or name != TABLE:
+            return encode_result("", failure)
+        n = self.cluster.world_size
+        ports, spares = [0] * n, [0] * n
+        for rank, port, spare in zip(merged.ranks, merged.ports, merged.spares):
+            ports[rank], spares[rank] = port, spare
+        if len(merged.ranks) != n or 0 in ports:
+            missing = [r for r in range(n) if not ports[r]]
+            return encode_result("", Failure.missing_ranks(missing).merge(
+                Failure.of(f"{len(merged.ranks)} records for {n} tasks")))
+        return encode_result(secrets.token_urlsafe(24), Failure(), ports, spares, merged.gpus)
+
+    async def _up(self, name: str, records: Records, failure: Failure, deadline: float, timeout: float) -> list[bytes]:
+        """Contribute to the round at the task above; returns the result chunks."""
+        chunks = encode_contribution(Header(self.coordinator.job_key, name, self.rank), records, failure)
+        if self._link is not None:
+            try:
+                return await self._link.join(chunks, deadline - time.monotonic())
+            except LinkError as exc:
+                raise self._up_error(exc, timeout, name) from None
+        pause = 0.02
+        last: LinkError | None = None
+        while True:
+            for port in self._ports():
+                if time.monotonic() >= deadline:
+                    break
+                if not await self.network.listening(self.up_host or "", port):
+                    continue
+                link = self.network.connect(self.up_host or "", port)
+                try:
+                    result = await link.join(chunks, deadline - time.monotonic())
+                except LinkError as exc:
+                    last = exc
+                    if exc.kind in (REFUSED, UNAVAILABLE) and exc.code in ("", "foreign", "not_leader"):
+                        continue  # another launch's server, or a task that leads nothing
+                    raise self._up_error(exc, timeout, name) from None
+                self._link = link
+                return result
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._up_error(last or LinkError(UNAVAILABLE, "nothing answered"), timeout, name)
+            await asyncio.sleep(min(left, pause * random.uniform(0.5, 1.5)))  # jitter: no herd on a late leader
+            pause = min(pause * 2, 0.25)
+
+    def _ports(self) -> Sequence[int]:
+        """Where the task above listens: its bound port once known, else the candidates."""
+        bound = self.cluster.bound_ports
+        if bound is not None and self.up_rank is not None:
+            return [bound[self.up_rank]]
+        return self.candidates
+
+    def _up_error(self, exc: LinkError, timeout: float, name: str) -> ResolutionError:
+        assert self.up_rank is not None
+        if exc.code == "deadline":  # the task above answered: the round did not end in time
+            what = "the bootstrap" if name == TABLE else repr(name.split("#")[0])
+            return ResolutionError(f"bootstrap: not every task reached {what} within {timeout:g} s: {exc.detail}",
+                                   _HINT)
+        ports = first(list(self._ports()), 4)
+        return ResolutionError(
+            f"bootstrap: rank {self.up_rank} ({self.name(self.up_rank).split(' (')[0]} on "
+            f"{self.cluster.placement.node_of(self.up_rank)}) did not answer on {self.up_host} (ports {ports}) "
+            f"within {timeout:g} s: {exc.detail}",
+            "check that task's output for an error; make sure every task calls bootstrap(); raise timeout")
+
+    def use(self, cluster: Cluster) -> None:
+        """Continue with the bootstrapped cluster (bound ports known: later rounds need no search)."""
+        self.cluster = cluster

@@ -1,0 +1,124 @@
+"""Many tasks of one launch bootstrapping in one process, through the real protocol code.
+
+Each simulated task is a coroutine that runs
+:func:`~slurm_resolver.rpc.bootstrap.bootstrap_async` (what ``bootstrap()`` runs on its
+task's event loop) with its own view of one resolved srun step, all on one event loop and
+one :class:`~slurm_resolver.rpc.local.LocalNetwork`: the same rounds, messages, checks and
+deadlines as a real job, without a process or a socket per task. The network counts
+what every server handled, so the bootstrap's bounds can be checked at any size.
+Resolution itself runs once (it is measured by ``benchmarks/resolve.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cluster import Cluster, resolve
+from ..errors import SlurmResolverError
+from .bootstrap import bootstrap_async
+from .bootstrapped import Bootstrapped
+from .local import LocalNetwork
+from .tree import DEFAULT_FANOUT
+
+__all__ = ["Simulation", "simulate", "srun_environ"]
+
+
+def srun_environ(nodes: int, tasks_per_node: int, rank: int = 0, job_id: str = "4242") -> dict[str, str]:
+    """The variables of task ``rank`` of ``srun -N<nodes> --ntasks-per-node=<tasks_per_node>``."""
+    total = nodes * tasks_per_node
+    hostlist = f"node[1-{nodes}]" if nodes > 1 else "node1"
+    return {
+        "SLURM_JOB_ID": job_id, "SLURM_STEP_ID": "0", "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(rank % tasks_per_node), "SLURM_NODEID": str(rank // tasks_per_node),
+        "SLURMD_NODENAME": f"node{rank // tasks_per_node + 1}", "SLURM_STEP_NUM_TASKS": str(total),
+        "SLURM_STEP_NODELIST": hostlist, "SLURM_JOB_NODELIST": hostlist,
+        "SLURM_STEP_TASKS_PER_NODE": f"{tasks_per_node}(x{nodes})", "SLURM_TASKS_PER_NODE": f"{tasks_per_node}(x{nodes})",
+        "SLURM_DISTRIBUTION": "block", "CUDA_VISIBLE_DEVICES": "",
+    }
+
+
+@dataclass
+class Simulation:
+    """What a simulated bootstrap did."""
+
+    ranks: int
+    wall_s: float
+    ok: bool
+    errors: dict[int, str] = field(default_factory=dict)
+    """The first few tasks' errors, by rank (at most 8 kept; ``failed`` counts them all)."""
+    failed: int = 0
+    max_bytes_sent_by_one_server: int = 0
+    max_bytes_received_by_one_server: int = 0
+    max_connections_one_server: int = 0
+    max_calls_one_server: int = 0
+    largest_message: int = 0
+    results: list[Bootstrapped | None] = field(default_factory=list, repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        """The numbers, for ``--json``."""
+        return {"ranks": self.ranks, "wall_s": round(self.wall_s, 3), "ok": self.ok, "failed": self.failed,
+                "max_bytes_sent_by_one_server": self.max_bytes_sent_by_one_server,
+                "max_bytes_received_by_one_server": self.max_bytes_received_by_one_server,
+                "max_connections_one_server": self.max_connections_one_server,
+                "max_calls_one_server": self.max_calls_one_server, "largest_message": self.largest_message}
+
+
+def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: int = DEFAULT_FANOUT,
+             absent: Collection[int] = (), verify: str | int = "ring", keep: bool = False,
+             cluster: Cluster | None = None) -> Simulation:
+    """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step in this process.
+
+    Args:
+        absent: ranks that never start (their peers must name them within ``timeout``).
+        keep: keep every task's :class:`Bootstrapped` in ``results`` (their event loop
+            has ended: use them as values).
+        cluster: the resolved cluster (default: resolved once from :func:`srun_environ`).
+    """
+    base = cluster or resolve(srun_environ(nodes, tasks_per_node), resolves=lambda name: True)
+    total = base.world_size
+    network = LocalNetwork()
+    results: list[Bootstrapped | None] = [None] * total
+    errors: dict[int, str] = {}
+
+    async def task(rank: int) -> None:
+        try:
+            results[rank] = await bootstrap_async(base.as_rank(rank), exchange="rendezvous", timeout=timeout,
+                                                  verify=verify, environ={}, fanout=fanout, network=network)
+        except SlurmResolverError as exc:
+            errors[rank] = str(exc)
+
+    async def every_task() -> float:
+        start = time.perf_counter()
+        await asyncio.gather(*(task(r) for r in range(total) if r not in absent))
+        wall = time.perf_counter() - start
+        if not keep:
+            await asyncio.gather(*(r.astop(0) for r in results if r is not None))
+        return wall
+
+    # The cyclic collector is paused while the tasks run: a real task holds a few thousand
+    # objects, while 16,384 tasks in one process hold millions, and the collector's full
+    # passes over them would cost more than the bootstrap itself (quadratically so).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        wall = asyncio.run(every_task())
+    finally:
+        if collecting:
+            gc.enable()
+    stats = list(network.stats.values())
+    shown = dict(sorted(errors.items())[:8])
+    done = Simulation(
+        ranks=total, wall_s=wall, ok=not errors and all(r is not None for i, r in enumerate(results) if i not in absent),
+        errors=shown, failed=len(errors),
+        max_bytes_sent_by_one_server=max((s.bytes_sent for s in stats), default=0),
+        max_bytes_received_by_one_server=max((s.bytes_received for s in stats), default=0),
+        max_connections_one_server=max((s.connections for s in stats), default=0),
+        max_calls_one_server=max((s.calls for s in stats), default=0),
+        largest_message=max((s.largest_message for s in stats), default=0),
+        results=results if keep else [])
+    return done

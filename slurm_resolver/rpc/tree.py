@@ -1,0 +1,90 @@
+"""The shape of the bootstrap's tree, and when each of its members gives up: pure functions.
+
+Nodes are numbered by their position in Slurm's node order (position 0 holds rank 0).
+Each node's leader is its lowest rank; the leaders form a k-ary tree over positions
+(the parent of ``p`` is ``(p - 1) // k``), so no server hears from more than ``k`` leaders
+and its own node's tasks, whatever the size of the job.
+
+Deadlines are fractions of the round's timeout, measured from when each task started the
+round. A leader that still misses contributions reports what it has *earlier* the deeper
+it sits, so that its report reaches rank 0 before rank 0 reports; it waits for its
+parent's answer *longer* the deeper it sits, so that a failure found above reaches it
+before it gives up on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Tree", "DEFAULT_FANOUT"]
+
+DEFAULT_FANOUT = 8
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A k-ary tree over ``size`` node positions.
+
+    >>> t = Tree(10, 3)
+    >>> t.parent(4), list(t.children(1)), t.depth(9), t.height
+    (1, [4, 5, 6], 2, 2)
+    """
+
+    size: int
+    fanout: int = DEFAULT_FANOUT
+
+    def __post_init__(self) -> None:
+        if self.size < 1 or self.fanout < 1:
+            raise ValueError(f"a tree needs at least one node and a fan-out of 1 or more, not {self}")
+
+    def parent(self, position: int) -> int | None:
+        """The parent of ``position``; None for the root."""
+        return None if position == 0 else (position - 1) // self.fanout
+
+    def children(self, position: int) -> range:
+        """The children of ``position``."""
+        first = self.fanout * position + 1
+        return range(min(first, self.size), min(first + self.fanout, self.size))
+
+    def depth(self, position: int) -> int:
+        """The number of edges between ``position`` and the root."""
+        depth = 0
+        while position:
+            position = (position - 1) // self.fanout
+            depth += 1
+        return depth
+
+    @property
+    def height(self) -> int:
+        """The depth of the deepest position."""
+        return self.depth(self.size - 1)
+
+    def subtree(self, position: int) -> list[int]:
+        """``position`` and every position below it, level by level.
+
+        >>> Tree(10, 3).subtree(1)
+        [1, 4, 5, 6]
+        """
+        found: list[int] = []
+        level = range(position, position + 1)
+        while len(level):
+            found.extend(level)
+            level = range(min(self.fanout * level[0] + 1, self.size), min(self.fanout * level[-1] + self.fanout + 1,
+                                                                           self.size))
+        return found
+
+    def report_at(self, position: int) -> float:
+        """The fraction of the timeout after which a leader reports an incomplete subtree.
+
+        >>> Tree(100, 3).report_at(0), round(Tree(100, 3).report_at(99), 2)
+        (0.8, 0.5)
+        """
+        return 0.8 - 0.3 * self.depth(position) / max(1, self.height)
+
+    def give_up_at(self, position: int) -> float:
+        """The fraction of the timeout after which a leader stops waiting for its parent.
+
+        >>> Tree(100, 3).give_up_at(1) > Tree(100, 3).report_at(0)
+        True
+        """
+        return 0.85 + 0.1 * self.depth(position) / max(1, self.height)

@@ -1,0 +1,27 @@
+"""``slurm-resolver env``: a framework's variables as export lines, from the planned cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ..conftest import captured
+
+
+@pytest.mark.parametrize(("fmt", "expected"), [
+    ("torch", ["MASTER_ADDR=node1", "MASTER_PORT=8888", "RANK=4", "WORLD_SIZE=6", "LOCAL_RANK=0",
+               "LOCAL_WORLD_SIZE=1"]),
+    ("jax", ["JAX_COORDINATOR_ADDRESS=node1:8888", "JAX_NUM_PROCESSES=6", "JAX_PROCESS_ID=4"]),
+    ("shell", ["SLURM_RESOLVER_RANK=4", "SLURM_RESOLVER_ADDRESS=node2:8888"]),
+])
+def test_env_formats(cli: Any, fmt: str, expected: list[str]) -> None:
+    out = cli("env", "--format", fmt, env=dict(captured("srun_N3_n6")[4], PATH="/usr/bin:/bin"))
+    assert out.returncode == 0, out.stderr
+    for item in expected:
+        assert f"export {item}\n" in out.stdout
+
+
+def test_env_tf_config(cli: Any) -> None:
+    out = cli("env", "--format", "tf", "--jobs", "ps=1,worker=5", env=dict(captured("srun_N3_n6")[0]))
+    assert "export TF_CONFIG=" in out.stdout and '"ps": ["node1:8888"]' in out.stdout

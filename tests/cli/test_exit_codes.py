@@ -1,0 +1,49 @@
+"""What the command line returns: 0, 1 with one line and a hint, 2 for usage, 130 for Ctrl-C."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from slurm_resolver import cli as cli_module
+
+from ..conftest import captured
+
+
+def test_errors_are_one_line_with_exit_code_1(cli: Any) -> None:
+    env = dict(captured("srun_N3_n6")[0], SLURM_STEP_TASKS_PER_NODE="4,x")
+    out = cli("show", env=env)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "SLURM_STEP_TASKS_PER_NODE='4,x' is invalid" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_missing_variable_is_named_apart_from_the_text(cli: Any) -> None:
+    env = {k: v for k, v in captured("srun_N3_n6")[0].items() if k != "SLURM_STEP_NODELIST"}
+    out = cli("show", env=env)
+    assert out.returncode == 1 and "SLURM_STEP_NODELIST is not set: expected" in out.stderr
+
+
+def test_usage_error_exit_code_2(cli: Any) -> None:
+    assert cli("frobnicate").returncode == 2
+
+
+class Interrupted:
+    """Stands for a list whose reading the user interrupts (Ctrl-C)."""
+
+    def __iter__(self) -> object:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("slurm_resolver.launchers.LAUNCHERS", Interrupted())
+    assert cli_module.main(["launchers"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_bootstrap_outside_a_launch_is_a_one_line_error(cli: Any) -> None:
+    batch = {"SLURM_JOB_ID": "5", "SLURM_PROCID": "0", "SLURMD_NODENAME": "localhost", "PATH": "/usr/bin:/bin",
+             "SLURM_JOB_NODELIST": "localhost", "SLURM_TASKS_PER_NODE": "2", "CUDA_VISIBLE_DEVICES": ""}
+    out = cli("bootstrap", "--", "true", env=batch)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "srun" in out.stderr

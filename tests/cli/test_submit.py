@@ -1,0 +1,41 @@
+"""``slurm-resolver submit``: the job id, and following the job to its exit code."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from slurm_resolver import cli, submission
+
+
+def test_wait_follows_states_and_returns_the_exit_code() -> None:
+    states = iter([[{"JobState": "PENDING", "RunTime": "0", "NodeList": "(null)"}],
+                   [{"JobState": "RUNNING", "RunTime": "00:00:01", "NodeList": "node1"}],
+                   [{"JobState": "FAILED", "RunTime": "00:00:02", "NodeList": "node1", "ExitCode": "2:0"}]])
+    progress = io.StringIO()
+    code = submission.wait("7", progress=progress, records=lambda _: next(states), poll=0)
+    assert code == 2 and progress.getvalue().splitlines()[-1].startswith("job 7: FAILED")
+    killed = [{"JobState": "CANCELLED", "ExitCode": "0:9"}]
+    assert submission.wait("8", progress=io.StringIO(), records=lambda _: killed, poll=0) == 137
+
+
+def test_wait_on_a_purged_job_is_an_error() -> None:
+    with pytest.raises(submission.ResolutionError, match="no longer known"):
+        submission.wait("9", progress=io.StringIO(), records=lambda _: [], poll=0)
+
+
+def test_the_job_id_is_alone_on_stdout_without_wait(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(submission, "submit", lambda text: "41")
+    assert cli.main(["submit", "data_parallel"]) == 0
+    assert capsys.readouterr().out == "41\n"
+
+
+def test_with_wait_the_id_is_a_sentence_on_stderr(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(submission, "submit", lambda text: "42")
+    monkeypatch.setattr(submission, "wait", lambda job, timeout: 0)
+    assert cli.main(["submit", "data_parallel", "--wait"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "submitted batch job 42" in err

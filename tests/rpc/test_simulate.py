@@ -1,0 +1,52 @@
+"""The bootstrap at scale: 1,024 tasks in one process through the real protocol code."""
+
+from __future__ import annotations
+
+from slurm_resolver.rpc.simulate import simulate
+from slurm_resolver.rpc.tree import DEFAULT_FANOUT
+from slurm_resolver.rpc.wire import CHUNK
+
+
+def test_1024_tasks_agree_within_the_bounds() -> None:
+    nodes, per_node = 256, 4
+    run = simulate(nodes, per_node, timeout=60, keep=True)
+    assert run.ok, run.errors
+    tables = {r.cluster.bound_ports for r in run.results if r}
+    assert len(tables) == 1 and len(next(iter(tables))) == 1024
+    assert len({r.cluster.spec().to_json() for r in run.results[::97] if r}) == 1
+    # No server hears from more than its node's tasks, its children and two checking neighbours.
+    assert run.max_connections_one_server <= (per_node - 1) + DEFAULT_FANOUT + 2
+    # The largest message is one chunk; no server sends more than one table to each of its callers.
+    table_bytes = 1024 * 8 + 200
+    assert run.largest_message <= table_bytes
+    assert run.max_bytes_sent_by_one_server <= (per_node - 1 + DEFAULT_FANOUT) * 2 * table_bytes
+    assert run.wall_s < 30
+
+
+def test_tables_larger_than_a_chunk_travel_in_chunks() -> None:
+    run = simulate(CHUNK // 2 + 1, 2, timeout=60)
+    assert run.ok and run.largest_message < 64 * 1024
+
+
+def test_absent_tasks_are_named_by_everyone_within_the_timeout() -> None:
+    run = simulate(64, 4, timeout=2, absent={5})
+    assert not run.ok and run.failed == 255 and run.wall_s < 3
+    assert all("1 of 256 tasks did not join the bootstrap within 2 s: worker:5 (rank 5) on node2" in e
+               for e in run.errors.values())
+
+
+def test_an_absent_leader_is_named_by_its_node_and_the_rest() -> None:
+    run = simulate(64, 4, timeout=2, absent={4})
+    assert not run.ok and run.failed == 255
+    for rank, error in run.errors.items():
+        if rank in (5, 6, 7):  # its own node's tasks: it never answered them
+            assert "rank 4 (worker:4 on node2) did not answer" in error
+        else:
+            assert "worker:4 (rank 4) on node2" in error
+
+
+def test_an_absent_rank_0_is_named_by_everyone() -> None:
+    run = simulate(16, 2, timeout=1.5, absent={0})
+    assert not run.ok and run.failed == 31
+    assert all("rank 0 (worker:0 on node1) did not answer" in e or "worker:0 (rank 0)" in e
+               for e in run.errors.values())

@@ -1,0 +1,27 @@
+"""The one reader of the environment (a frozen snapshot) and its one writer (export)."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_resolver.environment import Snapshot, export, snapshot
+from slurm_resolver.errors import ConfigurationError
+
+
+def test_snapshot_keeps_only_launcher_variables_and_is_frozen() -> None:
+    env = {"SLURM_PROCID": "3", "HOME": "/root", "CUDA_VISIBLE_DEVICES": "0", "OMPI_COMM_WORLD_RANK": "1"}
+    snap = snapshot(env)
+    assert dict(snap) == {"SLURM_PROCID": "3", "CUDA_VISIBLE_DEVICES": "0", "OMPI_COMM_WORLD_RANK": "1"}
+    env["SLURM_PROCID"] = "4"
+    assert snap["SLURM_PROCID"] == "3"  # a copy, not a view
+    with pytest.raises(TypeError):
+        snap.data["SLURM_PROCID"] = "5"  # type: ignore[index]
+    assert snapshot(snap) is snap and hash(snap) == hash(Snapshot(dict(snap)))
+
+
+def test_export_refuses_to_overwrite_a_different_value() -> None:
+    target = {"MASTER_ADDR": "node1", "RANK": "0"}
+    assert export({"MASTER_ADDR": "node1", "WORLD_SIZE": "4"}, environ=target) == {"WORLD_SIZE": "4"}
+    with pytest.raises(ConfigurationError, match=r"RANK='0' \(wanted '1'\)"):
+        export({"RANK": "1"}, environ=target)
+    assert export({"RANK": "1"}, overwrite=True, environ=target) == {"RANK": "1"} and target["RANK"] == "1"
