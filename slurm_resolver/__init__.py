@@ -28,7 +28,7 @@ _EXPORTS = {
     "Bootstrapped": "rpc.bootstrapped",
     "Cluster": "cluster",
     "Task": "cluster",
-    "resolve": "cluster",
+    "resolve": "resolution",
     "snapshot": "environment",
     "export": "environment",
     "SlurmResolverError": "errors",
@@ -57,7 +57,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .cluster import Cluster, Task, resolve
+    from .cluster import Cluster, Task
+    from .resolution import resolve
     from .rpc.bootstrap import bootstrap, bootstrap_async
     from .rpc.bootstrapped import Bootstrapped
     from .rpc.server import Server

@@ -1,38 +1,28 @@
-"""Resolution: from an environment snapshot to the complete, frozen cluster, in one pass.
+"""The resolved cluster: one frozen value with every task, and the calling task's place in it.
 
-:func:`resolve` takes one snapshot of the environment and goes down once: settings
-(explicit argument > ``SLURM_RESOLVER_*`` variable > default, in :func:`_setting`), the
-launch, the placement of every rank (computed, or exchanged through MPI), the packing into
-jobs, the GPUs, the addresses. Out comes one frozen :class:`Cluster`. A block layout is
-kept as nodes and counts, so that a 16,384-task job resolves in about a millisecond; per
-rank columns are built only when asked for.
+:func:`slurm_resolver.resolution.resolve` makes it in one pass. A block layout is kept as
+nodes and counts, so that a 16,384-task job resolves in about a millisecond; per-rank
+columns are built only when asked for.
 """
 
 from __future__ import annotations
 
-import logging
-import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from itertools import repeat
 from operator import add
 from typing import Any
 
-from . import addresses, launchers, placement
+from .addresses import OwnNames
 from .cluster_spec import ClusterSpec
-from .environment import snapshot
-from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
-from .exchange import Exchange, MPIExchange, check_mode
-from .gpus import SOURCES, GpuPlan, Visible, visible
+from .errors import ConfigurationError, ResolutionError
+from .gpus import GpuPlan
 from .launchers.base import Launch
-from .packing import Jobs, Packing, check_port_base, pack
-from .parsing import parse_jobs, read_int
+from .packing import Packing
 from .placement import Placement
 
-__all__ = ["Task", "Cluster", "resolve", "DEFAULT_PORT_BASE"]
-
-log = logging.getLogger("slurm_resolver")
+__all__ = ["Task", "Cluster", "DEFAULT_PORT_BASE"]
 
 DEFAULT_PORT_BASE = 8888
 
@@ -136,7 +126,7 @@ class Cluster:
         """``host:port`` of every rank, in rank order."""
         p = self.placement
         if self.bound_ports is None and p.is_block:
-            node_hosts = p.nodes if isinstance(self.hosts, addresses.OwnNames) else [self.hosts[n] for n in p.nodes]
+            node_hosts = p.nodes if isinstance(self.hosts, OwnNames) else [self.hosts[n] for n in p.nodes]
             return _block_addresses(node_hosts, p.counts, self.port_base)
         hosts = self.hosts
         return tuple(f"{hosts[n]}:{port}" for n, port in zip(p.all_hosts, self.ports))
@@ -250,158 +240,3 @@ def _block_addresses(node_hosts: Sequence[str], counts: Sequence[int], port_base
             result[i::most] = map(add, node_hosts, repeat(suffix, len(node_hosts)))
         return tuple(result)
     return tuple(h + p for h, c in zip(node_hosts, counts) for p in suffixes[:c])
-
-
-def _setting(name: str, explicit: Any, env: Mapping[str, str], variable: str,
-             parse: Callable[[str], Any], default: Any) -> Any:
-    """Explicit argument > ``variable`` in the environment > default; logged at DEBUG."""
-    if explicit is not None:
-        log.debug("%s=%r (argument)", name, explicit)
-        return explicit
-    if env.get(variable) is not None:
-        value = parse(env[variable])
-        log.debug("%s=%r (from %s)", name, value, variable)
-        return value
-    log.debug("%s=%r (default)", name, default)
-    return default
-
-
-def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) -> Launch:
-    nodes = list(launch.nodes) or [launch.node or "localhost"]
-    if isinstance(tasks_per_node, Mapping):
-        unknown = set(tasks_per_node) - set(nodes)
-        if unknown:
-            raise ConfigurationError(f"tasks_per_node names nodes not in the job: {sorted(unknown)}",
-                                     f"the job's nodes are {nodes}")
-        counts = [int(tasks_per_node.get(n, 0)) for n in nodes]
-    elif isinstance(tasks_per_node, int) and not isinstance(tasks_per_node, bool) and tasks_per_node > 0:
-        counts = [tasks_per_node] * len(nodes)
-    else:
-        raise ConfigurationError(f"tasks_per_node={tasks_per_node!r} must be a count > 0 or a {{node: count}} dict")
-    if launch.world_size is not None and sum(counts) != launch.world_size:
-        raise ConfigurationError(
-            f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but the job has {launch.world_size}",
-            "leave tasks_per_node unset to use Slurm's layout, or make it add up")
-    keep = [(n, c) for n, c in zip(nodes, counts) if c]
-    return replace(launch, nodes=tuple(n for n, _ in keep), counts=tuple(c for _, c in keep),
-                   distribution="block", world_size=sum(counts))
-
-
-def _placement_exchange(launch: Launch, mode: str | Exchange, timeout: float) -> Exchange | None:
-    if not isinstance(mode, str):
-        return mode
-    if mode == "mpi" or (mode == "auto" and launch.mpi_capable):
-        return MPIExchange(timeout=timeout)
-    return None
-
-
-def _placement_error(launch: Launch) -> PlacementError:
-    if launch.mpi_launched:
-        return PlacementError(
-            f"the {launch.launcher} launch (ranks started by mpirun or mpiexec) does not tell which node "
-            "each rank runs on, and no exchange between the ranks is available",
-            "let the ranks exchange their nodes through MPI: exchange='auto' or 'mpi' (the default), with "
-            "mpi4py installed (pip install 'slurm_resolver[mpi]')")
-    return PlacementError(
-        f"the {launch.launcher} launch with distribution {launch.distribution!r} does not tell which node each "
-        "rank runs on, and no exchange between the ranks is available",
-        "launch with srun --mpi=pmix so that ranks exchange their nodes through MPI, or use srun's block, "
-        "cyclic or plane distribution",
-    )
-
-
-def _exchanged(launch: Launch, group: Exchange, own: str, resolves: Callable[[str], bool]
-               ) -> tuple[int, Placement, dict[str, bool]]:
-    """Rank, placement and name checks learned from every rank through ``group``."""
-    gathered = group.allgather([own, resolves(own)])
-    hosts = tuple(str(g[0]) for g in gathered)
-    for what, mine, theirs in (("rank", launch.rank, group.rank), ("size", launch.world_size, group.size)):
-        if mine is not None and mine != theirs:
-            raise ResolutionError(f"the launcher's {what} {mine} differs from the exchange's {theirs}",
-                                  "run one process per rank of the launcher")
-    return group.rank, Placement.from_hosts(hosts), {str(g[0]): bool(g[1]) for g in gathered}
-
-
-def resolve(
-    environ: Mapping[str, str] | None = None,
-    *,
-    jobs: Jobs = None,
-    port_base: int | None = None,
-    tasks_per_node: int | Mapping[str, int] | None = None,
-    gpus_per_task: int | Mapping[str, int] | None = None,
-    gpus_per_node: int | None = None,
-    exchange: str | Exchange | None = None,
-    timeout: float = 60.0,
-    resolves: Callable[[str], bool] | None = None,
-    node_addresses: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
-    hostname: Callable[[], str] = socket.gethostname,
-    gpu_devices: Callable[[], Sequence[str] | None] | None = None,
-) -> Cluster:
-    """Resolve the cluster from ``environ`` (``os.environ`` by default), in one pass.
-
-    Args:
-        jobs: ``{'ps': 1, 'worker': 3}`` (TensorFlow's packing), a list of job names
-            (one per het component), or None for every task a ``worker``.
-        port_base: first port of each node (default 8888); a node's tasks take
-            consecutive ports.
-        tasks_per_node: overrides Slurm's tasks per node (a count or ``{node: count}``).
-        gpus_per_task: GPUs of each task, a count or per job (``{'ps': 0}``); default an
-            even split of the node's GPUs.
-        gpus_per_node: GPUs of each node to use (default: all the task can see).
-        exchange: one of :data:`~slurm_resolver.exchange.MODES`, or an
-            :class:`~slurm_resolver.exchange.Exchange`; used only where the environment
-            does not place every rank.
-        timeout: seconds an exchange may wait for the other ranks.
-        resolves, node_addresses, hostname, gpu_devices: seams to the outside (name
-            lookup, Slurm's NodeAddr, the host name, NVML), for tests.
-    """
-    env = snapshot(environ)
-    resolves = resolves or addresses.resolves
-    jobs = _setting("jobs", jobs, env, "SLURM_RESOLVER_JOBS", lambda t: parse_jobs(t, "SLURM_RESOLVER_JOBS"), None)
-    port_base = _setting("port_base", port_base, env, "SLURM_RESOLVER_PORT_BASE",
-                         lambda _: read_int(env, "SLURM_RESOLVER_PORT_BASE", 1), DEFAULT_PORT_BASE)
-    mode = _setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto")
-    check_mode(mode, "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env
-               else "exchange")
-    launch = launchers.resolve(env)
-    log.debug("launcher %s: %s", launch.launcher, launch)
-    if tasks_per_node is not None:
-        launch = _override_layout(launch, tasks_per_node)
-    rank = launch.rank
-    own = launch.node or (hostname().split(".")[0] if rank is not None else None)
-    computed = placement.compute(launch)
-    if computed is not None:
-        placement.check_own(launch, computed)
-        probe = own if own in launch.nodes else launch.nodes[0]
-        checked = {probe: resolves(probe)}
-        where = computed
-    else:
-        group = _placement_exchange(launch, mode, timeout)
-        if group is None or own is None:
-            raise _placement_error(launch)
-        rank, where, checked = _exchanged(launch, group, own, resolves)
-    if rank is not None and not 0 <= rank < where.world_size:
-        raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {where.world_size} tasks")
-    packing = pack(jobs, where.world_size, launch.components)
-    check_port_base(port_base, max(where.counts))
-    if node_addresses is None:
-        from .slurmctl import node_addresses as ask_slurm
-        node_addresses = ask_slurm
-    hosts = addresses.address_map(where.nodes, checked, node_addresses)
-    plan = GpuPlan(_visible_gpus(env, gpu_devices), rank, where, packing, gpus_per_task, gpus_per_node)
-    return Cluster(launch, rank, where, packing, hosts, port_base, plan)
-
-
-def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None
-                  ) -> Visible | Callable[[], Visible]:
-    """What the task sees from its variables; where none names GPUs, NVML is asked on first use."""
-    if any(name in env for name in SOURCES):
-        return visible(env)
-
-    def ask_nvml() -> Visible:
-        if gpu_devices is None:
-            from .nvml import device_ids
-            return visible(env, device_ids())
-        return visible(env, gpu_devices())
-
-    return ask_nvml

@@ -32,23 +32,20 @@ def _expand_one_bracket(text: str) -> list[str] | None:
     if match is None:
         return None
     prefix, ranges, suffix = match.groups()
-    numbers: list[str] = []
+    hosts: list[str] = []
     for part in ranges.split(","):
         low, _, high = part.partition("-")
         if not high:
-            numbers.append(low)
+            hosts.append(prefix + low + suffix)
             continue
         first, last = int(low), int(high)
-        if last < first or last - first > _hostlist.MAX_SIZE:
+        if last < first or last - first > _hostlist.MAX_SIZE or len(hosts) + last - first >= _hostlist.MAX_SIZE:
             return None
-        if len(low) > 1 and low[0] == "0":  # zero-padded to the width of the low bound
-            numbers.extend(map(f"{{:0{len(low)}d}}".format, range(first, last + 1)))
-        else:
-            numbers.extend(map(str, range(first, last + 1)))
-    if len(numbers) > _hostlist.MAX_SIZE:
-        return None
-    glue = suffix + "," + prefix  # names hold no comma: join, then split, is one C-level pass
-    return (prefix + glue.join(numbers) + suffix).split(",")
+        # One format of the whole range, split on commas (names hold none): C-level passes only.
+        number = f"%0{len(low)}d" if len(low) > 1 and low[0] == "0" else "%d"  # zero-padded to the low bound
+        name = prefix.replace("%", "%%") + number + suffix.replace("%", "%%") + ","
+        hosts.extend((name * (last - first + 1) % tuple(range(first, last + 1)))[:-1].split(","))
+    return hosts
 
 
 def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:

@@ -67,9 +67,14 @@ class Placement:
         return sum(self.counts) if self.hosts is None else len(self.hosts)
 
     @cached_property
+    def most(self) -> int:
+        """The most ranks on one node."""
+        return max(self.counts)
+
+    @cached_property
     def _uniform(self) -> int:
         """Tasks on every node of a block layout where all nodes have as many; else 0."""
-        if self.hosts is None and self.counts and min(self.counts) == max(self.counts):
+        if self.hosts is None and self.counts and min(self.counts) == self.most:
             return self.counts[0]
         return 0
 

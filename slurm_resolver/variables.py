@@ -65,14 +65,14 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TF_CONFIG", "user, TensorFlow", "cluster and task as JSON, read by TFConfigClusterResolver"),
     Variable("SLURM_RESOLVER_JOBS", "user", "override of `jobs`, e.g. ps=1,worker=3"),
     Variable("SLURM_RESOLVER_PORT_BASE", "user", "override of `port_base`"),
-    Variable("SLURM_RESOLVER_EXCHANGE", "user", "placement exchange: auto, mpi or none"),
+    Variable("SLURM_RESOLVER_EXCHANGE", "user", "exchange between the tasks: auto, mpi, rendezvous or none (see exchange=)"),
     Variable("SLURM_RESOLVER_TASK", "slurm-resolver bootstrap", "the bootstrapped task and cluster as JSON (written, then read by show --bootstrapped)"),
     Variable("SLURM_RESOLVER_TASK_TYPE", "slurm-resolver bootstrap --format shell", "the task's job name (written)"),
     Variable("SLURM_RESOLVER_TASK_ID", "slurm-resolver bootstrap --format shell", "the task's index (written)"),
     Variable("SLURM_RESOLVER_RANK", "slurm-resolver bootstrap --format shell", "the task's rank (written)"),
     Variable("SLURM_RESOLVER_WORLD_SIZE", "slurm-resolver bootstrap --format shell", "number of tasks (written)"),
     Variable("SLURM_RESOLVER_ADDRESS", "slurm-resolver bootstrap --format shell", "host:port of the task's server (written)"),
-    Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: rank 0's candidate ports, e.g. 30001,30002"),
+    Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: the ports node leaders try to bind, e.g. 30001,30002"),
 )
 
 PREFIXES: tuple[str, ...] = (

@@ -75,7 +75,7 @@ def test_malformed_counts_only_raise_our_errors(text: str) -> None:
         pass
 
 
-@given(st.from_regex(r"[a-c0\-]{0,3}(\[[0-9]{1,3}(-[0-9]{1,3})?(,[0-9]{1,3}(-[0-9]{1,3})?){0,2}\])?[a-c\-]{0,2}",
+@given(st.from_regex(r"[a-c0%\-]{0,3}(\[[0-9]{1,3}(-[0-9]{1,3})?(,[0-9]{1,3}(-[0-9]{1,3})?){0,2}\])?[a-c%\-]{0,2}",
                      fullmatch=True))
 def test_the_fast_path_agrees_with_python_hostlist(text: str) -> None:
     """``prefix[ranges]suffix`` is expanded in C-level passes; python-hostlist stays the authority."""

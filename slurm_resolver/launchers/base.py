@@ -71,7 +71,7 @@ class Launch:
         """Whether the node of every rank is unknown without an exchange between the ranks."""
         if not self.nodes or self.world_size is None or self.world_size != sum(self.counts):
             return True
-        return not self.distribution.startswith(COMPUTED_DISTRIBUTIONS) and max(self.counts) != 1
+        return not (self.distribution.startswith(COMPUTED_DISTRIBUTIONS) or max(self.counts) == 1)
 
 
 class Launcher(abc.ABC):

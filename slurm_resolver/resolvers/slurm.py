@@ -1,7 +1,7 @@
 """SlurmClusterResolver: TensorFlow's constructor and methods, right on every real launch.
 
 A thin view over one :class:`~slurm_resolver.cluster.Cluster`, resolved once in the
-constructor by :func:`slurm_resolver.cluster.resolve`; :meth:`cluster_spec` returns it.
+constructor by :func:`slurm_resolver.resolution.resolve`; :meth:`cluster_spec` returns it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..addresses import port_in_use
-from ..cluster import DEFAULT_PORT_BASE, Cluster, resolve
+from ..cluster import DEFAULT_PORT_BASE, Cluster
+from ..resolution import resolve
 from ..cluster_spec import ClusterSpec
 from ..environment import export
 from ..errors import ResolutionError

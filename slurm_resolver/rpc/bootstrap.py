@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from ..cluster import Cluster, resolve
+from ..cluster import Cluster
+from ..resolution import resolve
 from ..environment import snapshot
 from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from ..exchange import Exchange, MPIExchange, check_mode

@@ -18,7 +18,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cluster import Cluster, resolve
+from ..cluster import Cluster
+from ..resolution import resolve
 from ..errors import SlurmResolverError
 from .bootstrap import bootstrap_async
 from .bootstrapped import Bootstrapped

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from slurm_resolver.cluster import Cluster, resolve
+from slurm_resolver.cluster import Cluster
+from slurm_resolver.resolution import resolve
 from slurm_resolver.errors import AddressError, ConfigurationError, PlacementError, ResolutionError
 from slurm_resolver.exchange import LocalExchange
 
