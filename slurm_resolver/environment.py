@@ -14,7 +14,7 @@ from types import MappingProxyType
 from .errors import ConfigurationError
 from .variables import PREFIXES
 
-__all__ = ["Snapshot", "snapshot", "export"]
+__all__ = ["Snapshot", "snapshot", "export", "export_defaults"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +79,14 @@ def export(
     changed = {k: v for k, v in variables.items() if target.get(k) != v}
     target.update(changed)
     return changed
+
+
+def export_defaults(variables: Mapping[str, str], environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Write each of ``variables`` that is not set yet (a user's own value always wins).
+
+    Returns the variables that were written.
+    """
+    target: dict[str, str] | os._Environ[str] = os.environ if environ is None else environ
+    missing = {k: v for k, v in variables.items() if k not in target}
+    target.update(missing)
+    return missing

@@ -32,14 +32,16 @@ def _exit_code(records: list[dict[str, str]]) -> int:
 
 
 def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
-         records: Callable[[str], list[dict[str, str]]] = job_records, poll: float = 0.5) -> int:
-    """Follow a job until it ends, showing state, elapsed time and nodes; print its output.
+         records: Callable[[str], list[dict[str, str]]] = job_records, poll: float = 0.5, every: float = 15.0) -> int:
+    """Follow a job until it ends, showing state, elapsed time and nodes (at each change of state or
+    nodes, and every ``every`` seconds); print its output.
 
     Returns the job's exit code (128 + signal where it was killed).
     """
     progress = progress or sys.stderr
     deadline = time.monotonic() + timeout
-    shown = ""
+    shown: tuple[str, str] = ("", "")
+    last = 0.0
     while True:
         found = records(job_id)
         if not found:
@@ -47,10 +49,12 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
                                   "its record was purged (MinJobAge); look at its output file")
         first = found[0]
         state = first.get("JobState", "?")
-        line = f"job {job_id}: {state}, {first.get('RunTime', '?')}, nodes {first.get('NodeList', '-')}"
-        if line != shown:
+        nodes = first.get("NodeList", "-")
+        line = f"job {job_id}: {state}, {first.get('RunTime', '?')}, nodes {nodes}"
+        if (state, nodes) != shown or time.monotonic() - last >= every:  # a change, or a sign of life
+            last = time.monotonic()
             print(line, file=progress, flush=True)
-            shown = line
+            shown = (state, nodes)
         if all(r.get("JobState") in TERMINAL for r in found):
             break
         if time.monotonic() > deadline:

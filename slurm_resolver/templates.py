@@ -35,7 +35,9 @@ class Parameter:
 SCHEMA: tuple[Parameter, ...] = (
     Parameter("job_name", "slurm-resolver", "the job's name", "--job-name"),
     Parameter("nodes", "2", "nodes (of the workers, in a heterogeneous job)", "--nodes"),
-    Parameter("tasks_per_node", "2", "tasks per node", "--ntasks-per-node"),
+    Parameter("tasks_per_node", "2", "tasks per node (empty: see tasks)", "--ntasks-per-node"),
+    Parameter("tasks", "", "tasks in all, where they do not fill nodes evenly (empty: nodes x tasks_per_node)",
+              "--ntasks"),
     Parameter("gpus_per_task", "", "GPUs per task (empty: none requested)", "--gpus-per-task"),
     Parameter("cpus_per_task", "1", "CPUs per task", "--cpus-per-task"),
     Parameter("time", "00:10:00", "time limit", "--time"),
@@ -45,14 +47,17 @@ SCHEMA: tuple[Parameter, ...] = (
     Parameter("ps_nodes", "1", "heterogeneous job: nodes of the ps component"),
     Parameter("jobs", "", "job layout, e.g. ps=1,worker=3 (empty: every task a worker)"),
     Parameter("format", "tf", "variables the bootstrap exports: tf, torch, jax or shell"),
-    Parameter("command", "", "the command every task runs after the bootstrap (empty: print the task)"),
+    Parameter("command", "", "the command every task runs after the bootstrap (empty: the template's program)"),
+    Parameter("program", "", "the module every task runs when no command is given; it bootstraps in-process "
+              "(empty: print the bootstrapped task)"),
+    Parameter("program_args", "", "extra arguments of the program, e.g. --epochs 3"),
     Parameter("srun_args", "", "extra srun arguments"),
     Parameter("mpirun_args", "", "extra mpirun arguments"),
     Parameter("extra_sbatch", "", "extra #SBATCH lines, separated by ';'"),
     Parameter("python", sys.executable, "the Python interpreter of the tasks"),
     Parameter("hetjob", "0", "1 for a heterogeneous job: a ps component of ps_nodes nodes, then the workers"),
 )
-SHELL_TEXT = {"command", "srun_args", "mpirun_args", "extra_sbatch"}
+SHELL_TEXT = {"command", "srun_args", "mpirun_args", "extra_sbatch", "program_args"}
 PRINT_TASK = "slurm-resolver-print-task"
 
 
@@ -108,10 +113,28 @@ def sbatch_header(values: Mapping[str, str], het: bool = False) -> str:
                 lines.append(f"#SBATCH {p.option}={shlex.quote(values[p.name])}")
         lines += [f"#SBATCH --nodes={shlex.quote(values['ps_nodes'])}", "#SBATCH --ntasks-per-node=1",
                   "#SBATCH hetjob"]
-        options = [p for p in options if p.name in ("nodes", "tasks_per_node", "gpus_per_task", "cpus_per_task")]
+        options = [p for p in options if p.name in ("nodes", "tasks_per_node", "tasks", "gpus_per_task",
+                                                    "cpus_per_task")]
     lines += [f"#SBATCH {p.option}={shlex.quote(values[p.name])}" for p in options]
     lines += [f"#SBATCH {extra.strip()}" for extra in values.get("extra_sbatch", "").split(";") if extra.strip()]
     return "\n".join(lines)
+
+
+def _launch(values: Mapping[str, str]) -> str:
+    """What every task runs: the command after the bootstrap, else the program, else a print of the task.
+
+    >>> _launch({"python": "py", "jobs": "", "format": "tf", "command": "", "program": "m", "program_args": "-x"})
+    'py -m m -x'
+    """
+    python = shlex.quote(values["python"])
+    jobs = f" --jobs {shlex.quote(values['jobs'])}" if values["jobs"] else ""
+    if values["program"] and not values["command"]:
+        if not all(part.isidentifier() for part in values["program"].split(".")):
+            raise ConfigurationError(f"program={values['program']!r} is not a Python module name",
+                                     "e.g. slurm_resolver.training.ddp")
+        return f"{python} -m {values['program']}{jobs}" + (f" {values['program_args']}" if values["program_args"] else "")
+    command = values["command"] or f"{python} -m slurm_resolver show --bootstrapped"
+    return f"{python} -m slurm_resolver bootstrap{jobs} --format {shlex.quote(values['format'])} -- {command}"
 
 
 def render(name: str, values: Mapping[str, str] | None = None) -> str:
@@ -132,9 +155,7 @@ def render(name: str, values: Mapping[str, str] | None = None) -> str:
         raise ConfigurationError(f"hetjob={merged['hetjob']!r} must be 0 or 1", "1 makes a ps component first")
     text = _text(name)
     substituted = {k: (v if k in SHELL_TEXT else shlex.quote(v)) for k, v in merged.items()}
-    if not merged["command"]:
-        substituted["command"] = f"{shlex.quote(merged['python'])} -m slurm_resolver show --bootstrapped"
-    substituted["jobs_option"] = f"--jobs {shlex.quote(merged['jobs'])}" if merged["jobs"] else ""
+    substituted["launch"] = _launch(merged)
     substituted["sbatch_header"] = sbatch_header(merged, het=merged["hetjob"] == "1")
     body = "\n".join(line for line in text.splitlines() if not line.startswith(_DEFAULTS)) + "\n"
     return string.Template(body).substitute(substituted)

@@ -72,6 +72,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_RESOLVER_RANK", "slurm-resolver bootstrap --format shell", "the task's rank (written)"),
     Variable("SLURM_RESOLVER_WORLD_SIZE", "slurm-resolver bootstrap --format shell", "number of tasks (written)"),
     Variable("SLURM_RESOLVER_ADDRESS", "slurm-resolver bootstrap --format shell", "host:port of the task's server (written)"),
+    Variable("TF_CPP_MIN_LOG_LEVEL", "slurm_resolver.training (written when unset)", "2: TensorFlow's info logs off in the training jobs"),
+    Variable("JAX_PLATFORMS", "slurm_resolver.training.jax_job (written when unset)", "cpu where the task has no GPU"),
+    Variable("OMP_NUM_THREADS", "slurm_resolver.training.ddp (written when unset)", "1: one thread per rank on shared CPUs"),
     Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: the ports node leaders try to bind, e.g. 30001,30002"),
 )
 

@@ -25,3 +25,12 @@ def test_export_refuses_to_overwrite_a_different_value() -> None:
     with pytest.raises(ConfigurationError, match=r"RANK='0' \(wanted '1'\)"):
         export({"RANK": "1"}, environ=target)
     assert export({"RANK": "1"}, overwrite=True, environ=target) == {"RANK": "1"} and target["RANK"] == "1"
+
+
+def test_export_defaults_never_replaces_a_users_value() -> None:
+    from slurm_resolver.environment import export_defaults
+
+    target = {"TF_CPP_MIN_LOG_LEVEL": "0"}
+    assert export_defaults({"TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "1"}, environ=target) == \
+        {"OMP_NUM_THREADS": "1"}
+    assert target == {"TF_CPP_MIN_LOG_LEVEL": "0", "OMP_NUM_THREADS": "1"}

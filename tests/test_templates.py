@@ -11,7 +11,7 @@ from slurm_resolver.templates import SCHEMA, _own_defaults, available, defaults,
 
 from .conftest import DATA
 
-TEMPLATES = ["chief_evaluator", "data_parallel", "hetjob", "mpirun", "ps_worker"]
+TEMPLATES = ["chief_evaluator", "data_parallel", "data_service", "hetjob", "jax", "mpirun", "ps_worker"]
 GOLDEN = {"python": "/usr/bin/python3", "partition": "debug"}
 
 
@@ -45,8 +45,8 @@ def test_empty_options_are_left_out() -> None:
 def test_unknown_key_lists_the_valid_ones_with_defaults() -> None:
     with pytest.raises(ConfigurationError) as info:
         render("ps_worker", {"nodez": "3"})
-    assert "nodez" in info.value.message and "nodes (default '2')" in str(info.value.hint)
-    assert "jobs (default 'chief=1,ps=1,worker=2')" in str(info.value.hint)
+    assert "nodez" in info.value.message and "nodes (default '3')" in str(info.value.hint)
+    assert "jobs (default 'chief=1,ps=2,worker=2')" in str(info.value.hint)
 
 
 def test_errors() -> None:
@@ -59,7 +59,7 @@ def test_errors() -> None:
 
 
 def test_header_and_defaults() -> None:
-    assert defaults("ps_worker")["jobs"] == "chief=1,ps=1,worker=2"
+    assert defaults("ps_worker")["jobs"] == "chief=1,ps=2,worker=2"
     assert {p.name for p in SCHEMA} >= {"nodes", "tasks_per_node", "gpus_per_task", "cpus_per_task", "time",
                                         "partition", "account", "jobs", "command", "extra_sbatch"}
     het = sbatch_header({"nodes": "2", "ps_nodes": "1", "tasks_per_node": "1"}, het=True)

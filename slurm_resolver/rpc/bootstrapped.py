@@ -7,6 +7,7 @@ for barriers after the bootstrap, and says how long each phase took.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from functools import cached_property
 from typing import Any
 
@@ -18,6 +19,14 @@ from .protocol import Member
 from .transport import Served
 
 __all__ = ["Bootstrapped"]
+
+_FOREVER = 30 * 24 * 3600.0
+
+
+def _round_name(name: str) -> str:
+    if not isinstance(name, str) or not 0 < len(name) <= 200:
+        raise ConfigurationError(f"{name!r} cannot name a barrier or a notice", "use a string of 1 to 200 characters")
+    return name
 
 
 class Bootstrapped:
@@ -141,17 +150,45 @@ class Bootstrapped:
         The n-th call of a name meets every task's n-th call of it. A task that never
         comes makes every other task's call fail within ``timeout``, naming it.
         """
-        if self._loop is None:
-            raise ConfigurationError("this cluster has no event loop of its own: await abarrier() on yours",
-                                     "call slurm_resolver.bootstrap() (not bootstrap_async) for a blocking barrier")
-        self._loop.run(self.abarrier(name, timeout))
+        self._run(self.abarrier(name, timeout))
 
     async def abarrier(self, name: str, timeout: float = 60.0) -> None:
         """:meth:`barrier` on the running event loop."""
+        await self._joined().barrier(_round_name(name), timeout)
+
+    def wait_for(self, name: str, timeout: float | None = None) -> None:
+        """Block until some task calls :meth:`announce` with ``name`` (every task may wait).
+
+        The notice comes down the tree of node leaders: a task waiting here holds one call
+        to its node's leader, whatever the size of the job. A leader that dies makes its
+        tasks' waits fail, naming it; ``timeout=None`` waits as long as the job runs.
+        """
+        self._run(self.await_notice(name, timeout))
+
+    def announce(self, name: str, timeout: float = 60.0) -> None:
+        """Tell every task in :meth:`wait_for` of ``name`` (e.g. the chief: training is done)."""
+        self._run(self.await_announce(name, timeout))
+
+    async def await_notice(self, name: str, timeout: float | None = None) -> None:
+        """:meth:`wait_for` on the running event loop."""
+        await self._joined().wait_for(_round_name(name), _FOREVER if timeout is None else timeout)
+
+    async def await_announce(self, name: str, timeout: float = 60.0) -> None:
+        """:meth:`announce` on the running event loop."""
+        await self._joined().announce(_round_name(name), timeout)
+
+    def _joined(self) -> Member:
         if self._member is None or self._served is None:
-            raise ConfigurationError("this cluster was not made by bootstrap(), or is stopped: it has no server to "
-                                     "meet at", "call slurm_resolver.bootstrap() first")
-        await self._member.barrier(name, timeout)
+            raise ConfigurationError("this cluster was not made by bootstrap(), or is stopped: it has no server",
+                                     "call slurm_resolver.bootstrap() first")
+        return self._member
+
+    def _run(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        if self._loop is None:
+            coroutine.close()
+            raise ConfigurationError("this cluster has no event loop of its own: await the coroutine on yours",
+                                     "call slurm_resolver.bootstrap() (not bootstrap_async) for blocking calls")
+        self._loop.run(coroutine)
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop this task's server and its event loop; calls in flight get ``grace`` seconds."""

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from .wire import Failure, Records, WireError, decode_contribution, encode_identity
+from .wire import Failure, Records, WireError, decode_contribution, encode_identity, encode_result
 
-__all__ = ["Coordinator", "Refused", "Identity", "REFUSALS"]
+__all__ = ["Coordinator", "Refused", "Identity", "REFUSALS", "ANNOUNCE", "NOTICE"]
+
+ANNOUNCE = "announce:"
+"""Round prefix of a task telling rank 0 that something happened (any task may send it)."""
+NOTICE = "notice:"
+"""Round prefix of waiting for an announcement: decided by rank 0, passed down the tree."""
 
 REFUSALS = ("foreign", "not_leader", "invalid", "unauthenticated", "deadline")
 """The codes of :class:`Refused`."""
@@ -48,10 +53,16 @@ class _Round:
     received: dict[int, tuple[Records, Failure]] = field(default_factory=dict)
     closed: bool = False
     result: list[bytes] | None = None
+    forwarded: bool = False
+    """Whether this leader already asked upward for the round's result (notices)."""
     started: bool = False
     """Whether this server's own task has joined the round."""
     complete: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when every source contributed."""
+    waiting: int = 0
+    """Callers waiting for the result, or being sent it."""
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while no caller waits for the result or is being sent it."""
     decided: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the result is known."""
 
@@ -84,6 +95,9 @@ class Coordinator:
         self._token: str | None = None
         self._token_known = asyncio.Event()
         self._rounds: dict[str, _Round] = {}
+        self.forward: Callable[[str, float], Awaitable[None]] | None = None
+        """Asks the task above for a notice a task below waits for (set by the task's protocol)."""
+        self._forwarding: set[asyncio.Task[None]] = set()
         self._identity_bytes = encode_identity(identity.job_key, identity.rank, identity.node, identity.job,
                                                identity.index)
 
@@ -110,29 +124,60 @@ class Coordinator:
 
     # Handlers: what a peer asks of this server.
 
-    async def join(self, chunks: Iterable[bytes], deadline: float) -> list[bytes]:
-        """A peer's contribution to a round; returns the round's result once there is one."""
+    async def join(self, chunks: Iterable[bytes], deadline: float) -> tuple[str, list[bytes]]:
+        """A peer's contribution to a round; returns the round's name and result once there is one.
+
+        The transport calls :meth:`sent` with that name once the result went out (or failed to).
+        """
         try:
             header, records, failure = decode_contribution(chunks, self.world_size)
         except WireError as exc:
             raise Refused("invalid", str(exc)) from None
         if header.job_key != self.job_key:
             raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
+        if header.round.startswith(ANNOUNCE):
+            if self.identity.rank != 0:
+                raise Refused("invalid", "announcements go to rank 0")
+            done = encode_result("", Failure())
+            self.publish(NOTICE + header.round[len(ANNOUNCE):], done)
+            return "", done
         if not self.sources:
             raise Refused("not_leader", f"rank {self.identity.rank} leads no round")
         if header.source not in self.sources:
             raise Refused("invalid", f"rank {header.source} does not join rounds at rank {self.identity.rank}")
         this = self._round(header.round)
+        if header.round.startswith(NOTICE) and self.forward is not None and self.claim(header.round):
+            # A task below waits for a notice: ask above once, for every waiter here.
+            task = asyncio.ensure_future(self.forward(header.round[len(NOTICE):], deadline))
+            self._forwarding.add(task)
+            task.add_done_callback(self._forwarding.discard)
         if not this.closed:
             this.received[header.source] = (records, failure)
             if len(this.received) >= len(self.sources):
                 this.complete.set()
         # Answer a moment before the caller gives up, so that it learns who is missing.
         margin = min(0.25, 0.05 * max(0.0, deadline - time.monotonic()))
+        this.waiting += 1
+        this.answered.clear()
         if not await _wait(this.decided, deadline - margin):
+            self.sent(header.round)
             raise Refused("deadline", self._still_open(header.round, this))
         assert this.result is not None
-        return this.result
+        return header.round, this.result
+
+    def sent(self, name: str) -> None:
+        """The result of round ``name`` went out to one caller (or the caller went away)."""
+        found = self._rounds.get(name)
+        if found is None:
+            return
+        found.waiting = max(0, found.waiting - 1)
+        if found.waiting == 0:
+            found.answered.set()
+
+    async def delivered(self, name: str, deadline: float) -> bool:
+        """Wait until every caller of round ``name`` has been sent its result (before a leader leaves)."""
+        this = self._round(name)
+        return this.waiting == 0 or await _wait(this.answered, deadline)
 
     def _still_open(self, name: str, this: _Round) -> str:
         me = self.identity
@@ -173,6 +218,24 @@ class Coordinator:
         for source in sorted(self.sources - set(received)):
             failure = failure.merge(covers(source))
         return merged, failure
+
+    def claim(self, name: str) -> bool:
+        """Whether the caller is the first to ask the task above for round ``name`` (then it must)."""
+        this = self._round(name)
+        if this.forwarded or this.result is not None:
+            return False
+        this.forwarded = True
+        return True
+
+    def decided(self, name: str) -> bool:
+        """Whether round ``name`` has its result here."""
+        found = self._rounds.get(name)
+        return found is not None and found.result is not None
+
+    async def result(self, name: str, deadline: float) -> list[bytes] | None:
+        """The result of round ``name`` once it is decided here; None if not before ``deadline``."""
+        this = self._round(name)
+        return this.result if await _wait(this.decided, deadline) else None
 
     def publish(self, name: str, result: list[bytes]) -> None:
         """The result of round ``name``: every peer waiting in :meth:`join` gets it."""

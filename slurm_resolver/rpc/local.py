@@ -60,7 +60,8 @@ class _LocalLink:
     async def join(self, chunks: Sequence[bytes], timeout: float) -> list[bytes]:
         coordinator, stats = self._server()
         try:
-            result = await coordinator.join(chunks, time.monotonic() + timeout)
+            name, result = await coordinator.join(chunks, time.monotonic() + timeout)
+            coordinator.sent(name)
         except Refused as exc:
             self._count(stats, chunks, ())
             raise LinkError(DEADLINE if exc.code == "deadline" else REFUSED, exc.detail, exc.code) from None

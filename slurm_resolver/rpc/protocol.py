@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ..addresses import first
 from ..cluster import Cluster
 from ..errors import ResolutionError
-from .coordinator import Coordinator
+from .coordinator import ANNOUNCE, NOTICE, Coordinator
 from .transport import REFUSED, UNAVAILABLE, Link, LinkError, Network
 from .tree import Tree
 from .wire import Failure, Header, Records, Table, WireError, decode_result, encode_contribution, encode_result
@@ -96,6 +96,11 @@ class Member:
             parent = plan.tree.parent(plan.position)
             self.up_rank = None if parent is None else where.ranks_on(parent)[0]
         self.up_host = None if self.up_rank is None else cluster.hosts[where.node_of(self.up_rank)]
+        coordinator.forward = self._forward
+
+    async def _forward(self, name: str, deadline: float) -> None:
+        """A task below waits for notice ``name``: ask above for it (the result goes to every waiter here)."""
+        await self._hear(name, max(0.0, deadline - time.monotonic()))
 
     # Naming tasks in messages.
 
@@ -147,6 +152,8 @@ class Member:
                 except ResolutionError as exc:
                     chunks = encode_result("", Failure.of(exc.message))  # tell the tasks below
             self.coordinator.publish(name, chunks)
+            # The tasks below have the result before this one goes on (and may stop its server).
+            await self.coordinator.delivered(name, time.monotonic() + min(5.0, timeout))
         try:
             token, result, table = decode_result(tuple(chunks), self.cluster.world_size)
         except WireError as exc:
@@ -162,6 +169,57 @@ class Member:
         count = self._rounds.get(name, 0)
         self._rounds[name] = count + 1
         await self.round(f"{name}#{count}", Records(), failure, timeout)
+
+    async def wait_for(self, name: str, timeout: float) -> None:
+        """Return once some task announces ``name`` (:meth:`announce`); the notice comes down the tree."""
+        round_name = NOTICE + name
+        if self.coordinator.decided(round_name) or (self.rank == self.plan.leader
+                                                     and not self.coordinator.claim(round_name)):
+            # Announced here, heard before, or already asked above for a task below: wait for that answer.
+            chunks = await self.coordinator.result(round_name, time.monotonic() + timeout) or encode_result(
+                "", Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
+        else:
+            chunks = await self._hear(name, timeout)
+        _, failure, _ = decode_result(tuple(chunks), self.cluster.world_size)
+        if failure:
+            raise self.error(failure, f"hear of {name!r}", timeout)
+
+    async def _hear(self, name: str, timeout: float) -> list[bytes]:
+        """Ask above for notice ``name``; a leader passes the answer (or why there is none) to its tasks."""
+        round_name = NOTICE + name
+        start = time.monotonic()
+        if self.rank != self.plan.leader:
+            chunks = await self._up(round_name, Records(), Failure(), start + timeout, timeout)
+        elif self.up_rank is None:  # rank 0 gives up first, and tells everyone why
+            found = await self.coordinator.result(round_name, start + timeout * self.plan.tree.report_at(0))
+            chunks = found or encode_result("", Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
+            self.coordinator.publish(round_name, chunks)
+        else:
+            try:
+                chunks = await self._up(round_name, Records(), Failure(),
+                                        start + timeout * self.plan.tree.give_up_at(self.plan.position), timeout)
+            except ResolutionError as exc:
+                chunks = encode_result("", Failure.of(exc.message))  # tell the tasks below why
+            self.coordinator.publish(round_name, chunks)
+        return chunks
+
+    async def announce(self, name: str, timeout: float) -> None:
+        """Tell every task waiting for ``name`` (rank 0 is told, and the notice goes down the tree)."""
+        if self.rank == 0:
+            self.coordinator.publish(NOTICE + name, encode_result("", Failure()))
+            return
+        if self.coordinator.decided(NOTICE + name):
+            return
+        bound = self.cluster.bound_ports
+        assert bound is not None, "announce() needs the bootstrapped cluster"
+        link = self.network.connect(self.cluster.hosts[self.cluster.placement.node_of(0)], bound[0])
+        chunks = encode_contribution(Header(self.coordinator.job_key, ANNOUNCE + name, self.rank), Records(), Failure())
+        try:
+            await link.join(chunks, timeout)
+        except LinkError as exc:
+            raise ResolutionError(f"could not announce {name!r} to rank 0 ({self.name(0)}): {exc.detail}",
+                                  "check rank 0's output; it may have ended") from None
+        self.coordinator.publish(NOTICE + name, encode_result("", Failure()))  # this task's own waiters
 
     def _decide(self, name: str, merged: Records, failure: Failure) -> list[bytes]:
         """Rank 0: the result of a round, from every contribution."""
@@ -218,6 +276,9 @@ class Member:
 
     def _up_error(self, exc: LinkError, timeout: float, name: str) -> ResolutionError:
         assert self.up_rank is not None
+        if exc.code == "deadline" and name.startswith(NOTICE):
+            return ResolutionError(f"bootstrap: nobody announced {name[len(NOTICE):]!r} within {timeout:g} s",
+                                   "the announcing task (often the chief) may have failed: check its output")
         if exc.code == "deadline":  # the task above answered: the round did not end in time
             what = "the bootstrap" if name == TABLE else repr(name.split("#")[0])
             return ResolutionError(f"bootstrap: not every task reached {what} within {timeout:g} s: {exc.detail}",

@@ -64,11 +64,14 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
             if len(chunks) > most_chunks:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: more chunks than the job has tasks")
         try:
-            result = await coordinator.join(chunks, deadline(context))
+            name, result = await coordinator.join(chunks, deadline(context))
         except Refused as exc:
             await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
-        for chunk in result:
-            yield chunk
+        try:
+            for chunk in result:
+                yield chunk
+        finally:
+            coordinator.sent(name)
 
     async def who(request: bytes, context: Any) -> bytes:
         token = dict(context.invocation_metadata() or ()).get(TOKEN_KEY, "")

@@ -15,10 +15,13 @@ pytestmark = pytest.mark.slurm
 
 CLI = [sys.executable, "-m", "slurm_resolver"]
 
-CASES = {  # template: (extra --set values, tasks, jobs expected)
-    "data_parallel": ({"nodes": "2", "tasks_per_node": "2"}, 4, {"worker": 4}),
-    "ps_worker": ({"nodes": "2", "tasks_per_node": "2"}, 4, {"chief": 1, "ps": 1, "worker": 2}),
-    "chief_evaluator": ({"nodes": "2", "tasks_per_node": "2"}, 4, {"chief": 1, "evaluator": 1, "worker": 2}),
+CASES = {  # template: (extra --set values, tasks, jobs expected); program= prints each bootstrapped task
+    "data_parallel": ({"nodes": "2", "tasks_per_node": "2", "program": ""}, 4, {"worker": 4}),
+    "ps_worker": ({"program": ""}, 5, {"chief": 1, "ps": 2, "worker": 2}),
+    "chief_evaluator": ({"nodes": "2", "tasks_per_node": "2", "program": ""}, 4,
+                        {"chief": 1, "evaluator": 1, "ps": 1, "worker": 1}),
+    "data_service": ({"program": ""}, 5, {"data_worker": 2, "dispatcher": 1, "trainer": 2}),
+    "jax": ({"nodes": "2", "tasks_per_node": "1", "program": ""}, 2, {"worker": 2}),
     "mpirun": ({"nodes": "2", "tasks_per_node": "2", "mpirun_args": "--allow-run-as-root"}, 4, {"worker": 4}),
     "hetjob": ({}, 3, {"ps": 1, "worker": 2}),
 }

@@ -206,3 +206,51 @@ def test_a_peer_that_is_not_where_the_table_says_is_caught() -> None:
     assert all(isinstance(r, ResolutionError) for r in results), results
     assert "rank 1 at localhost:" in str(results[0]) and "says it is worker:0 (rank 0)" in str(results[0])
     assert "but the table has worker:1" in str(results[0]) and str(results[0]) == str(results[1])  # both learn it
+
+
+def test_an_announcement_reaches_every_waiting_task() -> None:
+    import time
+
+    def done_by(announcer: int) -> Any:
+        def run(b: Bootstrapped) -> float:
+            start = time.monotonic()
+            if b.rank == announcer:
+                time.sleep(0.3)
+                b.announce("done")
+            b.wait_for("done", timeout=10)  # the announcer too: its own tasks may wait on it
+            return time.monotonic() - start
+
+        return run
+
+    for announcer, step in ((2, "6"), (0, "7")):
+        waited = run_all(4, then=done_by(announcer), timeout=20, step=step)
+        assert all(isinstance(w, float) and 0.25 < w < 5 for w in waited), waited
+
+
+def test_nobody_announcing_is_an_error_not_a_hang() -> None:
+    def wait(b: Bootstrapped) -> str:
+        try:
+            b.wait_for("never", timeout=1.0)
+        except ResolutionError as exc:
+            return str(exc)
+        return ""
+
+    results = run_all(3, then=wait, timeout=20, step="8")
+    assert all("nobody announced 'never' within 1 s" in r for r in results), results
+
+
+def test_any_task_may_wait_for_a_notice_its_leader_does_not_wait_for() -> None:
+    """Rank 0 leads the node; only rank 2 waits, rank 1 announces: rank 0 passes the notice on by itself."""
+    import time
+
+    def run(b: Bootstrapped) -> str:
+        if b.rank == 2:
+            b.wait_for("only-rank-2-waits", timeout=10)
+            return "heard"
+        if b.rank == 1:
+            time.sleep(0.3)
+            b.announce("only-rank-2-waits")
+        time.sleep(1.0)  # rank 0 keeps serving; it never waits for the notice itself
+        return "done"
+
+    assert run_all(3, then=run, timeout=20, step="10") == ["done", "done", "heard"]

@@ -1,0 +1,226 @@
+"""TensorFlow's tf.data service on Slurm: a dispatcher and workers from the verified cluster.
+
+    srun python -m slurm_resolver.training.data_service --jobs data_worker=2,dispatcher=1,trainer=2
+
+:func:`start` gives each task its part: the ``dispatcher`` task runs TF's
+``DispatchServer`` on its spare port, with ``work_dir`` in the job's directory and
+``fault_tolerant_mode=True`` (a restarted dispatcher keeps its state); ``data_worker``
+tasks run ``WorkerServer`` on their spare ports and register with the address peers can
+reach (TF's default ``localhost:%port%`` breaks every multi-node job); every other task
+consumes with ``dataset.apply(tf.data.experimental.service.distribute(..., service=
+service.target))``. When every consumer has called :meth:`DataService.finish`, the
+dispatcher and the workers stop and return from :meth:`DataService.serve`, so the job
+ends (tensorflow#56386, #56490: TF's servers do not end by themselves).
+
+The job this module runs when started as a program: each trainer reads a dataset through
+the service in the processing mode asked for and prints what it saw as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..environment import export_defaults
+from ..errors import ConfigurationError, SlurmResolverError
+from ..rpc.bootstrapped import Bootstrapped
+from .report import Reporter
+
+__all__ = ["DataService", "start", "main"]
+
+SERVICE_DONE = "data-service-done"
+MODES = ("distributed_epoch", "parallel_epochs", "shared_parallel", "train", "local")
+"""How a trainer reads (``--modes``): every element once across trainers; a full epoch from every
+worker; two trainers splitting the workers' epochs (one job name); ``--elements`` steps of an
+endless stream from every worker, which goes on when a worker is lost; or the same pipeline run
+in the trainer itself, without the service (to compare)."""
+
+
+def _finished(rank: int) -> str:
+    return f"data-consumer-{rank}-done"
+
+
+@dataclass
+class DataService:
+    """This task's view of the job's tf.data service.
+
+    Attributes:
+        target: ``grpc://host:port`` of the dispatcher, for ``distribute(service=...)``.
+        role: ``dispatcher``, ``worker`` or ``consumer``.
+        server: this task's ``DispatchServer`` or ``WorkerServer`` (None for a consumer).
+        config: the server's configuration (kept to restart it).
+    """
+
+    target: str
+    role: str
+    b: Bootstrapped
+    consumers: tuple[int, ...]
+    server: Any = None
+    config: Any = None
+
+    def serve(self, timeout: float | None = None) -> None:
+        """Dispatcher and workers: serve until every consumer has finished, then stop."""
+        if self.role == "dispatcher":
+            for rank in self.consumers:
+                self.b.wait_for(_finished(rank), timeout)
+            self.b.announce(SERVICE_DONE)
+        elif self.role == "worker":
+            self.b.wait_for(SERVICE_DONE, timeout)
+        else:
+            raise ConfigurationError("serve() is for the dispatcher and the workers", "consumers call finish()")
+        if self.server is not None:
+            self.server._stop()  # noqa: SLF001 - TF's public stop() is the same call, absent from some versions
+
+    def restart(self) -> None:
+        """Dispatcher: stop the server and start a new one on the same port and work_dir (it resumes)."""
+        import tensorflow as tf
+
+        if self.role != "dispatcher":
+            raise ConfigurationError("only the dispatcher restarts")
+        self.server._stop()  # noqa: SLF001
+        self.server = tf.data.experimental.service.DispatchServer(self.config)
+
+    def finish(self) -> None:
+        """Consumer: this task has read all it wants; when all have, the service ends."""
+        if self.role != "consumer":
+            raise ConfigurationError("finish() is for the consumers", "the dispatcher and workers call serve()")
+        self.b.announce(_finished(self.b.rank))
+
+
+def start(b: Bootstrapped, work_dir: str | os.PathLike[str], *, dispatcher: str = "dispatcher",
+          workers: str = "data_worker", fault_tolerant: bool = True) -> DataService:
+    """Start this task's part of the tf.data service (see the module's description)."""
+    import tensorflow as tf
+
+    spec = b.cluster.packing
+    if spec.rank_of(dispatcher, 0) is None or spec.rank_of(workers, 0) is None:
+        raise ConfigurationError(f"a tf.data service needs a {dispatcher!r} task and {workers!r} tasks",
+                                 f"e.g. --jobs {workers}=2,{dispatcher}=1,trainer=2")
+    head = b.task(b.cluster.rank_of(dispatcher, 0))
+    target = f"grpc://{head.host}:{head.spare_port}"
+    consumers = tuple(r for r, job in enumerate(b.cluster.jobs) if job not in (dispatcher, workers))
+    me = b.me
+    service = tf.data.experimental.service
+    if me.job == dispatcher:
+        path = Path(work_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        config = service.DispatcherConfig(port=me.spare_port, work_dir=str(path),
+                                          fault_tolerant_mode=fault_tolerant, worker_timeout_ms=5000)
+        return DataService(target, "dispatcher", b, consumers, service.DispatchServer(config), config)
+    if me.job == workers:
+        config = service.WorkerConfig(dispatcher_address=f"{head.host}:{head.spare_port}",
+                                      worker_address=f"{me.host}:%port%", port=me.spare_port,
+                                      data_transfer_address=f"{me.host}:%dts_port%", heartbeat_interval_ms=1000)
+        return DataService(target, "worker", b, consumers, service.WorkerServer(config), config)
+    return DataService(target, "consumer", b, consumers)
+
+
+def _heavy(tf: Any, value: Any, work: int) -> Any:
+    """A CPU-heavy map: ``work`` rounds of a small matrix product, keeping the value."""
+    m = tf.fill([32, 32], tf.cast(value % 7, tf.float32) / 7.0)
+    for _ in range(work):
+        m = tf.tanh(tf.matmul(m, m))
+    return value + tf.cast(tf.reduce_sum(m) * 0.0, tf.int64)
+
+
+def _consume(b: Bootstrapped, service: DataService, say: Reporter, args: argparse.Namespace) -> dict[str, Any]:
+    import tensorflow as tf
+
+    seen: dict[str, Any] = {"rank": b.rank, "trainer": b.task_id}
+    dataset = tf.data.Dataset.range(args.elements)
+    if args.work:
+        dataset = dataset.map(lambda v: _heavy(tf, v, args.work))
+    for mode in args.modes.split(","):
+        if mode not in MODES:
+            raise ConfigurationError(f"--modes has {mode!r}", f"use {', '.join(MODES)}")
+        job_name = {"distributed_epoch": "shared-distributed", "shared_parallel": "shared-parallel"}.get(mode)
+        processing = "distributed_epoch" if mode == "distributed_epoch" else "parallel_epochs"
+        source = dataset
+        if mode in ("train", "local"):  # training reads steps from an endless stream, in batches
+            source = dataset.repeat().batch(args.batch) if args.batch > 1 else dataset.repeat()
+        steps = -(-args.elements // max(1, args.batch))
+        if mode == "local":
+            through = source.take(steps)
+        else:
+            through = source.apply(tf.data.experimental.service.distribute(
+                processing_mode=processing, service=service.target, job_name=job_name))
+        if mode == "train":
+            through = through.take(steps)
+        start = time.monotonic()
+        values: list[int] = []
+        for value in through:
+            values.extend(int(v) for v in tf.reshape(value, [-1]).numpy())
+            if args.halfway_notice and len(values) == args.elements // 4 and b.task_id == 0:
+                b.announce("halfway")
+        elapsed = time.monotonic() - start
+        seen[mode] = sorted(values)
+        say(f"{mode}: {len(values)} elements in {elapsed:.2f} s ({len(values) / max(elapsed, 1e-9):.0f}/s)")
+    return seen
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run this task's part of the job; returns its exit code."""
+    parser = argparse.ArgumentParser(prog="python -m slurm_resolver.training.data_service",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", default="data_worker=2,dispatcher=1,trainer=2")
+    parser.add_argument("--elements", type=int, default=200, help="size of the dataset, range(N)")
+    parser.add_argument("--work", type=int, default=0, help="rounds of CPU-heavy work per element")
+    parser.add_argument("--modes", default="distributed_epoch,parallel_epochs,shared_parallel",
+                        help=f"how each trainer reads, in turn: {', '.join(MODES)}")
+    parser.add_argument("--work-dir", default=os.path.join(os.getcwd(), "tf-data-service-%j"))
+    parser.add_argument("--restart-dispatcher", action="store_true",
+                        help="the dispatcher restarts (same port and work_dir) when trainer 0 is a quarter through")
+    parser.add_argument("--batch", type=int, default=1, help="elements per batch in the train and local modes")
+    parser.add_argument("--threads", type=int, default=0, help="TensorFlow's threads per task (0: its default)")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    args = parser.parse_args(argv)
+    args.halfway_notice = args.restart_dispatcher
+    from ..parsing import parse_jobs
+    from ..resolvers.slurm import SlurmClusterResolver
+    from ..rpc.bootstrap import bootstrap
+
+    export_defaults({"TF_CPP_MIN_LOG_LEVEL": "2"})
+    try:
+        jobs = parse_jobs(args.jobs, "--jobs")
+        b = bootstrap(SlurmClusterResolver(jobs=jobs, check_port=False, auto_set_gpu=False), timeout=args.timeout)
+    except SlurmResolverError as exc:
+        print(f"data_service: error: {exc.one_line()}", file=sys.stderr)
+        return 1
+    say = Reporter(b)
+    code = 0
+    if args.threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    try:
+        service = start(b, args.work_dir.replace("%j", b.cluster.job_id or "local"))
+        b.barrier("tf-data-service-up", args.timeout)
+        if service.role == "consumer":
+            print(json.dumps(_consume(b, service, say, args)), flush=True)
+            service.finish()
+        else:
+            say(f"{service.role} serving for {len(service.consumers)} consumers (dispatcher {service.target})")
+            if service.role == "dispatcher" and args.restart_dispatcher:
+                b.wait_for("halfway", args.timeout)
+                service.restart()
+                say("dispatcher restarted from its work_dir")
+            service.serve()
+            say("every consumer finished: stopped")
+    except SlurmResolverError as exc:
+        say(f"FAILED: {exc.one_line()}")
+        code = 1
+    b.stop()
+    sys.stdout.flush()
+    os._exit(code)  # leave without waiting on TensorFlow's server threads
+
+
+if __name__ == "__main__":
+    sys.exit(main())
