@@ -205,6 +205,14 @@ class Cluster:
         launch = replace(self.launch, rank=rank, node=node, local_rank=self.placement.local_rank(rank))
         return replace(self, launch=launch, rank=rank, gpu_plan=self.gpu_plan.for_caller(rank))
 
+    def with_placement(self, placement: Placement) -> Cluster:
+        """The same cluster with the placement the tasks learned from each other."""
+        if placement.nodes != self.placement.nodes or placement.counts != self.placement.counts:
+            raise ResolutionError("the exchanged layout disagrees with Slurm's node list or task counts",
+                                  "every task must belong to the same step")
+        return replace(self, placement=placement, gpu_plan=self.gpu_plan.for_caller(self.rank, placement)
+                       if self.rank is not None else self.gpu_plan)
+
     def with_ports(self, bound: Sequence[int], spare: Sequence[int],
                    gpus: Mapping[int, tuple[str, ...]] | None = None) -> Cluster:
         """The same cluster with the ports the servers bound, the spare ports they reserved,

@@ -162,9 +162,10 @@ class GpuPlan:
         if isinstance(seen, Visible) and caller is not None:
             self.ids(caller)  # the caller's own split is exact: an impossible request fails here
 
-    def for_caller(self, caller: int) -> GpuPlan:
-        """The same plan as task ``caller`` sees it (assuming it sees what this caller sees)."""
-        return GpuPlan(self._seen, caller, self._placement, self._packing, self.per_task, self.per_node)
+    def for_caller(self, caller: int, placement: Placement | None = None) -> GpuPlan:
+        """The same plan as task ``caller`` sees it (assuming it sees what this caller sees), on
+        ``placement`` where the tasks learned a better one."""
+        return GpuPlan(self._seen, caller, placement or self._placement, self._packing, self.per_task, self.per_node)
 
     @cached_property
     def visible(self) -> Visible:

@@ -13,8 +13,8 @@ from .errors import EnvironmentVariableError, ResolutionError
 from .hostlists import expand, expand_counts
 from .parsing import read_int, require
 
-__all__ = ["Layout", "layout_of", "het_size", "job_layout", "het_components", "distribution", "in_srun_step",
-           "launch_key"]
+__all__ = ["Layout", "layout_of", "het_size", "job_layout", "het_components", "het_groups", "distribution",
+           "in_srun_step", "launch_key", "gtids"]
 
 Layout = tuple[tuple[str, ...], tuple[int, ...]]
 """Nodes in Slurm's order and the number of tasks on each."""
@@ -100,6 +100,16 @@ def het_components(env: Mapping[str, str], layout: Layout) -> tuple[int, ...]:
     The tasks of a heterogeneous step are numbered component by component; a component's
     tasks are those on its nodes. Nodes shared by two components cannot be attributed.
     """
+    return tuple(sum(layout[1][p] for p in group) for group in het_groups(env, layout))
+
+
+def het_groups(env: Mapping[str, str], layout: Layout) -> tuple[tuple[int, ...], ...]:
+    """The positions in a step's node list of each het component's nodes; () for an ordinary step.
+
+    >>> het_groups({"SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST_HET_GROUP_0": "n[1-2]",
+    ...             "SLURM_JOB_NODELIST_HET_GROUP_1": "n3"}, (("n1", "n2", "n3"), (3, 1, 2)))
+    ((0, 1), (2,))
+    """
     size = het_size(env)
     if size == 0:
         return ()
@@ -117,13 +127,13 @@ def het_components(env: Mapping[str, str], layout: Layout) -> tuple[int, ...]:
                     "give each component its own nodes, or use jobs={name: count} instead of one job per component",
                 )
             owner[node] = index
-    components = [0] * size
-    for node, count in zip(*layout):
+    groups: list[list[int]] = [[] for _ in range(size)]
+    for position, node in enumerate(layout[0]):
         if node not in owner:
             raise ResolutionError(f"step node {node} belongs to no het component",
                                   "check SLURM_JOB_NODELIST_HET_GROUP_<n>")
-        components[owner[node]] += count
-    return tuple(components)
+        groups[owner[node]].append(position)
+    return tuple(map(tuple, groups))
 
 
 def distribution(env: Mapping[str, str]) -> str:
@@ -143,3 +153,18 @@ def distribution(env: Mapping[str, str]) -> str:
                                            "the plane size (a whole number >= 1) of -m plane=N")
         return f"plane={int(size)}"
     return first
+
+
+def gtids(env: Mapping[str, str]) -> tuple[int, ...]:
+    """The global task ids Slurm started on this task's node (``SLURM_GTIDS``); () when unset.
+
+    >>> gtids({"SLURM_GTIDS": "0,2,3"})
+    (0, 2, 3)
+    """
+    text = env.get("SLURM_GTIDS")
+    if text is None:
+        return ()
+    parts = text.split(",")
+    if not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) <= 9 for p in parts):
+        raise EnvironmentVariableError("SLURM_GTIDS", text, "the task ids of this node, such as 0,2,3")
+    return tuple(int(p) for p in parts)

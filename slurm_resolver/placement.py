@@ -18,7 +18,7 @@ from .errors import PlacementError
 from .hostlists import collapse, collapse_counts
 from .launchers.base import Launch
 
-__all__ = ["Placement", "compute", "block", "cyclic", "plane", "check_own", "describe"]
+__all__ = ["Placement", "compute", "provisional", "block", "cyclic", "plane", "check_own", "describe"]
 
 
 def describe(layout: Sequence[tuple[str, int]], limit: int = 200) -> str:
@@ -43,11 +43,14 @@ class Placement:
         hosts: the node of every rank; None for a block layout (the ranks fill the
             nodes in order), which is kept as nodes and counts only, so that a
             16,384-task job costs no per-rank work until a per-rank column is asked for.
+        exact: False for a provisional placement, where only the caller's node is known
+            and the rest is learned in the bootstrap's exchange (heterogeneous steps).
     """
 
     nodes: tuple[str, ...]
     counts: tuple[int, ...]
     hosts: tuple[str, ...] | None = None
+    exact: bool = True
 
     @classmethod
     def from_hosts(cls, hosts: Sequence[str]) -> Placement:
@@ -199,10 +202,26 @@ def cyclic(nodes: Sequence[str], counts: Sequence[int]) -> tuple[str, ...]:
     return plane(nodes, counts, 1)
 
 
+def _het(launch: Launch, provisional: bool) -> tuple[str, ...]:
+    """The node of every rank of a het step: each component on its own nodes, its tasks
+    numbered after the previous component's. A component whose layout depends on a
+    distribution Slurm does not tell is laid out block-wise: a placeholder (``provisional``)."""
+    hosts: list[str] = []
+    for group in launch.groups:
+        nodes = [launch.nodes[p] for p in group]
+        counts = [launch.counts[p] for p in group]
+        if not provisional and len(group) > 1 and max(counts) > 1:
+            raise AssertionError("a het component that needs an exchange")  # pragma: no cover - needs_exchange
+        hosts.extend(block(nodes, counts))
+    return tuple(hosts)
+
+
 def compute(launch: Launch) -> Placement | None:
     """The placement from the launch's layout, or None when only an exchange can tell."""
     if launch.needs_exchange:
         return None
+    if launch.groups:
+        return Placement(launch.nodes, launch.counts, _het(launch, provisional=False))
     nodes, counts = launch.nodes, launch.counts
     if (launch.distribution == "block" or max(counts) == 1) and len(set(nodes)) == len(nodes):
         return Placement(nodes, counts)
@@ -211,6 +230,25 @@ def compute(launch: Launch) -> Placement | None:
     if launch.distribution == "cyclic":
         return Placement.from_hosts(cyclic(nodes, counts))
     return Placement.from_hosts(plane(nodes, counts, int(launch.distribution.partition("=")[2])))
+
+
+def provisional(launch: Launch) -> Placement | None:
+    """A placeholder placement of a het step whose layout only an exchange can tell: the caller's
+    node exact (its ranks are ``SLURM_GTIDS``), the rest to be learned; None where it cannot help."""
+    if not launch.groups or launch.node_index is None or not launch.gtids or launch.world_size is None \
+            or sum(launch.counts) != launch.world_size:
+        return None
+    hosts = list(_het(launch, provisional=True))
+    own = launch.nodes[launch.node_index]
+    for rank in launch.gtids:
+        if rank >= len(hosts):
+            return None
+    mine = set(launch.gtids)
+    others = [r for r in range(len(hosts)) if hosts[r] == own and r not in mine]
+    movable = [r for r in mine if hosts[r] != own]
+    for rank, other in zip(movable, others):  # keep the counts: swap the guess for what Slurm says
+        hosts[rank], hosts[other] = own, hosts[rank]
+    return Placement(launch.nodes, launch.counts, tuple(hosts), exact=False)
 
 
 def check_own(launch: Launch, placement: Placement) -> None:

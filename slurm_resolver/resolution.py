@@ -74,6 +74,17 @@ def _placement_exchange(launch: Launch, mode: str | Exchange, timeout: float) ->
 
 
 def _placement_error(launch: Launch) -> PlacementError:
+    if launch.groups:
+        mixed = next(c for c, g in enumerate(launch.groups) if len(g) > 1 and max(launch.counts[p] for p in g) > 1)
+        group = launch.groups[mixed]
+        layout = placement.describe([(launch.nodes[p], launch.counts[p]) for p in group])
+        return PlacementError(
+            f"het component {mixed} of this step runs several tasks on each of its nodes ({layout}), laid out with a "
+            f"distribution the environment does not tell (SLURM_DISTRIBUTION={launch.distribution!r} is the "
+            "step's, not the component's), and this process cannot learn it from the step's other tasks",
+            "resolve in every task of the step, which learn the layout from each other: slurm_resolver.bootstrap(), "
+            "SlurmClusterResolver() in each task, or `slurm-resolver bootstrap -- CMD`; or give each component one "
+            "node, or one task per node")
     if launch.mpi_launched:
         return PlacementError(
             f"the {launch.launcher} launch (ranks started by mpirun or mpiexec) does not tell which node "
@@ -114,6 +125,7 @@ def resolve(
     node_addresses: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
     hostname: Callable[[], str] = socket.gethostname,
     gpu_devices: Callable[[], Sequence[str] | None] | None = None,
+    provisional: bool = False,
 ) -> Cluster:
     """Resolve the cluster from ``environ`` (``os.environ`` by default), in one pass.
 
@@ -132,6 +144,14 @@ def resolve(
         timeout: seconds an exchange may wait for the other ranks.
         resolves, node_addresses, hostname, gpu_devices: seams to the outside (name
             lookup, Slurm's NodeAddr, the host name, NVML), for tests.
+        provisional: where a heterogeneous step's layout is not in the environment, return
+            it provisional (this node exact) instead of learning it from the other tasks;
+            ``bootstrap()`` learns it in its own exchange.
+
+    A heterogeneous step whose components run several tasks on each of several nodes is
+    laid out with distributions the environment does not tell: every task learns the
+    layout from the others (through MPI where it initialises, else a rendezvous of the
+    step's tasks), so every task must resolve; ``exchange='none'`` refuses instead.
     """
     env = snapshot(environ)
     resolves = resolves or addresses.resolves
@@ -155,9 +175,15 @@ def resolve(
         where = computed
     else:
         group = _placement_exchange(launch, mode, timeout)
-        if group is None or own is None:
+        learnable = placement.provisional(launch)
+        if group is not None and own is not None:
+            rank, where, checked = _exchanged(launch, group, own, resolves)
+        elif learnable is not None and mode != "none" and launch.is_task:
+            placement.check_own(launch, learnable)  # this node's ranks are Slurm's: the rest is learned below
+            checked = {str(launch.node): resolves(str(launch.node))}
+            where = learnable
+        else:
             raise _placement_error(launch)
-        rank, where, checked = _exchanged(launch, group, own, resolves)
     if rank is not None and not 0 <= rank < where.world_size:
         raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {where.world_size} tasks")
     packing = pack(jobs, where.world_size, launch.components)
@@ -167,7 +193,22 @@ def resolve(
         node_addresses = ask_slurm
     hosts = addresses.address_map(where.nodes, checked, node_addresses)
     plan = GpuPlan(_visible_gpus(env, gpu_devices), rank, where, packing, gpus_per_task, gpus_per_node)
-    return Cluster(launch, rank, where, packing, hosts, port_base, plan)
+    cluster = Cluster(launch, rank, where, packing, hosts, port_base, plan)
+    return cluster if where.exact or provisional else _learn(cluster, env, timeout)
+
+
+def _learn(cluster: Cluster, env: Mapping[str, str], timeout: float) -> Cluster:
+    """The layout the environment does not tell, learned from every task of the step: a bootstrap
+    of its own (its own key, so that a later bootstrap never meets it), whose exchange carries
+    each task's node; its servers stop when it is learned."""
+    from .rpc.bootstrap import bootstrap
+
+    learner = replace(cluster, launch=replace(cluster.launch, key=f"{cluster.launch.key}/layout"))
+    learned = bootstrap(learner, exchange="rendezvous", verify="none", timeout=timeout, environ=env)
+    learned.stop()
+    log.debug("resolution: learned the layout of the %s step from every task's node (SLURM_NODEID), through "
+              "a rendezvous of its tasks: %s", cluster.launcher, learned.cluster.placement.all_hosts[:64])
+    return cluster.with_placement(learned.cluster.placement)
 
 
 def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None

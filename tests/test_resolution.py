@@ -28,7 +28,7 @@ def resolve_all(envs: list[dict[str, str]], **kwargs: Any) -> list[Cluster]:
 
 
 STEP_CASES = ["srun_N3_n6", "srun_N2_n4_cyclic", "srun_N2_ntasks_per_node2", "srun_N2_ntasks_per_node2_cyclic",
-              "srun_plane2", "srun_pmi2", "srun_pmix", "srun_het", "sbatch_srun", "sbatch_hetjob",
+              "srun_plane2", "srun_pmi2", "srun_pmix", "srun_het_N1n2_N1n1", "sbatch_srun", "sbatch_hetjob",
               "srun_gpus_per_task1", "srun_cpu_only"]
 
 
@@ -115,8 +115,24 @@ def test_single_process() -> None:
     assert cluster.launcher == "single" and cluster.spec().as_dict() == {"worker": ["localhost:8888"]}
 
 
+def exchanged(envs: list[dict[str, str]], **kwargs: Any) -> list[Cluster]:
+    """Every task resolved at once, learning what the environment does not tell through an exchange."""
+    group = LocalExchange.group(len(envs))
+    results: list[Any] = [None] * len(envs)
+
+    def run(i: int) -> None:
+        results[i] = resolve(envs[i], exchange=group[i], resolves=always, **kwargs)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(envs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def test_het_components_map_onto_jobs() -> None:
-    clusters = resolve_all(captured("srun_het"), jobs=["ps", "worker"])
+    clusters = exchanged(captured("srun_het"), jobs=["ps", "worker"])
     assert clusters[0].spec().as_dict() == {"ps": ["node1:8888"],
                                             "worker": ["node2:8888", "node2:8889", "node3:8888"]}
     assert [(c.me.job, c.me.index) for c in clusters if c.me] == [("ps", 0), ("worker", 0), ("worker", 1),
@@ -171,3 +187,31 @@ def test_resolvable_names_make_no_slurmctld_call() -> None:
 def test_node_without_any_address_is_named() -> None:
     with pytest.raises(AddressError, match="node node1 has no reachable address"):
         resolve(captured("srun_N3_n6")[0], resolves=lambda n: False, node_addresses=lambda names: {})
+
+
+@pytest.mark.parametrize("case", ["srun_het_N1n2_N1n1", "sbatch_hetjob"])
+def test_het_components_each_on_their_own_nodes(case: str) -> None:
+    """One node, or one task per node, in each component: the layout is the same whatever the distribution."""
+    envs = captured(case)
+    truth = tuple(e["SLURMD_NODENAME"] for e in envs)
+    for env in envs:
+        cluster = resolve(env, exchange="none", resolves=always)
+        assert cluster.nodes == truth and cluster.me is not None and cluster.me.node == env["SLURMD_NODENAME"]
+
+
+@pytest.mark.parametrize("case", ["srun_het", "srun_het_cyclic", "srun_het_mixed", "sbatch_hetjob_multi"])
+def test_an_ambiguous_het_layout_is_refused_without_an_exchange_and_provisional_for_the_bootstrap(case: str) -> None:
+    for env in captured(case):
+        with pytest.raises(PlacementError, match=r"het component \d of this step runs several tasks"):
+            resolve(env, exchange="none", resolves=always)
+        provisional = resolve(env, provisional=True, resolves=always)
+        assert not provisional.placement.exact
+        mine = [r for r in range(provisional.world_size) if provisional.nodes[r] == env["SLURMD_NODENAME"]]
+        assert mine == sorted(int(r) for r in env["SLURM_GTIDS"].split(","))  # this node's ranks are Slurm's
+
+
+@pytest.mark.parametrize("case", ["srun_het", "srun_het_cyclic", "srun_het_mixed", "sbatch_hetjob_multi"])
+def test_an_ambiguous_het_layout_is_learned_from_every_task(case: str) -> None:
+    envs = captured(case)
+    truth = tuple(e["SLURMD_NODENAME"] for e in envs)
+    assert all(c.nodes == truth and c.placement.exact for c in exchanged(envs))

@@ -29,6 +29,9 @@ class Launch:
         distribution: Slurm's distribution (``block``, ``cyclic``, ``plane=2``,
             ``arbitrary``) or ``unknown`` (MPI launchers place ranks their own way).
         components: tasks of each heterogeneous-job component, in rank order; () if none.
+        groups: the positions in ``nodes`` of each het component's nodes; () if none.
+        node_index: the position of the caller's node in ``nodes`` (``SLURM_NODEID``).
+        gtids: the ranks on the caller's node (``SLURM_GTIDS``), where Slurm says.
         job_id: the Slurm job id, when there is one.
         key: what names this launch in all its tasks (``<job id>.<step id>``...).
         is_task: the caller is one of the launch's parallel tasks, each running this
@@ -49,6 +52,9 @@ class Launch:
     local_rank: int | None = None
     distribution: str = "block"
     components: tuple[int, ...] = ()
+    groups: tuple[tuple[int, ...], ...] = ()
+    node_index: int | None = None
+    gtids: tuple[int, ...] = ()
     job_id: str | None = None
     key: str = "local"
     is_task: bool = False
@@ -71,6 +77,8 @@ class Launch:
         """Whether the node of every rank is unknown without an exchange between the ranks."""
         if not self.nodes or self.world_size is None or self.world_size != sum(self.counts):
             return True
+        if self.groups:  # each het component is laid out on its own, with a distribution nobody is told
+            return not all(len(g) == 1 or max(self.counts[p] for p in g) == 1 for g in self.groups)
         return not (self.distribution.startswith(COMPUTED_DISTRIBUTIONS) or max(self.counts) == 1)
 
 

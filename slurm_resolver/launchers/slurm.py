@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError
-from ..layout import distribution, het_components, in_srun_step, job_layout, launch_key, layout_of
+from ..layout import distribution, gtids, het_groups, in_srun_step, job_layout, launch_key, layout_of
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
 
@@ -37,10 +37,16 @@ class SrunStep(Launcher):
         if rank >= world:
             raise EnvironmentVariableError("SLURM_PROCID", env["SLURM_PROCID"],
                                            f"a rank below the {world} tasks of the step")
+        groups = het_groups(env, layout)
+        node_index = optional_int(env, "SLURM_NODEID")
+        if node_index is not None and node_index >= len(layout[0]):
+            raise EnvironmentVariableError("SLURM_NODEID", env["SLURM_NODEID"],
+                                           f"a position in SLURM_STEP_NODELIST ({len(layout[0])} nodes)")
         return Launch(
             launcher=cls.name, world_size=world, rank=rank, nodes=layout[0], counts=layout[1],
             node=env.get("SLURMD_NODENAME"), local_rank=optional_int(env, "SLURM_LOCALID"),
-            distribution=distribution(env), components=het_components(env, layout),
+            distribution=distribution(env), groups=groups, node_index=node_index, gtids=gtids(env),
+            components=tuple(sum(layout[1][p] for p in g) for g in groups),
             job_id=env.get("SLURM_JOB_ID"), key=launch_key(env), is_task=True,
             # MPI initialises through srun's PMIx; srun's PMI-2 is not spoken by every MPI
             # (Debian's Open MPI aborts in MPI_Init), so it is never tried there.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections import Counter
 import logging
 import secrets
 import time
@@ -26,6 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..cluster import Cluster
+from ..placement import Placement
 from ..resolution import resolve
 from ..environment import snapshot
 from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError
@@ -195,8 +197,8 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
     if mode == "none":
         raise ConfigurationError("bootstrap needs an exchange between the tasks, not exchange='none'",
                                  "use 'auto', 'mpi' or 'rendezvous'")
-    if cluster is None:
-        cluster = resolve(env, exchange=mode, timeout=timeout)
+    if cluster is None:  # where the layout is not in the environment, the exchange below learns it
+        cluster = resolve(env, exchange=mode, timeout=timeout, provisional=True)
     elif not isinstance(cluster, Cluster):
         cluster = cluster.cluster  # a resolver: SlurmClusterResolver(...)
     if not cluster.launch.can_bootstrap or cluster.rank is None:
@@ -216,7 +218,7 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
     plan = plan_of(cluster, rank, fanout)
     group = _mpi_group(cluster, mode, timeout)
     coordinator = Coordinator(Identity(cluster.launch.key, rank, me.node, me.job, me.index), cluster.world_size,
-                              plan.sources)
+                              plan.sources, root=plan.position == 0 and plan.is_leader)
     bind = candidates if port or (plan.is_leader and group is None) else [0]
     served = await network.serve(me.host, bind, coordinator)
     lap("server")
@@ -227,6 +229,8 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
         token, table = await _exchange(group, member, rank, served.port, spare, gpus, timeout)
         coordinator.set_token(token)
         reported = {r: parse_devices(g, "GPUs reported by a peer") for r, g in table.gpus.items()}
+        if not cluster.placement.exact:
+            cluster = _learned(cluster, table)
         done = cluster.with_ports(table.ports, table.spares, reported)
         member.use(done)
         lap("exchange")
@@ -250,11 +254,27 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
     return Bootstrapped(done, member, served, token, timings, "tree" if group is None else "mpi")
 
 
+def _learned(cluster: Cluster, table: Table) -> Cluster:
+    """The cluster on the layout the tasks told each other (each its node), checked against Slurm's."""
+    nodes = cluster.placement.nodes
+    if len(table.nodes) != cluster.world_size:
+        raise ResolutionError("bootstrap: the tasks did not tell their nodes, and the layout is not in the environment",
+                              "every task must run the same slurm_resolver version")
+    learned = Placement(nodes, cluster.placement.counts, tuple(nodes[p] for p in table.nodes))
+    told = Counter(table.nodes)
+    if any(told.get(p, 0) != count for p, count in enumerate(learned.counts)):
+        raise ResolutionError("bootstrap: the nodes the tasks reported do not add up to Slurm's tasks per node",
+                              "every task must belong to the same step")
+    log.debug("bootstrap: learned the layout of %s from every task's node (SLURM_NODEID)", cluster.launcher)
+    return cluster.with_placement(learned)
+
+
 async def _exchange(group: Exchange | None, member: Member, rank: int, port: int, spare: int, gpus: str | None,
                     timeout: float) -> tuple[str, Table]:
     """The token and the table: through MPI (on a worker thread: the server keeps serving), or the tree."""
     if group is None:
-        own = Records([rank], [port], [spare], {rank: gpus} if gpus else {})
+        nodes = [] if member.cluster.placement.exact else [member.plan.position]
+        own = Records([rank], [port], [spare], {rank: gpus} if gpus else {}, nodes)
         return await member.round(TABLE, own, Failure(), timeout)
     token = secrets.token_urlsafe(24) if rank == 0 else ""
     rows = await asyncio.get_running_loop().run_in_executor(None, group.allgather, [port, spare, gpus or "", token])

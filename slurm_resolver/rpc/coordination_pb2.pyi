@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Records(_message.Message):
-    __slots__ = ("ranks", "ports", "spare_ports", "gpus", "first")
+    __slots__ = ("ranks", "ports", "spare_ports", "gpus", "first", "nodes")
     class GpusEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -20,12 +20,14 @@ class Records(_message.Message):
     SPARE_PORTS_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     ranks: _containers.RepeatedScalarFieldContainer[int]
     ports: _containers.RepeatedScalarFieldContainer[int]
     spare_ports: _containers.RepeatedScalarFieldContainer[int]
     gpus: _containers.ScalarMap[int, str]
     first: int
-    def __init__(self, ranks: _Optional[_Iterable[int]] = ..., ports: _Optional[_Iterable[int]] = ..., spare_ports: _Optional[_Iterable[int]] = ..., gpus: _Optional[_Mapping[int, str]] = ..., first: _Optional[int] = ...) -> None: ...
+    nodes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ranks: _Optional[_Iterable[int]] = ..., ports: _Optional[_Iterable[int]] = ..., spare_ports: _Optional[_Iterable[int]] = ..., gpus: _Optional[_Mapping[int, str]] = ..., first: _Optional[int] = ..., nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Failure(_message.Message):
     __slots__ = ("missing", "missing_count", "reason", "failed_count")
@@ -40,18 +42,20 @@ class Failure(_message.Message):
     def __init__(self, missing: _Optional[_Iterable[int]] = ..., missing_count: _Optional[int] = ..., reason: _Optional[str] = ..., failed_count: _Optional[int] = ...) -> None: ...
 
 class Contribution(_message.Message):
-    __slots__ = ("job_key", "round", "source", "records", "failure")
+    __slots__ = ("job_key", "round", "source", "records", "failure", "node")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     round: str
     source: int
     records: Records
     failure: Failure
-    def __init__(self, job_key: _Optional[str] = ..., round: _Optional[str] = ..., source: _Optional[int] = ..., records: _Optional[_Union[Records, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ...) -> None: ...
+    node: int
+    def __init__(self, job_key: _Optional[str] = ..., round: _Optional[str] = ..., source: _Optional[int] = ..., records: _Optional[_Union[Records, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., node: _Optional[int] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("token", "failure", "records", "total")

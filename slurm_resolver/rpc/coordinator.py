@@ -13,9 +13,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..addresses import first
 from .wire import Failure, Records, WireError, decode_contribution, encode_identity, encode_result
 
-__all__ = ["Coordinator", "Refused", "Identity", "REFUSALS", "ANNOUNCE", "NOTICE"]
+__all__ = ["Coordinator", "Refused", "Identity", "REFUSALS", "ANNOUNCE", "NOTICE", "node_source"]
 
 ANNOUNCE = "announce:"
 """Round prefix of a task telling rank 0 that something happened (any task may send it)."""
@@ -35,6 +36,15 @@ class Refused(Exception):
         super().__init__(f"{code}: {detail}")
         self.code = code
         self.detail = detail[:500]
+
+
+def node_source(position: int) -> int:
+    """The source key of the leader of the node at ``position`` (ranks are keys >= 0, nodes < 0).
+
+    >>> node_source(0), node_source(5)
+    (-1, -6)
+    """
+    return -1 - position
 
 
 @dataclass(frozen=True)
@@ -84,14 +94,19 @@ class Coordinator:
     Args:
         identity: this task.
         world_size: tasks in the launch (bounds what a message may name).
-        sources: the ranks that join rounds at this server: its node's other tasks and
-            the leaders of its child nodes; empty for a task that leads nothing.
+        sources: who joins rounds at this server: its node's other tasks (their ranks) and
+            the leaders of its child nodes (:func:`node_source` of the node's position, so
+            that a leader is known by its node even where the layout does not tell its
+            rank); empty for a task that leads nothing.
+        root: whether this task is the tree's root (the leader of the first node: rank 0,
+            but for a het step whose first component does not run on the first node).
     """
 
-    def __init__(self, identity: Identity, world_size: int, sources: Iterable[int] = ()) -> None:
+    def __init__(self, identity: Identity, world_size: int, sources: Iterable[int] = (), root: bool = False) -> None:
         self.identity = identity
         self.world_size = world_size
         self.sources = frozenset(sources)
+        self.root = root
         self._token: str | None = None
         self._token_known = asyncio.Event()
         self._rounds: dict[str, _Round] = {}
@@ -136,15 +151,18 @@ class Coordinator:
         if header.job_key != self.job_key:
             raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
         if header.round.startswith(ANNOUNCE):
-            if self.identity.rank != 0:
-                raise Refused("invalid", "announcements go to rank 0")
+            if not self.root:
+                raise Refused("invalid", "announcements go to the root of the tree (the first node's leader)")
             done = encode_result("", Failure())
             self.publish(NOTICE + header.round[len(ANNOUNCE):], done)
             return "", done
         if not self.sources:
             raise Refused("not_leader", f"rank {self.identity.rank} leads no round")
-        if header.source not in self.sources:
-            raise Refused("invalid", f"rank {header.source} does not join rounds at rank {self.identity.rank}")
+        source = header.source if header.source in self.sources else node_source(header.node)
+        if source not in self.sources or (source < 0 and header.source in self.sources):
+            # Another leader of this launch (two nodes may share an address): the caller looks further.
+            raise Refused("not_leader", f"rank {header.source} (node {header.node}) does not join rounds at rank "
+                                        f"{self.identity.rank}")
         this = self._round(header.round)
         if header.round.startswith(NOTICE) and self.forward is not None and self.claim(header.round):
             # A task below waits for a notice: ask above once, for every waiter here.
@@ -152,7 +170,7 @@ class Coordinator:
             self._forwarding.add(task)
             task.add_done_callback(self._forwarding.discard)
         if not this.closed:
-            this.received[header.source] = (records, failure)
+            this.received[source] = (records, failure)
             if len(this.received) >= len(self.sources):
                 this.complete.set()
         # Answer a moment before the caller gives up, so that it learns who is missing.
@@ -182,10 +200,13 @@ class Coordinator:
     def _still_open(self, name: str, this: _Round) -> str:
         me = self.identity
         missing = sorted(self.sources - set(this.received))
-        shown = ", ".join(map(str, missing[:8])) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        ranks = [s for s in missing if s >= 0]
+        nodes = sorted(-1 - s for s in missing if s < 0)
+        parts = ([f"ranks {first(ranks)}"] if ranks else []) + ([f"the leaders of node positions {first(nodes)}"]
+                                                             if nodes else [])
         return (f"{me.job}:{me.index} (rank {me.rank}) on {me.node}, which gathers {name.split('#')[0]!r} for "
                 f"{len(self.sources)} tasks, " + ("had not reached it itself" if not this.started else
-                                                  f"still waited for ranks {shown}"))
+                                                  f"still waited for {' and '.join(parts)}"))
 
     async def who(self, token: str, deadline: float) -> bytes:
         """This server's identity, for a caller that holds the job's token.

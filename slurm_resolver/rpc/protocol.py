@@ -2,7 +2,8 @@
 
 A round: every task contributes (records, or a failure) to its node's leader; each leader
 waits for its node's tasks and its child leaders, then contributes the merged lot to its
-parent leader; rank 0 decides the result, which travels back down the same calls. Before
+parent leader; the root (the first node's leader: rank 0, except in a het step whose first
+component does not run on the first node) decides the result, which travels back down. Before
 the first round nobody knows where a leader listens: leaders bind the first free port of
 a list derived from the launch's key, and their tasks and children find it by probing
 those ports (a server of another launch, or a task that leads nothing, refuses and is
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from ..addresses import first
 from ..cluster import Cluster
 from ..errors import ResolutionError
-from .coordinator import ANNOUNCE, NOTICE, Coordinator
+from .coordinator import ANNOUNCE, NOTICE, Coordinator, node_source
 from .transport import REFUSED, UNAVAILABLE, Link, LinkError, Network
 from .tree import Tree
 from .wire import Failure, Header, Records, Table, WireError, decode_result, encode_contribution, encode_result
@@ -44,7 +45,8 @@ class Plan:
     leader: int
     """The rank of its node's leader (the node's lowest rank)."""
     sources: tuple[int, ...]
-    """The ranks that join rounds at this task: its node's others and its child leaders (leaders only)."""
+    """Who joins rounds at this task (leaders only): its node's other ranks, and its child nodes'
+    leaders as :func:`~.coordinator.node_source` keys."""
     rank: int
     """The task itself."""
 
@@ -55,15 +57,22 @@ class Plan:
 
 
 def plan_of(cluster: Cluster, rank: int, fanout: int) -> Plan:
-    """The tree position of ``rank`` in ``cluster``, with a ``fanout``-ary tree of node leaders."""
+    """The tree position of ``rank`` in ``cluster``, with a ``fanout``-ary tree of node leaders.
+
+    Only the caller's own node must be known: where the layout is learned in the exchange
+    (a provisional placement), its node's ranks are Slurm's ``SLURM_GTIDS``.
+    """
     where = cluster.placement
     tree = Tree(len(where.nodes), fanout)
-    position = where.node_index(rank)
-    local = where.ranks_on(position)
+    if where.exact or cluster.launch.node_index is None:
+        position = where.node_index(rank)
+        local = tuple(where.ranks_on(position))
+    else:
+        position, local = cluster.launch.node_index, tuple(sorted(cluster.launch.gtids))
     leader = local[0]
     sources: tuple[int, ...] = ()
     if rank == leader:
-        sources = tuple(local[1:]) + tuple(where.ranks_on(c)[0] for c in tree.children(position))
+        sources = local[1:] + tuple(node_source(c) for c in tree.children(position))
     return Plan(tree, position, leader, sources, rank)
 
 
@@ -89,14 +98,24 @@ class Member:
         self.candidates = list(candidates)
         self._link: Link | None = None
         self._rounds: dict[str, int] = {}
-        where = cluster.placement
-        if rank != plan.leader:
-            self.up_rank: int | None = plan.leader
-        else:
-            parent = plan.tree.parent(plan.position)
-            self.up_rank = None if parent is None else where.ranks_on(parent)[0]
-        self.up_host = None if self.up_rank is None else cluster.hosts[where.node_of(self.up_rank)]
+        self.up_position = plan.position if rank != plan.leader else plan.tree.parent(plan.position)
+        """The node of the task above (this node's leader, or the parent node's); None for the root."""
+        self.up_host = None if self.up_position is None else cluster.hosts[cluster.placement.nodes[self.up_position]]
+        self.up_rank = self._up_rank()
         coordinator.forward = self._forward
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this task is the root of the tree: the first node's leader."""
+        return self.up_position is None
+
+    def _up_rank(self) -> int | None:
+        """The rank of the task above, where the layout tells it."""
+        if self.rank != self.plan.leader:
+            return self.plan.leader
+        if self.up_position is None or not self.cluster.placement.exact:
+            return None
+        return self.cluster.placement.ranks_on(self.up_position)[0]
 
     async def _forward(self, name: str, deadline: float) -> None:
         """A task below waits for notice ``name``: ask above for it (the result goes to every waiter here)."""
@@ -105,18 +124,24 @@ class Member:
     # Naming tasks in messages.
 
     def name(self, rank: int) -> str:
-        """``job:index (rank r) on node``."""
+        """``job:index (rank r) on node`` (the node where the layout tells it)."""
         job, index = self.cluster.packing.job_of(rank)
-        return f"{job}:{index} (rank {rank}) on {self.cluster.placement.node_of(rank)}"
+        where = self.cluster.placement
+        if not where.exact and rank not in self.cluster.launch.gtids:
+            return f"{job}:{index} (rank {rank})"
+        return f"{job}:{index} (rank {rank}) on {where.node_of(rank)}"
 
     def _covers(self, source: int) -> Failure:
         """The ranks a silent source stands for: itself, or a child leader's whole subtree."""
-        where = self.cluster.placement
-        position = where.node_index(source)
-        if position == self.plan.position:
+        if source >= 0:
             return Failure.missing_ranks([source])
-        ranks = [r for p in self.plan.tree.subtree(position) for r in where.ranks_on(p)]
-        return Failure.missing_ranks(ranks)
+        where = self.cluster.placement
+        positions = self.plan.tree.subtree(-1 - source)
+        if where.exact:
+            return Failure.missing_ranks([r for p in positions for r in where.ranks_on(p)])
+        nodes = [where.nodes[p] for p in positions]
+        return Failure(missing_count=sum(where.counts[p] for p in positions),
+                       reason=f"no task of node {first(nodes)} joined (their leader never reported)")
 
     def error(self, failure: Failure, what: str, timeout: float) -> ResolutionError:
         """The error every task raises for a failed round."""
@@ -124,8 +149,8 @@ class Member:
         if failure.missing_count:
             names = [self.name(r) for r in failure.missing]
             more = failure.missing_count - len(names)
-            shown = ", ".join(names) + (f" and {more} more" if more > 0 else "")
-            reason = f"; {failure.reason}" if failure.reason else ""
+            shown = ", ".join(names) + (f" and {more} more" if more > 0 and names else "")
+            reason = (f"; {failure.reason}" if names else failure.reason) if failure.reason else ""
             return ResolutionError(f"bootstrap: {failure.missing_count} of {n} tasks did not {what} within "
                                    f"{timeout:g} s: {shown}{reason}", _HINT)
         others = f" ({failure.failed_count - 1} more tasks reported a failure)" if failure.failed_count > 1 else ""
@@ -143,7 +168,7 @@ class Member:
             report = start + timeout * plan.tree.report_at(plan.position)
             merged, failure = await self.coordinator.gather(name, report, self._covers)
             merged.extend(records)
-            if self.up_rank is None:
+            if self.up_position is None:
                 chunks = self._decide(name, merged, failure)
             else:
                 try:
@@ -190,7 +215,7 @@ class Member:
         start = time.monotonic()
         if self.rank != self.plan.leader:
             chunks = await self._up(round_name, Records(), Failure(), start + timeout, timeout)
-        elif self.up_rank is None:  # rank 0 gives up first, and tells everyone why
+        elif self.up_position is None:  # the root gives up first, and tells everyone why
             found = await self.coordinator.result(round_name, start + timeout * self.plan.tree.report_at(0))
             chunks = found or encode_result("", Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
             self.coordinator.publish(round_name, chunks)
@@ -204,25 +229,27 @@ class Member:
         return chunks
 
     async def announce(self, name: str, timeout: float) -> None:
-        """Tell every task waiting for ``name`` (rank 0 is told, and the notice goes down the tree)."""
-        if self.rank == 0:
+        """Tell every task waiting for ``name`` (the root is told, and the notice goes down the tree)."""
+        if self.is_root:
             self.coordinator.publish(NOTICE + name, encode_result("", Failure()))
             return
         if self.coordinator.decided(NOTICE + name):
             return
         bound = self.cluster.bound_ports
         assert bound is not None, "announce() needs the bootstrapped cluster"
-        link = self.network.connect(self.cluster.hosts[self.cluster.placement.node_of(0)], bound[0])
+        where = self.cluster.placement
+        root = where.ranks_on(0)[0]
+        link = self.network.connect(self.cluster.hosts[where.nodes[0]], bound[root])
         chunks = encode_contribution(Header(self.coordinator.job_key, ANNOUNCE + name, self.rank), Records(), Failure())
         try:
             await link.join(chunks, timeout)
         except LinkError as exc:
-            raise ResolutionError(f"could not announce {name!r} to rank 0 ({self.name(0)}): {exc.detail}",
-                                  "check rank 0's output; it may have ended") from None
+            raise ResolutionError(f"could not announce {name!r} to {self.name(root)}, the root of the tree: "
+                                  f"{exc.detail}", "check that task's output; it may have ended") from None
         self.coordinator.publish(NOTICE + name, encode_result("", Failure()))  # this task's own waiters
 
     def _decide(self, name: str, merged: Records, failure: Failure) -> list[bytes]:
-        """Rank 0: the result of a round, from every contribution."""
+        """The root: the result of a round, from every contribution."""
         if failure or name != TABLE:
             return encode_result("", failure)
         n = self.cluster.world_size
@@ -233,11 +260,15 @@ class Member:
             missing = [r for r in range(n) if not ports[r]]
             return encode_result("", Failure.missing_ranks(missing).merge(
                 Failure.of(f"{len(merged.ranks)} records for {n} tasks")))
-        return encode_result(secrets.token_urlsafe(24), Failure(), ports, spares, merged.gpus)
+        nodes = [0] * n if merged.nodes else []
+        for rank, node in zip(merged.ranks, merged.nodes):
+            nodes[rank] = node
+        return encode_result(secrets.token_urlsafe(24), Failure(), ports, spares, merged.gpus, nodes)
 
     async def _up(self, name: str, records: Records, failure: Failure, deadline: float, timeout: float) -> list[bytes]:
         """Contribute to the round at the task above; returns the result chunks."""
-        chunks = encode_contribution(Header(self.coordinator.job_key, name, self.rank), records, failure)
+        chunks = encode_contribution(Header(self.coordinator.job_key, name, self.rank, self.plan.position), records,
+                                     failure)
         if self._link is not None:
             try:
                 return await self._link.join(chunks, deadline - time.monotonic())
@@ -275,7 +306,7 @@ class Member:
         return self.candidates
 
     def _up_error(self, exc: LinkError, timeout: float, name: str) -> ResolutionError:
-        assert self.up_rank is not None
+        assert self.up_position is not None
         if exc.code == "deadline" and name.startswith(NOTICE):
             return ResolutionError(f"bootstrap: nobody announced {name[len(NOTICE):]!r} within {timeout:g} s",
                                    "the announcing task (often the chief) may have failed: check its output")
@@ -284,12 +315,20 @@ class Member:
             return ResolutionError(f"bootstrap: not every task reached {what} within {timeout:g} s: {exc.detail}",
                                    _HINT)
         ports = first(list(self._ports()), 4)
+        above = (f"rank {self.up_rank} ({self.name(self.up_rank).split(' (')[0]} on {self.up_host_node})"
+                 if self.up_rank is not None else f"the leader of {self.up_host_node} (its lowest rank)")
         return ResolutionError(
-            f"bootstrap: rank {self.up_rank} ({self.name(self.up_rank).split(' (')[0]} on "
-            f"{self.cluster.placement.node_of(self.up_rank)}) did not answer on {self.up_host} (ports {ports}) "
-            f"within {timeout:g} s: {exc.detail}",
+            f"bootstrap: {above} did not answer on {self.up_host} (ports {ports}) within {timeout:g} s: {exc.detail}",
             "check that task's output for an error; make sure every task calls bootstrap(); raise timeout")
 
+    @property
+    def up_host_node(self) -> str:
+        """The name of the node of the task above."""
+        assert self.up_position is not None
+        return self.cluster.placement.nodes[self.up_position]
+
     def use(self, cluster: Cluster) -> None:
-        """Continue with the bootstrapped cluster (bound ports known: later rounds need no search)."""
+        """Continue with the bootstrapped cluster (bound ports known: later rounds need no search;
+        a learned layout tells the rank above)."""
         self.cluster = cluster
+        self.up_rank = self._up_rank()

@@ -45,6 +45,8 @@ class Records:
     ports: list[int] = field(default_factory=list)
     spares: list[int] = field(default_factory=list)
     gpus: dict[int, str] = field(default_factory=dict)
+    nodes: list[int] = field(default_factory=list)
+    """Each task's node position, only where the layout does not tell (then one per rank)."""
 
     def extend(self, other: Records) -> None:
         """Add ``other``'s records to these."""
@@ -52,6 +54,7 @@ class Records:
         self.ports.extend(other.ports)
         self.spares.extend(other.spares)
         self.gpus.update(other.gpus)
+        self.nodes.extend(other.nodes)
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class Table:
     ports: tuple[int, ...] = ()
     spares: tuple[int, ...] = ()
     gpus: Mapping[int, str] = field(default_factory=dict)
+    nodes: tuple[int, ...] = ()
+    """Each rank's node position, where the tasks exchanged it; else ()."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,8 @@ class Header:
     job_key: str
     round: str
     source: int
+    node: int = 0
+    """The sender's node: its position in the step's node list."""
 
 
 def _chunks(count: int) -> range:
@@ -135,9 +142,10 @@ def encode_contribution(header: Header, records: Records, failure: Failure) -> l
         ranks = records.ranks[start:start + CHUNK]
         message = pb.Contribution(records=pb.Records(
             ranks=ranks, ports=records.ports[start:start + CHUNK], spare_ports=records.spares[start:start + CHUNK],
-            gpus={r: records.gpus[r] for r in ranks if r in records.gpus}))
+            gpus={r: records.gpus[r] for r in ranks if r in records.gpus}, nodes=records.nodes[start:start + CHUNK]))
         if start == 0:
             message.job_key, message.round, message.source = header.job_key, header.round, header.source
+            message.node = header.node
             message.failure.CopyFrom(failure.to_pb())
         out.append(message.SerializeToString())
     return out
@@ -155,8 +163,11 @@ def _parse(message: Any, data: bytes) -> Any:
 
 def _check_records(message: Any, world_size: int, listed: bool) -> None:
     n = len(message.ranks) if listed else len(message.ports)
-    if n > CHUNK or len(message.ports) != n or len(message.spare_ports) != n or (not listed and message.ranks):
+    if n > CHUNK or len(message.ports) != n or len(message.spare_ports) != n or (not listed and message.ranks) \
+            or len(message.nodes) not in (0, n):
         raise WireError("a chunk whose columns disagree or hold more than a chunk")
+    if any(p >= world_size for p in message.nodes):
+        raise WireError("a node position beyond the job")
     if any(not 0 < p < 65536 for p in message.ports) or any(p > 65535 for p in message.spare_ports):
         raise WireError("a port outside 1-65535")
     if listed and any(r >= world_size for r in message.ranks):
@@ -174,14 +185,18 @@ def decode_contribution(chunks: Iterable[bytes], world_size: int) -> tuple[Heade
         message = _parse(pb.Contribution(), data)
         _check_records(message.records, world_size, listed=True)
         if header is None:
-            if len(message.job_key) > _NAME or len(message.round) > _NAME or message.source >= world_size:
+            if len(message.job_key) > _NAME or len(message.round) > _NAME or message.source >= world_size \
+                    or message.node >= world_size:
                 raise WireError("a header that names no task of this job")
-            header = Header(message.job_key, message.round, message.source)
+            header = Header(message.job_key, message.round, message.source, message.node)
             failure = Failure.from_pb(message.failure, world_size)
         records.ranks.extend(message.records.ranks)
         records.ports.extend(message.records.ports)
         records.spares.extend(message.records.spare_ports)
         records.gpus.update(message.records.gpus)
+        records.nodes.extend(message.records.nodes)
+        if len(records.nodes) not in (0, len(records.ranks)):
+            raise WireError("node positions for some records only")
         if len(records.ranks) > world_size:
             raise WireError(f"more records than the job's {world_size} tasks")
     if header is None:
@@ -190,14 +205,14 @@ def decode_contribution(chunks: Iterable[bytes], world_size: int) -> tuple[Heade
 
 
 def encode_result(token: str, failure: Failure, ports: Sequence[int] = (), spares: Sequence[int] = (),
-                  gpus: dict[int, str] | None = None) -> list[bytes]:
+                  gpus: Mapping[int, str] | None = None, nodes: Sequence[int] = ()) -> list[bytes]:
     """A round's result as chunks (token and failure in the first); the records are in rank order."""
     out = []
     gpus = gpus or {}
     for start in _chunks(len(ports)):
         end = start + CHUNK
         message = pb.Result(records=pb.Records(
-            ports=ports[start:end], spare_ports=spares[start:end], first=start,
+            ports=ports[start:end], spare_ports=spares[start:end], first=start, nodes=nodes[start:end],
             gpus={r: g for r, g in gpus.items() if start <= r < end}), total=len(ports))
         if start == 0:
             message.token = token
@@ -227,9 +242,10 @@ def decode_result(chunks: tuple[bytes, ...], world_size: int) -> tuple[str, Fail
         records.ports.extend(message.records.ports)
         records.spares.extend(message.records.spare_ports)
         records.gpus.update(message.records.gpus)
-    if total < 0 or len(records.ports) != total:
+        records.nodes.extend(message.records.nodes)
+    if total < 0 or len(records.ports) != total or len(records.nodes) not in (0, total):
         raise WireError("an incomplete result")
-    return token, failure, Table(tuple(records.ports), tuple(records.spares), records.gpus)
+    return token, failure, Table(tuple(records.ports), tuple(records.spares), records.gpus, tuple(records.nodes))
 
 
 def encode_identity(job_key: str, rank: int, node: str, job: str, index: int) -> bytes:
