@@ -1,8 +1,8 @@
 """The ``slurm-resolver`` command line.
 
 Exit codes: 0 success, 1 a user or configuration error (one line with the hint; the
-traceback only with ``--debug``), 2 a usage error, 130 interrupted (Ctrl-C), and for
-``submit --wait`` the job's own exit code.
+traceback only with ``--debug``), 2 a usage error (a bad template parameter included),
+130 interrupted (Ctrl-C), and for ``submit --wait`` the job's own exit code.
 """
 
 from __future__ import annotations
@@ -192,16 +192,53 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _templates(args: argparse.Namespace) -> int:
+    print(templates_listing(args.name), end="")
+    return 0
+
+
+def templates_listing(only: str | None = None) -> str:
+    """Every bundled template with its purpose and the defaults it changes, then every parameter."""
+    from .template_schema import SCHEMA
+    from .templates import available, describe
+
+    names = [only] if only else available()
+    if only and only not in available():
+        from .template_schema import TemplateParameterError
+
+        raise TemplateParameterError(f"no template named {only!r}", f"choose one of {', '.join(available())}")
+    lines = ["templates (slurm-resolver render|submit NAME --set KEY=VALUE ...):"]
+    for template in map(describe, names):
+        lines.append(f"  {template.name:16} {template.purpose}")
+        own = " ".join(f"{k}={v}" for k, v in template.defaults.items() if k not in ("job_name",))
+        lines.append(f"  {'':16} defaults: {own}")
+    lines.append("parameters (name, default, meaning):")
+    for p in SCHEMA:
+        default = "(this Python)" if p.name == "python" else (p.default or "-")
+        lines.append(f"  {p.name:15} {default:22} {p.meaning}")
+    return "\n".join(lines) + "\n"
+
+
+def _completion(args: argparse.Namespace) -> int:
+    from .completion import script
+
+    print(script(args.shell, build_parser()), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``slurm-resolver``."""
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="slurm-resolver", description="Resolve the cluster of a Slurm job.")
+    parser.add_argument("--version", action="version", version=f"slurm-resolver {__version__}")
     parser.add_argument("--debug", action="store_true", help="log at DEBUG and show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     show = sub.add_parser("show", help="the calling task and the whole cluster")
     show.add_argument("--json", action="store_true", help="one JSON object for the calling task")
     show.add_argument("--jobs", help="ps=1,worker=3, or ps,worker (one job per het component)")
     show.add_argument("--port-base", type=int, help="first port on each node (default 8888)")
-    show.add_argument("--exchange", choices=MODES, help="placement exchange between ranks (resolution uses MPI only)")
+    show.add_argument("--exchange", choices=MODES, help="how the tasks learn a layout the environment does not tell")
     show.add_argument("--bootstrapped", action="store_true", help="the task as `bootstrap` exported it")
     show.set_defaults(func=_show)
     env = sub.add_parser("env", help="export lines of the framework's variables, for a shell script")
@@ -218,7 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     boot.set_defaults(func=_bootstrap)
     check = sub.add_parser("check", help="diagnose this environment: one line per check, OK or FAIL with a hint")
     check.set_defaults(func=_check)
-    submit = sub.add_parser("submit", help="render a template and submit it; --wait follows the job")
+    listing = templates_listing()
+    raw = argparse.RawDescriptionHelpFormatter
+    submit = sub.add_parser("submit", help="render a template and submit it; --wait follows the job",
+                            epilog=listing, formatter_class=raw)
     submit.add_argument("template")
     submit.add_argument("--set", action="append", metavar="KEY=VALUE", help="a template parameter")
     submit.add_argument("--wait", action="store_true", help="follow the job, show its output, exit with its code")
@@ -230,10 +270,16 @@ def build_parser() -> argparse.ArgumentParser:
     col = sub.add_parser("collapse", help="collapse host names into a host list")
     col.add_argument("hosts", nargs="*", help="names (or standard input)")
     col.set_defaults(func=_collapse)
-    ren = sub.add_parser("render", help="print the sbatch text of a template")
+    ren = sub.add_parser("render", help="print the sbatch text of a template", epilog=listing, formatter_class=raw)
     ren.add_argument("template")
     ren.add_argument("--set", action="append", metavar="KEY=VALUE", help="a template parameter")
     ren.set_defaults(func=_render)
+    tem = sub.add_parser("templates", help="the bundled templates, their purpose and parameters")
+    tem.add_argument("name", nargs="?", help="only this template")
+    tem.set_defaults(func=_templates)
+    com = sub.add_parser("completion", help="a shell completion script: eval \"$(slurm-resolver completion bash)\"")
+    com.add_argument("shell", choices=("bash", "zsh"))
+    com.set_defaults(func=_completion)
     sub.add_parser("launchers", help="the launch modes, in detection order").set_defaults(func=_launchers)
     sub.add_parser("variables", help="the environment variable reference").set_defaults(func=_variables)
     return parser
@@ -245,8 +291,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="slurm-resolver: %(message)s")
+    from .template_schema import TemplateParameterError
+
     try:
         return int(args.func(args))
+    except TemplateParameterError as exc:  # a usage error, as argparse's own
+        print(f"slurm-resolver: error: {exc.one_line()}", file=sys.stderr)
+        return 2
     except SlurmResolverError as exc:
         if args.debug:
             raise

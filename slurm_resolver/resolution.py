@@ -142,8 +142,10 @@ def resolve(
             :class:`~slurm_resolver.exchange.Exchange`; used only where the environment
             does not place every rank.
         timeout: seconds an exchange may wait for the other ranks.
-        resolves, node_addresses, hostname, gpu_devices: seams to the outside (name
-            lookup, Slurm's NodeAddr, the host name, NVML), for tests.
+        resolves: seam for tests: whether a name resolves (``getaddrinfo``).
+        node_addresses: seam for tests: Slurm's ``NodeAddr`` of nodes (``scontrol``).
+        hostname: seam for tests: this host's name.
+        gpu_devices: seam for tests: NVML's device ids.
         provisional: where a heterogeneous step's layout is not in the environment, return
             it provisional (this node exact) instead of learning it from the other tasks;
             ``bootstrap()`` learns it in its own exchange.

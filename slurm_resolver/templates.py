@@ -11,54 +11,18 @@ from __future__ import annotations
 
 import shlex
 import string
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
 
 from .errors import ConfigurationError
+from .template_schema import SCHEMA, SHELL_TEXT, Parameter, TemplateParameterError, check
 
-__all__ = ["Parameter", "SCHEMA", "available", "defaults", "render", "sbatch_header"]
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One template parameter: its default, what it means, and the #SBATCH option it sets."""
-
-    name: str
-    default: str
-    meaning: str
-    option: str = ""
+__all__ = ["Parameter", "SCHEMA", "Template", "available", "describe", "defaults", "render", "sbatch_header",
+           "TemplateParameterError"]
 
 
-SCHEMA: tuple[Parameter, ...] = (
-    Parameter("job_name", "slurm-resolver", "the job's name", "--job-name"),
-    Parameter("nodes", "2", "nodes (of the workers, in a heterogeneous job)", "--nodes"),
-    Parameter("tasks_per_node", "2", "tasks per node (empty: see tasks)", "--ntasks-per-node"),
-    Parameter("tasks", "", "tasks in all, where they do not fill nodes evenly (empty: nodes x tasks_per_node)",
-              "--ntasks"),
-    Parameter("gpus_per_task", "", "GPUs per task (empty: none requested)", "--gpus-per-task"),
-    Parameter("cpus_per_task", "1", "CPUs per task", "--cpus-per-task"),
-    Parameter("time", "00:10:00", "time limit", "--time"),
-    Parameter("partition", "", "partition (empty: the default)", "--partition"),
-    Parameter("account", "", "account (empty: the default)", "--account"),
-    Parameter("output", "slurm-resolver-%j.out", "output file", "--output"),
-    Parameter("ps_nodes", "1", "heterogeneous job: nodes of the ps component"),
-    Parameter("jobs", "", "job layout, e.g. ps=1,worker=3 (empty: every task a worker)"),
-    Parameter("format", "tf", "variables the bootstrap exports: tf, torch, jax or shell"),
-    Parameter("command", "", "the command every task runs after the bootstrap (empty: the template's program)"),
-    Parameter("program", "", "the module every task runs when no command is given; it bootstraps in-process "
-              "(empty: print the bootstrapped task)"),
-    Parameter("program_args", "", "extra arguments of the program, e.g. --epochs 3"),
-    Parameter("srun_args", "", "extra srun arguments"),
-    Parameter("mpirun_args", "", "extra mpirun arguments"),
-    Parameter("extra_sbatch", "", "extra #SBATCH lines, separated by ';'"),
-    Parameter("python", sys.executable, "the Python interpreter of the tasks"),
-    Parameter("hetjob", "0", "1 for a heterogeneous job: a ps component of ps_nodes nodes, then the workers"),
-)
-SHELL_TEXT = {"command", "srun_args", "mpirun_args", "extra_sbatch", "program_args"}
-PRINT_TASK = "slurm-resolver-print-task"
 
 
 def _root() -> Traversable:
@@ -77,6 +41,23 @@ def _text(name: str) -> str:
 
 
 _DEFAULTS = "# defaults:"
+_PURPOSE = "# purpose:"
+
+
+@dataclass(frozen=True)
+class Template:
+    """A bundled template: its name, its purpose in one line, and the defaults it changes."""
+
+    name: str
+    purpose: str
+    defaults: Mapping[str, str]
+
+
+def describe(name: str) -> Template:
+    """The template ``name`` as the command line lists it."""
+    text = _text(name)
+    purpose = next((line[len(_PURPOSE):].strip() for line in text.splitlines() if line.startswith(_PURPOSE)), "")
+    return Template(name, purpose, _own_defaults(name, text))
 
 
 def _own_defaults(name: str, text: str) -> dict[str, str]:
@@ -129,9 +110,6 @@ def _launch(values: Mapping[str, str]) -> str:
     python = shlex.quote(values["python"])
     jobs = f" --jobs {shlex.quote(values['jobs'])}" if values["jobs"] else ""
     if values["program"] and not values["command"]:
-        if not all(part.isidentifier() for part in values["program"].split(".")):
-            raise ConfigurationError(f"program={values['program']!r} is not a Python module name",
-                                     "e.g. slurm_resolver.training.ddp")
         return f"{python} -m {values['program']}{jobs}" + (f" {values['program_args']}" if values["program_args"] else "")
     command = values["command"] or f"{python} -m slurm_resolver show --bootstrapped"
     return f"{python} -m slurm_resolver bootstrap{jobs} --format {shlex.quote(values['format'])} -- {command}"
@@ -144,18 +122,12 @@ def render(name: str, values: Mapping[str, str] | None = None) -> str:
     base = defaults(name)
     if unknown:
         listing = ", ".join(f"{p.name} (default {base[p.name]!r})" for p in SCHEMA)
-        raise ConfigurationError(f"unknown template parameter(s) {unknown}", f"valid parameters: {listing}")
+        raise TemplateParameterError(f"unknown template parameter(s) {unknown}", f"valid parameters: {listing}")
     merged = {**base, **(values or {})}
-    for key, value in merged.items():
-        if "\n" in value:
-            raise ConfigurationError(f"template parameter {key}={value!r} must be one line")
-    if merged["format"] not in ("tf", "torch", "jax", "shell"):
-        raise ConfigurationError(f"format={merged['format']!r} is not known", "use tf, torch, jax or shell")
-    if merged["hetjob"] not in ("0", "1"):
-        raise ConfigurationError(f"hetjob={merged['hetjob']!r} must be 0 or 1", "1 makes a ps component first")
+    check(merged)
     text = _text(name)
     substituted = {k: (v if k in SHELL_TEXT else shlex.quote(v)) for k, v in merged.items()}
     substituted["launch"] = _launch(merged)
     substituted["sbatch_header"] = sbatch_header(merged, het=merged["hetjob"] == "1")
-    body = "\n".join(line for line in text.splitlines() if not line.startswith(_DEFAULTS)) + "\n"
+    body = "\n".join(line for line in text.splitlines() if not line.startswith((_DEFAULTS, _PURPOSE))) + "\n"
     return string.Template(body).substitute(substituted)

@@ -43,7 +43,17 @@ def test_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     import subprocess
     import sys
 
+    import os
+
     out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "site" / "bootstrap" / "index.html").is_file()
+    assert (tmp_path / "site" / "search" / "search_index.json").is_file()  # the theme's search
+    reference = (tmp_path / "site" / "reference" / "index.html").read_text()
+    import slurm_resolver
+
+    for name in slurm_resolver.__all__:
+        if name != "__version__":
+            assert re.search(rf'id="slurm_resolver\.[\w.]*\b{name}"', reference), f"{name} is not on the API reference"

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.templates import SCHEMA, _own_defaults, available, defaults, render, sbatch_header
+from slurm_resolver.templates import SCHEMA, TemplateParameterError, _own_defaults, available, defaults, render, sbatch_header
 
 from .conftest import DATA
 
@@ -32,8 +32,30 @@ def test_bash_accepts_it(name: str) -> None:
 
 
 def test_values_are_quoted() -> None:
-    text = render("data_parallel", {"job_name": "x; rm -rf /", "python": "/opt/my python/bin/python"})
-    assert "#SBATCH --job-name='x; rm -rf /'" in text and "'/opt/my python/bin/python' -m slurm_resolver" in text
+    text = render("data_parallel", {"job_name": "train@v2", "python": "/opt/my python/bin/python", "program": ""})
+    assert "#SBATCH --job-name=train@v2" in text and "'/opt/my python/bin/python' -m slurm_resolver" in text
+
+
+@pytest.mark.parametrize("key, good, bad", [
+    ("nodes", ["1", "4096", ""], ["0", "-1", "abc", "2.5", " 2"]),
+    ("time", ["30", "30:00", "01:30:00", "2-12", "2-12:30", "2-12:30:15"], ["1h", "1:2:3:4", "-1", "2-", "x"]),
+    ("gpus_per_task", ["", "1", "8", "a100:2", "nvidia_h100:1"], ["0", "two", "a100:", ":2", "a100:0"]),
+    ("job_name", ["train", "ps-worker_v2.1"], ["x; rm -rf /", "$(id)", "a b", "", "-flag"]),
+    ("partition", ["", "debug", "gpu-long"], ["debug;x", "a'b"]),
+    ("output", ["out-%j.txt", "/scratch/me/logs/%x-%j.out"], ["a;b", "$HOME/x", "`id`"]),
+    ("jobs", ["", "ps=1,worker=3", "ps,worker"], ["ps=", "ps=1,,worker=2", "ps=x", "1ps=2"]),
+    ("format", ["tf", "jax"], ["mxnet", ""]),
+    ("hetjob", ["0", "1"], ["yes", "2", ""]),
+    ("program", ["", "slurm_resolver.training.ddp"], ["a b", "1module", "x;y"]),
+    ("command", ["python train.py --lr 0.1", "echo \"$HOME\""], ["a\nb"]),
+])
+def test_every_parameter_is_checked_by_its_kind(key: str, good: list[str], bad: list[str]) -> None:
+    for value in good:
+        render("data_parallel", {key: value})
+    for value in bad:
+        with pytest.raises(TemplateParameterError) as info:
+            render("data_parallel", {key: value})
+        assert f"{key}={value!r}" in info.value.message and "e.g. --set" in str(info.value.hint)
 
 
 def test_empty_options_are_left_out() -> None:
@@ -78,5 +100,5 @@ def test_defaults_are_read_by_their_marker_and_checked_against_the_schema() -> N
 def test_hetjob_is_a_declared_parameter() -> None:
     assert "hetjob" in {p.name for p in SCHEMA} and defaults("hetjob")["hetjob"] == "1"
     assert "#SBATCH hetjob" in render("data_parallel", {"hetjob": "1"})
-    with pytest.raises(ConfigurationError, match="hetjob='yes' must be 0 or 1"):
+    with pytest.raises(ConfigurationError, match="hetjob='yes' is not 0 or 1"):
         render("data_parallel", {"hetjob": "yes"})

@@ -137,7 +137,8 @@ class SimpleClusterResolver(ClusterResolver):
     Args:
         cluster_spec: the cluster (a :class:`ClusterSpec`, TensorFlow's, or a dict).
         master: the session master returned by :meth:`master` without a task.
-        task_type, task_id: this task.
+        task_type: this task's job name.
+        task_id: this task's index in its job.
         environment: ``''`` or ``'google'``.
         num_accelerators: e.g. ``{'GPU': 8}``, returned for every task.
         rpc_layer: e.g. ``'grpc'``.

@@ -60,7 +60,10 @@ class TFConfigClusterResolver(ClusterResolver):
     """Reads the cluster, task, RPC layer and environment from ``TF_CONFIG``.
 
     Args:
-        task_type, task_id, rpc_layer, environment: override TF_CONFIG's values.
+        task_type: overrides TF_CONFIG's task type.
+        task_id: overrides TF_CONFIG's task index.
+        rpc_layer: overrides TF_CONFIG's RPC layer.
+        environment: overrides TF_CONFIG's environment.
         environ: where to read TF_CONFIG (``os.environ`` by default); for tests.
     """
 

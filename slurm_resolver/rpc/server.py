@@ -126,7 +126,8 @@ class Server:
         server_or_cluster_def: a ClusterSpec (ours or TensorFlow's), a dict, or a
             ``ClusterDef``; the task's address in it gives the host and port to bind
             (port 0 binds a free port, read back from :attr:`port`).
-        job_name, task_index: this task; optional when the cluster has one task.
+        job_name: this task's job; optional when the cluster has one task.
+        task_index: this task's index; optional when the cluster has one task.
         protocol: only ``'grpc'``.
         config: unused (TensorFlow's ``ConfigProto``), accepted for compatibility.
         start: start serving at once.

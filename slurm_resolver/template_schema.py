@@ -1,0 +1,109 @@
+"""The parameters of the sbatch templates: one declared schema, each parameter typed and checked.
+
+Every value is checked against its kind before anything is rendered or submitted; a bad
+value is a :class:`TemplateParameterError` that names the parameter, the value and the
+accepted form (the command line exits 2 for it, as for any usage error).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+
+__all__ = ["Parameter", "SCHEMA", "KINDS", "TemplateParameterError", "check", "SHELL_TEXT"]
+
+
+class TemplateParameterError(ConfigurationError):
+    """A template parameter with a value of the wrong form (a usage error)."""
+
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._+@:=-]{0,127}"
+_TIME = (r"\d{1,6}", r"\d{1,6}:\d{1,2}", r"\d{1,6}:\d{1,2}:\d{1,2}", r"\d{1,4}-\d{1,2}", r"\d{1,4}-\d{1,2}:\d{1,2}",
+         r"\d{1,4}-\d{1,2}:\d{1,2}:\d{1,2}")
+_JOB = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+
+KINDS: dict[str, tuple[str, str]] = {
+    "count": (r"[1-9]\d{0,6}", "a whole number >= 1"),
+    "time": ("|".join(_TIME), "Slurm's time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"),
+    "gpus": (r"[1-9]\d{0,3}|[A-Za-z0-9_.-]{1,64}:[1-9]\d{0,3}", "a GPU count, or type:count (a100:2)"),
+    "name": (_NAME, "a name of letters, digits and ._+@:=- (a job, partition or account name)"),
+    "path": (r"[^\x00-\x1f'\"`$\\\\;&|<>*?]{1,1024}", "a file path (no quotes, $, ;, &, |, <, >, *, ?)"),
+    "jobs": (rf"({_JOB}=\d{{1,6}}(,{_JOB}=\d{{1,6}})*|{_JOB}(,{_JOB})*)",
+             "name=count pairs such as ps=1,worker=3, or names per het component such as ps,worker"),
+    "format": (r"tf|torch|jax|shell", "tf, torch, jax or shell"),
+    "flag": (r"0|1", "0 or 1"),
+    "module": (r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", "a Python module such as slurm_resolver.training.ddp"),
+    "text": (r"[^\n\r\x00]*", "one line of shell text"),
+}
+"""Each kind: the full-match pattern of its values, and the accepted form in words."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One template parameter: its default, kind, meaning, and the #SBATCH option it sets."""
+
+    name: str
+    default: str
+    kind: str
+    meaning: str
+    option: str = ""
+    optional: bool = True
+    """Whether an empty value is allowed (it leaves the option out)."""
+
+
+SCHEMA: tuple[Parameter, ...] = (
+    Parameter("job_name", "slurm-resolver", "name", "the job's name", "--job-name", optional=False),
+    Parameter("nodes", "2", "count", "nodes (of the workers, in a heterogeneous job)", "--nodes"),
+    Parameter("tasks_per_node", "2", "count", "tasks per node (empty: see tasks)", "--ntasks-per-node"),
+    Parameter("tasks", "", "count", "tasks in all, where they do not fill nodes evenly", "--ntasks"),
+    Parameter("gpus_per_task", "", "gpus", "GPUs per task: N or type:N (empty: none requested)", "--gpus-per-task"),
+    Parameter("cpus_per_task", "1", "count", "CPUs per task", "--cpus-per-task"),
+    Parameter("time", "00:10:00", "time", "time limit", "--time"),
+    Parameter("partition", "", "name", "partition (empty: the default)", "--partition"),
+    Parameter("account", "", "name", "account (empty: the default)", "--account"),
+    Parameter("output", "slurm-resolver-%j.out", "path", "output file (%j: the job id)", "--output"),
+    Parameter("ps_nodes", "1", "count", "heterogeneous job: nodes of the ps component"),
+    Parameter("jobs", "", "jobs", "job layout, e.g. ps=1,worker=3 (empty: every task a worker)"),
+    Parameter("format", "tf", "format", "variables the bootstrap exports: tf, torch, jax or shell", optional=False),
+    Parameter("command", "", "text", "the command every task runs after the bootstrap (empty: the program)"),
+    Parameter("program", "", "module", "the module every task runs without a command; it bootstraps in-process "
+              "(empty: print the bootstrapped task)"),
+    Parameter("program_args", "", "text", "arguments of the program, e.g. --epochs 3"),
+    Parameter("srun_args", "", "text", "extra srun arguments"),
+    Parameter("mpirun_args", "", "text", "extra mpirun arguments"),
+    Parameter("extra_sbatch", "", "text", "extra #SBATCH lines, separated by ';'"),
+    Parameter("python", sys.executable, "path", "the Python interpreter of the tasks", optional=False),
+    Parameter("hetjob", "0", "flag", "1 for a heterogeneous job: a ps component of ps_nodes nodes, then the workers",
+              optional=False),
+)
+SHELL_TEXT = frozenset(p.name for p in SCHEMA if p.kind == "text")
+"""Parameters that are shell text, taken as given (one line); every other value is quoted."""
+
+_BY_NAME = {p.name: p for p in SCHEMA}
+
+
+def check(values: Mapping[str, str]) -> None:
+    """Fail on the first value that is not of its parameter's kind.
+
+    >>> check({"nodes": "4", "time": "1-12:00"})
+    >>> check({"nodes": "four"})
+    Traceback (most recent call last):
+    ...
+    slurm_resolver.template_schema.TemplateParameterError: template parameter nodes='four' is not a whole number >= 1
+    HINT: give nodes as a whole number >= 1, e.g. --set nodes=2
+    """
+    for key, value in values.items():
+        parameter = _BY_NAME.get(key)
+        if parameter is None:
+            continue
+        pattern, form = KINDS[parameter.kind]
+        if value == "" and parameter.optional:
+            continue
+        if not re.fullmatch(pattern, value):
+            example = parameter.default or {"gpus": "1", "count": "2", "name": "x"}.get(parameter.kind, "...")
+            raise TemplateParameterError(f"template parameter {key}={value!r} is not {form}",
+                                         f"give {key} as {form}, e.g. --set {key}={example}")
