@@ -123,8 +123,9 @@ def _check(args: argparse.Namespace) -> int:
 
     results = run_checks()
     for ok, name, detail, hint in results:
-        print(f"{'OK  ' if ok else 'FAIL'}  {name}: {detail}" + ("" if ok or not hint else f"  (hint: {hint})"))
-    return 0 if all(ok for ok, *_ in results) else 1
+        label = "OK  " if ok else "WARN" if ok is None else "FAIL"
+        print(f"{label}  {name}: {detail}" + ("" if ok or not hint else f"  (hint: {hint})"))
+    return 0 if all(ok is not False for ok, *_ in results) else 1
 
 
 def _submit(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """``slurm-resolver check``: diagnose the current environment, one line per check.
 
-Each check gives ``(ok, name, detail, hint)``. Unlike resolution, the node-name check
-looks up every node of the job: it is a diagnosis, not the start-up path.
+Each check gives ``(ok, name, detail, hint)``: ``ok`` is True, False (a failure), or None
+(a warning, which does not fail the command). Unlike resolution, the node-name check looks
+up every node of the job: it is a diagnosis, not the start-up path.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from .errors import SlurmResolverError
 
 __all__ = ["run_checks", "Check"]
 
-Check = tuple[bool, str, str, str]
+Check = tuple[bool | None, str, str, str]
 
 
 def run_checks(environ: Mapping[str, str] | None = None) -> list[Check]:
@@ -49,6 +50,7 @@ def run_checks(environ: Mapping[str, str] | None = None) -> list[Check]:
                         "NodeAddr (one scontrol call), if slurm.conf sets it"))
     else:
         results.append((True, "names", f"all {len(nodes)} node names resolve", ""))
+    results.append(_authentication(env))
     if me is not None and cluster.launch.is_task:
         host, _, port = me.address.rpartition(":")
         busy = addresses.port_in_use(host, int(port))
@@ -56,3 +58,15 @@ def run_checks(environ: Mapping[str, str] | None = None) -> list[Check]:
                         "another job shares the node: choose another port_base, or use `slurm-resolver bootstrap`"
                         if busy else ""))
     return results
+
+
+def _authentication(env: Mapping[str, str]) -> Check:
+    """Whether the bootstrap's peers would prove their uid with MUNGE (a warning where not)."""
+    from .munge import open_munge
+
+    munge, how = open_munge(env)
+    if munge is not None:
+        return True, "auth", f"peers prove their uid: {how}", ""
+    return (None, "auth", f"the bootstrap is not authenticated: {how}",
+            "any process that presents the job's key may join; run munged (every Slurm cluster has it), "
+            "or keep jobs on a trusted network")

@@ -76,6 +76,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TF_CPP_MIN_LOG_LEVEL", "slurm_resolver.training (written when unset)", "2: TensorFlow's info logs off in the training jobs"),
     Variable("JAX_PLATFORMS", "slurm_resolver.training.jax_job (written when unset)", "cpu where the task has no GPU"),
     Variable("OMP_NUM_THREADS", "slurm_resolver.training.ddp (written when unset)", "1: one thread per rank on shared CPUs"),
+    Variable("SLURM_RESOLVER_AUTH", "user", "bootstrap: auto (MUNGE where munged answers), munge (required) or none"),
+    Variable("SLURM_RESOLVER_MUNGE_SOCKET", "user", "munged's socket, where it is not slurm.conf's AuthInfo socket nor the default"),
+    Variable("SLURM_CONF", "Slurm", "slurm.conf, read for AuthInfo=socket= (munged's socket) when authenticating"),
     Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: the ports node leaders try to bind, e.g. 30001,30002"),
 )
 

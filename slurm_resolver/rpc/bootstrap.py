@@ -34,6 +34,7 @@ from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionErr
 from ..exchange import Exchange, MPIExchange, check_mode
 from ..gpus import format_devices, parse_devices
 from .bootstrapped import Bootstrapped
+from .auth import Authority, authority
 from .coordinator import Coordinator, Identity
 from .loop import LoopThread
 from .protocol import TABLE, VERIFIED, Member, plan_of
@@ -140,7 +141,7 @@ def _candidates(env: Mapping[str, str], key: str, rendezvous: Sequence[int] | No
 def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None, timeout: float = 60.0,
               port: int = 0, verify: str | int = "ring", environ: Mapping[str, str] | None = None,
               rendezvous: Sequence[int] | None = None, fanout: int = DEFAULT_FANOUT,
-              network: Network | None = None) -> Bootstrapped:
+              network: Network | None = None, auth: str | None = None) -> Bootstrapped:
     """Start this task's server, agree with every other task on one cluster, verify it.
 
     Args:
@@ -161,6 +162,9 @@ def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None 
             key, or ``SLURM_RESOLVER_RENDEZVOUS_PORTS``).
         fanout: children per leader in the tree of node leaders.
         network: where servers listen (default: real gRPC).
+        auth: ``'auto'`` (MUNGE credentials where munged answers, else the launch's key
+            alone), ``'munge'`` (an error without it), ``'none'``. Default:
+            ``SLURM_RESOLVER_AUTH`` or ``'auto'``. See :mod:`slurm_resolver.rpc.auth`.
 
     The server and its calls run on an event loop thread of this task, which lives until
     :meth:`Bootstrapped.stop`. :func:`bootstrap_async` is the same on a running loop.
@@ -168,7 +172,8 @@ def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None 
     loop = LoopThread()
     try:
         done = loop.run(bootstrap_async(cluster, exchange=exchange, timeout=timeout, port=port, verify=verify,
-                                        environ=environ, rendezvous=rendezvous, fanout=fanout, network=network))
+                                        environ=environ, rendezvous=rendezvous, fanout=fanout, network=network,
+                                        auth=auth))
     except BaseException:
         loop.close()
         raise
@@ -179,7 +184,8 @@ def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None 
 async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None,
                           timeout: float = 60.0, port: int = 0, verify: str | int = "ring",
                           environ: Mapping[str, str] | None = None, rendezvous: Sequence[int] | None = None,
-                          fanout: int = DEFAULT_FANOUT, network: Network | None = None) -> Bootstrapped:
+                          fanout: int = DEFAULT_FANOUT, network: Network | None = None,
+                          auth: str | None = None) -> Bootstrapped:
     """:func:`bootstrap` as a coroutine on the running event loop (the scale simulation runs
     thousands of tasks on one loop this way); the result's :meth:`~Bootstrapped.barrier` and
     :meth:`~Bootstrapped.stop` have coroutine twins ``abarrier`` and ``astop``."""
@@ -207,6 +213,7 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
             "start the tasks with srun (or mpirun) and call bootstrap() in each of them")
     verified_peers(0, 1, verify)  # an unknown verify= fails before anything starts
     candidates = _candidates(env, cluster.launch.key, rendezvous, port)
+    authority = _authority(auth, env, network)
     lap("resolve")
     if network is None:
         from .grpc_network import GrpcNetwork
@@ -218,7 +225,7 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
     plan = plan_of(cluster, rank, fanout)
     group = _mpi_group(cluster, mode, timeout)
     coordinator = Coordinator(Identity(cluster.launch.key, rank, me.node, me.job, me.index), cluster.world_size,
-                              plan.sources, root=plan.position == 0 and plan.is_leader)
+                              plan.sources, root=plan.position == 0 and plan.is_leader, authority=authority)
     bind = candidates if port or (plan.is_leader and group is None) else [0]
     served = await network.serve(me.host, bind, coordinator)
     lap("server")
@@ -251,7 +258,17 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
         await served.stop(2.0)  # calls in flight (a task below waiting for a result) still get their answer
         await network.close()
         raise
-    return Bootstrapped(done, member, served, token, timings, "tree" if group is None else "mpi")
+    return Bootstrapped(done, member, served, token, timings, "tree" if group is None else "mpi", authority.how)
+
+
+def _authority(auth: str | None, env: Mapping[str, str], network: Network | None) -> Authority:
+    """MUNGE for real networks (see :func:`~.auth.authority`); none in an in-process network, whose
+    simulated tasks share one uid and one process anyway."""
+    from .local import LocalNetwork
+
+    if isinstance(network, LocalNetwork) and auth in (None, "auto"):
+        return Authority(None, "not authenticated: an in-process network")
+    return authority(auth, env)
 
 
 def _learned(cluster: Cluster, table: Table) -> Cluster:

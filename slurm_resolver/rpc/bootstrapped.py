@@ -37,16 +37,19 @@ class Bootstrapped:
         timings: seconds spent in each phase: resolve, grpc (its import), server, exchange,
             verify, barrier.
         exchanged: how the tasks exchanged their records: ``'tree'`` or ``'mpi'``.
+        authenticated: how callers proved who they are (``MUNGE through ...``), or why
+            they did not (``not authenticated: ...``).
     """
 
     rpc_layer = "grpc"
     environment = ""
 
     def __init__(self, cluster: Cluster, member: Member | None, served: Served | None, token: str,
-                 timings: dict[str, float] | None = None, exchanged: str = "") -> None:
+                 timings: dict[str, float] | None = None, exchanged: str = "", authenticated: str = "") -> None:
         self.cluster = cluster
         self.timings = dict(timings or {})
         self.exchanged = exchanged
+        self.authenticated = authenticated
         self._member = member
         self._served = served
         self._token = token

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%slurm_resolver/rpc/coordination.proto\x12\x11slurm_resolver.v2\"\xbb\x01\n\x07Records\x12\r\n\x05ranks\x18\x01 \x03(\r\x12\r\n\x05ports\x18\x02 \x03(\r\x12\x13\n\x0bspare_ports\x18\x03 \x03(\r\x12\x32\n\x04gpus\x18\x04 \x03(\x0b\x32$.slurm_resolver.v2.Records.GpusEntry\x12\r\n\x05\x66irst\x18\x05 \x01(\r\x12\r\n\x05nodes\x18\x06 \x03(\r\x1a+\n\tGpusEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"W\n\x07\x46\x61ilure\x12\x0f\n\x07missing\x18\x01 \x03(\r\x12\x15\n\rmissing_count\x18\x02 \x01(\r\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x14\n\x0c\x66\x61iled_count\x18\x04 \x01(\r\"\xa6\x01\n\x0c\x43ontribution\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\r\x12+\n\x07records\x18\x04 \x01(\x0b\x32\x1a.slurm_resolver.v2.Records\x12+\n\x07\x66\x61ilure\x18\x05 \x01(\x0b\x32\x1a.slurm_resolver.v2.Failure\x12\x0c\n\x04node\x18\x06 \x01(\r\"\x80\x01\n\x06Result\x12\r\n\x05token\x18\x01 \x01(\t\x12+\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1a.slurm_resolver.v2.Failure\x12+\n\x07records\x18\x03 \x01(\x0b\x32\x1a.slurm_resolver.v2.Records\x12\r\n\x05total\x18\x04 \x01(\r\"S\n\x08Identity\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x0b\n\x03job\x18\x04 \x01(\t\x12\r\n\x05index\x18\x05 \x01(\r\"\x07\n\x05\x45mpty2\x9a\x01\n\x0c\x43oordination\x12\x46\n\x04Join\x12\x1f.slurm_resolver.v2.Contribution\x1a\x19.slurm_resolver.v2.Result(\x01\x30\x01\x12\x42\n\tWhoAreYou\x12\x18.slurm_resolver.v2.Empty\x1a\x1b.slurm_resolver.v2.Identityb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%slurm_resolver/rpc/coordination.proto\x12\x11slurm_resolver.v2\"\xbb\x01\n\x07Records\x12\r\n\x05ranks\x18\x01 \x03(\r\x12\r\n\x05ports\x18\x02 \x03(\r\x12\x13\n\x0bspare_ports\x18\x03 \x03(\r\x12\x32\n\x04gpus\x18\x04 \x03(\x0b\x32$.slurm_resolver.v2.Records.GpusEntry\x12\r\n\x05\x66irst\x18\x05 \x01(\r\x12\r\n\x05nodes\x18\x06 \x03(\r\x1a+\n\tGpusEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"W\n\x07\x46\x61ilure\x12\x0f\n\x07missing\x18\x01 \x03(\r\x12\x15\n\rmissing_count\x18\x02 \x01(\r\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x14\n\x0c\x66\x61iled_count\x18\x04 \x01(\r\"\xba\x01\n\x0c\x43ontribution\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\r\x12+\n\x07records\x18\x04 \x01(\x0b\x32\x1a.slurm_resolver.v2.Records\x12+\n\x07\x66\x61ilure\x18\x05 \x01(\x0b\x32\x1a.slurm_resolver.v2.Failure\x12\x0c\n\x04node\x18\x06 \x01(\r\x12\x12\n\ncredential\x18\x07 \x01(\x0c\"\x80\x01\n\x06Result\x12\r\n\x05token\x18\x01 \x01(\t\x12+\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1a.slurm_resolver.v2.Failure\x12+\n\x07records\x18\x03 \x01(\x0b\x32\x1a.slurm_resolver.v2.Records\x12\r\n\x05total\x18\x04 \x01(\r\"S\n\x08Identity\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x0b\n\x03job\x18\x04 \x01(\t\x12\r\n\x05index\x18\x05 \x01(\r\"\x07\n\x05\x45mpty2\x9a\x01\n\x0c\x43oordination\x12\x46\n\x04Join\x12\x1f.slurm_resolver.v2.Contribution\x1a\x19.slurm_resolver.v2.Result(\x01\x30\x01\x12\x42\n\tWhoAreYou\x12\x18.slurm_resolver.v2.Empty\x1a\x1b.slurm_resolver.v2.Identityb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,13 +40,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FAILURE']._serialized_start=250
   _globals['_FAILURE']._serialized_end=337
   _globals['_CONTRIBUTION']._serialized_start=340
-  _globals['_CONTRIBUTION']._serialized_end=506
-  _globals['_RESULT']._serialized_start=509
-  _globals['_RESULT']._serialized_end=637
-  _globals['_IDENTITY']._serialized_start=639
-  _globals['_IDENTITY']._serialized_end=722
-  _globals['_EMPTY']._serialized_start=724
-  _globals['_EMPTY']._serialized_end=731
-  _globals['_COORDINATION']._serialized_start=734
-  _globals['_COORDINATION']._serialized_end=888
+  _globals['_CONTRIBUTION']._serialized_end=526
+  _globals['_RESULT']._serialized_start=529
+  _globals['_RESULT']._serialized_end=657
+  _globals['_IDENTITY']._serialized_start=659
+  _globals['_IDENTITY']._serialized_end=742
+  _globals['_EMPTY']._serialized_start=744
+  _globals['_EMPTY']._serialized_end=751
+  _globals['_COORDINATION']._serialized_start=754
+  _globals['_COORDINATION']._serialized_end=908
 # @@protoc_insertion_point(module_scope)

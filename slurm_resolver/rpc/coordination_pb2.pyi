@@ -42,20 +42,22 @@ class Failure(_message.Message):
     def __init__(self, missing: _Optional[_Iterable[int]] = ..., missing_count: _Optional[int] = ..., reason: _Optional[str] = ..., failed_count: _Optional[int] = ...) -> None: ...
 
 class Contribution(_message.Message):
-    __slots__ = ("job_key", "round", "source", "records", "failure", "node")
+    __slots__ = ("job_key", "round", "source", "records", "failure", "node", "credential")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     round: str
     source: int
     records: Records
     failure: Failure
     node: int
-    def __init__(self, job_key: _Optional[str] = ..., round: _Optional[str] = ..., source: _Optional[int] = ..., records: _Optional[_Union[Records, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., node: _Optional[int] = ...) -> None: ...
+    credential: bytes
+    def __init__(self, job_key: _Optional[str] = ..., round: _Optional[str] = ..., source: _Optional[int] = ..., records: _Optional[_Union[Records, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., node: _Optional[int] = ..., credential: _Optional[bytes] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("token", "failure", "records", "total")

@@ -9,12 +9,14 @@ wait is on an event that what it waits for sets, bounded by a deadline: nothing 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..addresses import first
-from .wire import Failure, Records, WireError, decode_contribution, encode_identity, encode_result
+from .auth import Authority
+from .wire import Failure, Header, Records, WireError, decode_contribution, encode_identity, encode_result
 
 __all__ = ["Coordinator", "Refused", "Identity", "REFUSALS", "ANNOUNCE", "NOTICE", "node_source"]
 
@@ -22,6 +24,8 @@ ANNOUNCE = "announce:"
 """Round prefix of a task telling rank 0 that something happened (any task may send it)."""
 NOTICE = "notice:"
 """Round prefix of waiting for an announcement: decided by rank 0, passed down the tree."""
+
+log = logging.getLogger("slurm_resolver")
 
 REFUSALS = ("foreign", "not_leader", "invalid", "unauthenticated", "deadline")
 """The codes of :class:`Refused`."""
@@ -100,13 +104,18 @@ class Coordinator:
             rank); empty for a task that leads nothing.
         root: whether this task is the tree's root (the leader of the first node: rank 0,
             but for a het step whose first component does not run on the first node).
+        authority: checks each caller's MUNGE credential (None: the launch's key suffices).
     """
 
-    def __init__(self, identity: Identity, world_size: int, sources: Iterable[int] = (), root: bool = False) -> None:
+    def __init__(self, identity: Identity, world_size: int, sources: Iterable[int] = (), root: bool = False,
+                 authority: Authority | None = None) -> None:
         self.identity = identity
         self.world_size = world_size
         self.sources = frozenset(sources)
         self.root = root
+        self.authority = authority
+        self.refused = 0
+        """How many calls were refused for their credentials (the first ones are logged)."""
         self._token: str | None = None
         self._token_known = asyncio.Event()
         self._rounds: dict[str, _Round] = {}
@@ -153,6 +162,7 @@ class Coordinator:
         if header.round.startswith(ANNOUNCE):
             if not self.root:
                 raise Refused("invalid", "announcements go to the root of the tree (the first node's leader)")
+            self._authenticate(header)
             done = encode_result("", Failure())
             self.publish(NOTICE + header.round[len(ANNOUNCE):], done)
             return "", done
@@ -163,6 +173,7 @@ class Coordinator:
             # Another leader of this launch (two nodes may share an address): the caller looks further.
             raise Refused("not_leader", f"rank {header.source} (node {header.node}) does not join rounds at rank "
                                         f"{self.identity.rank}")
+        self._authenticate(header)  # last: a credential is spent only where it is meant to be read
         this = self._round(header.round)
         if header.round.startswith(NOTICE) and self.forward is not None and self.claim(header.round):
             # A task below waits for a notice: ask above once, for every waiter here.
@@ -196,6 +207,16 @@ class Coordinator:
         """Wait until every caller of round ``name`` has been sent its result (before a leader leaves)."""
         this = self._round(name)
         return this.waiting == 0 or await _wait(this.answered, deadline)
+
+    def _authenticate(self, header: Header) -> None:
+        """Refuse a caller whose credential is not of the job's uid for this very call (and log it)."""
+        reason = self.authority.check(header.credential, header) if self.authority is not None else ""
+        if reason:
+            self.refused += 1
+            if self.refused <= 20 or self.refused % 1000 == 0:
+                log.warning("slurm_resolver: rank %d refused a call to %r: %s (%d refused so far)",
+                            self.identity.rank, header.round[:64], reason, self.refused)
+            raise Refused("unauthenticated", reason)
 
     def _still_open(self, name: str, this: _Round) -> str:
         me = self.identity

@@ -240,7 +240,7 @@ class Member:
         where = self.cluster.placement
         root = where.ranks_on(0)[0]
         link = self.network.connect(self.cluster.hosts[where.nodes[0]], bound[root])
-        chunks = encode_contribution(Header(self.coordinator.job_key, ANNOUNCE + name, self.rank), Records(), Failure())
+        chunks = self._contribution(ANNOUNCE + name, Records(), Failure())
         try:
             await link.join(chunks, timeout)
         except LinkError as exc:
@@ -265,13 +265,19 @@ class Member:
             nodes[rank] = node
         return encode_result(secrets.token_urlsafe(24), Failure(), ports, spares, merged.gpus, nodes)
 
+    def _contribution(self, name: str, records: Records, failure: Failure) -> list[bytes]:
+        """This task's contribution to round ``name``, with a credential minted for this one call."""
+        header = Header(self.coordinator.job_key, name, self.rank, self.plan.position)
+        authority = self.coordinator.authority
+        if authority is not None and authority.enabled:
+            header = Header(header.job_key, name, self.rank, self.plan.position, authority.mint(header))
+        return encode_contribution(header, records, failure)
+
     async def _up(self, name: str, records: Records, failure: Failure, deadline: float, timeout: float) -> list[bytes]:
         """Contribute to the round at the task above; returns the result chunks."""
-        chunks = encode_contribution(Header(self.coordinator.job_key, name, self.rank, self.plan.position), records,
-                                     failure)
         if self._link is not None:
             try:
-                return await self._link.join(chunks, deadline - time.monotonic())
+                return await self._link.join(self._contribution(name, records, failure), deadline - time.monotonic())
             except LinkError as exc:
                 raise self._up_error(exc, timeout, name) from None
         pause = 0.02
@@ -283,8 +289,8 @@ class Member:
                 if not await self.network.listening(self.up_host or "", port):
                     continue
                 link = self.network.connect(self.up_host or "", port)
-                try:
-                    result = await link.join(chunks, deadline - time.monotonic())
+                try:  # a fresh credential for every server asked: MUNGE reads one only once
+                    result = await link.join(self._contribution(name, records, failure), deadline - time.monotonic())
                 except LinkError as exc:
                     last = exc
                     if exc.kind in (REFUSED, UNAVAILABLE) and exc.code in ("", "foreign", "not_leader"):

@@ -129,6 +129,8 @@ class Header:
     source: int
     node: int = 0
     """The sender's node: its position in the step's node list."""
+    credential: bytes = b""
+    """The sender's MUNGE credential for this call (empty where calls are not authenticated)."""
 
 
 def _chunks(count: int) -> range:
@@ -145,7 +147,7 @@ def encode_contribution(header: Header, records: Records, failure: Failure) -> l
             gpus={r: records.gpus[r] for r in ranks if r in records.gpus}, nodes=records.nodes[start:start + CHUNK]))
         if start == 0:
             message.job_key, message.round, message.source = header.job_key, header.round, header.source
-            message.node = header.node
+            message.node, message.credential = header.node, header.credential
             message.failure.CopyFrom(failure.to_pb())
         out.append(message.SerializeToString())
     return out
@@ -186,9 +188,9 @@ def decode_contribution(chunks: Iterable[bytes], world_size: int) -> tuple[Heade
         _check_records(message.records, world_size, listed=True)
         if header is None:
             if len(message.job_key) > _NAME or len(message.round) > _NAME or message.source >= world_size \
-                    or message.node >= world_size:
+                    or message.node >= world_size or len(message.credential) > 4096:
                 raise WireError("a header that names no task of this job")
-            header = Header(message.job_key, message.round, message.source, message.node)
+            header = Header(message.job_key, message.round, message.source, message.node, message.credential)
             failure = Failure.from_pb(message.failure, world_size)
         records.ranks.extend(message.records.ranks)
         records.ports.extend(message.records.ports)

@@ -1,0 +1,109 @@
+"""Trust on the real cluster: MUNGE-authenticated peers (the test cluster runs munged)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ..conftest import ROOT, json_objects
+
+pytestmark = pytest.mark.slurm
+
+INTRUDER_USER = "srtest-intruder"
+
+TASK = textwrap.dedent("""
+    import json, os, sys, time
+    from slurm_resolver import bootstrap
+    b = bootstrap(timeout=60, auth="munge")
+    where = os.environ["TEST_DIR"]
+    if b.rank == 0:
+        with open(os.path.join(where, "target.json.tmp"), "w") as f:
+            json.dump({"address": b.me.address, "key": b.job_key}, f)
+        os.rename(os.path.join(where, "target.json.tmp"), os.path.join(where, "target.json"))
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join(where, "attacked")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    b.barrier("after-the-attack", timeout=30)  # the job still works
+    print(json.dumps({"rank": b.rank, "auth": b.authenticated, "spec": b.cluster_spec().as_dict()}), flush=True)
+    b.stop()
+""")
+
+
+@pytest.fixture(scope="module")
+def intruder() -> str:
+    try:
+        pwd.getpwnam(INTRUDER_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", INTRUDER_USER],
+                       check=True, capture_output=True)
+    return INTRUDER_USER
+
+
+def credential(as_user: str | None, payload: str) -> bytes:
+    """A MUNGE credential minted by ``as_user`` (this user where None) with munge's own command."""
+    from slurm_resolver.environment import snapshot
+    from slurm_resolver.munge import socket_path
+
+    command = ["munge", "-S", socket_path(snapshot()), "-s", payload]
+    if as_user:
+        command = ["runuser", "-u", as_user, "--", *command]
+    return subprocess.run(command, capture_output=True, check=True, timeout=30).stdout.strip()
+
+
+def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dict[str, object]:
+    """Present the target's key as rank 1 to three rounds, with credentials minted by ``as_user``
+    for ``payload_key``; what the server answered to each."""
+    import grpc
+
+    from slurm_resolver.rpc.server import JOIN
+    from slurm_resolver.rpc.wire import Failure, Header, Records, encode_contribution
+
+    answers = {}
+    for round_name in ("table", "announce:training-done", "verified"):
+        minted = credential(as_user, f"slurm-resolver/1 {payload_key} 1 {round_name}")
+        chunks = encode_contribution(Header(target["key"], round_name, 1, 0, minted), Records(), Failure())
+        with grpc.insecure_channel(target["address"]) as channel:
+            try:
+                list(channel.stream_stream(JOIN)(iter(chunks), timeout=5))
+                answers[round_name] = "ACCEPTED"
+            except grpc.RpcError as exc:
+                answers[round_name] = f"{exc.code().name}: {exc.details()}"
+    return {"uid": pwd.getpwnam(as_user).pw_uid if as_user else os.getuid(), "answers": answers}
+
+
+def test_strangers_are_refused_and_named_and_the_job_still_works(slurm_cluster: dict[str, str], tmp_path: Path,
+                                                                  intruder: str) -> None:
+    tmp_path.chmod(0o777)
+    script = tmp_path / "task.py"
+    script.write_text(TASK)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TEST_DIR": str(tmp_path)}
+    job = subprocess.Popen(["srun", "-N2", "-n3", sys.executable, str(script)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=env)
+    target_file = tmp_path / "target.json"
+    deadline = time.monotonic() + 60
+    while not target_file.exists() and time.monotonic() < deadline and job.poll() is None:
+        time.sleep(0.1)
+    target = json.loads(target_file.read_text())
+    # Another user, who read the job's key (squeue shows it), presents it with a credential of its own uid.
+    stranger = attack(target, intruder, target["key"])
+    # A process of this user but not of this launch: its credential names its own launch.
+    other_job = attack(target, None, "999.0")
+    (tmp_path / "attacked").touch()
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    assert stranger["uid"] == pwd.getpwnam(intruder).pw_uid
+    for answers in (stranger["answers"], other_job["answers"]):
+        assert all(a.startswith("UNAUTHENTICATED") for a in answers.values()), answers  # type: ignore[union-attr]
+    assert f"({intruder}), not the job's uid 0 (root), claimed rank 1" in err  # named in rank 0's log
+    assert "presented a credential minted for another call" in err
+    rows = json_objects(out)
+    assert len(rows) == 3 and all(r["auth"].startswith("MUNGE through") for r in rows)
+    assert len({json.dumps(r["spec"], sort_keys=True) for r in rows}) == 1  # the table did not change
