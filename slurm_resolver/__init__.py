@@ -30,6 +30,10 @@ _EXPORTS = {
     "Task": "cluster",
     "resolve": "resolution",
     "snapshot": "environment",
+    "Preemption": "preemption",
+    "requeue": "preemption",
+    "restart_count": "preemption",
+    "checkpoint_dir": "preemption",
     "export": "environment",
     "SlurmResolverError": "errors",
     "EnvironmentVariableError": "errors",
@@ -64,6 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .rpc.server import Server
     from .cluster_spec import ClusterSpec
     from .environment import export, snapshot
+    from .preemption import Preemption, checkpoint_dir, requeue, restart_count
     from .errors import (
         AddressError,
         ConfigurationError,

@@ -54,7 +54,8 @@ def _show(args: argparse.Namespace) -> int:
     me = cluster.me
     where = f"rank {cluster.rank} of {cluster.world_size}, {me.job}:{me.index} on {me.node} at {me.address}" \
         if me else f"not a task; {cluster.world_size} tasks"
-    print(f"launcher {cluster.launcher}: {where}")
+    element = f" (array element {cluster.launch.array})" if cluster.launch.array else ""
+    print(f"launcher {cluster.launcher}{element}: {where}")
     rows = [("rank", "job", "index", "node", "address", "gpus")]
     for rank in range(cluster.world_size):
         t = cluster.task(rank)
@@ -106,6 +107,10 @@ def _bootstrap(args: argparse.Namespace) -> int:
         b.stop()
         finalize()
         return 0
+    if not b.cluster.launch.mpi_launched and not args.exec:
+        from .supervise import supervise
+
+        return supervise(b, command)  # the step watches for deaths while the command runs
     sys.stdout.flush()
     b.stop()  # every task has verified the cluster; the command takes this task's place
     finalize()  # an MPI launcher expects MPI_Finalize from a process that initialised MPI
@@ -252,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--jobs", help="ps=1,worker=3, or ps,worker for a heterogeneous job")
     boot.add_argument("--timeout", type=float, default=60.0)
     boot.add_argument("--overwrite", action="store_true", help="replace variables that are already set")
+    boot.add_argument("--exec", action="store_true",
+                      help="run COMMAND in this task's place, without watching for deaths (always under mpirun)")
     boot.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     boot.set_defaults(func=_bootstrap)
     check = sub.add_parser("check", help="diagnose this environment: one line per check, OK or FAIL with a hint")

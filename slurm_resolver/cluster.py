@@ -235,6 +235,7 @@ class Cluster:
             "cluster": self.spec().as_dict(),
             "gpus": list(me.gpus or ()) if me else [],
             "launcher": self.launcher,
+            **({"array": self.launch.array} if self.launch.array else {}),
         }
 
 

@@ -14,7 +14,7 @@ from .hostlists import expand, expand_counts
 from .parsing import read_int, require
 
 __all__ = ["Layout", "layout_of", "het_size", "job_layout", "het_components", "het_groups", "distribution",
-           "in_srun_step", "launch_key", "gtids"]
+           "in_srun_step", "launch_key", "gtids", "array_element"]
 
 Layout = tuple[tuple[str, ...], tuple[int, ...]]
 """Nodes in Slurm's order and the number of tasks on each."""
@@ -168,3 +168,14 @@ def gtids(env: Mapping[str, str]) -> tuple[int, ...]:
     if not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) <= 9 for p in parts):
         raise EnvironmentVariableError("SLURM_GTIDS", text, "the task ids of this node, such as 0,2,3")
     return tuple(int(p) for p in parts)
+
+
+def array_element(env: Mapping[str, str]) -> str | None:
+    """``<array job id>_<task id>`` for an element of a job array; None otherwise.
+
+    >>> array_element({"SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3", "SLURM_JOB_ID": "43"})
+    '40_3'
+    """
+    if env.get("SLURM_ARRAY_JOB_ID") is None or env.get("SLURM_ARRAY_TASK_ID") is None:
+        return None
+    return f"{read_int(env, 'SLURM_ARRAY_JOB_ID', 1)}_{read_int(env, 'SLURM_ARRAY_TASK_ID')}"

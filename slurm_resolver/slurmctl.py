@@ -17,7 +17,7 @@ from typing import Any
 from .errors import AddressError, ConfigurationError
 from .hostlists import collapse
 
-__all__ = ["command", "run", "parse_records", "node_addresses", "submit", "job_records", "pyslurm"]
+__all__ = ["command", "run", "parse_records", "node_addresses", "submit", "job_records", "requeue", "pyslurm"]
 
 log = logging.getLogger("slurm_resolver")
 
@@ -111,3 +111,15 @@ def job_records(job_id: str) -> list[dict[str, str]]:
     """``scontrol show job -o`` as one dict per record (one per het component); [] once purged."""
     out = run(["scontrol", "show", "job", "-o", job_id], 30)
     return parse_records(out.stdout) if out.returncode == 0 else []
+
+
+def requeue(job_id: str) -> None:
+    """``scontrol requeue JOB``: Slurm ends the job and runs it again."""
+    if shutil.which("scontrol") is None:
+        raise ConfigurationError(
+            "scontrol is not on PATH, so this job cannot requeue itself (a container without Slurm's client?)",
+            "mount Slurm's client into the container, or requeue from outside: scontrol requeue " + job_id)
+    out = run(["scontrol", "requeue", job_id], 30)
+    if out.returncode != 0:
+        raise ConfigurationError(f"scontrol requeue {job_id} failed: {out.stderr.strip() or out.stdout.strip()}",
+                                 "the job must allow it (#SBATCH --requeue, JobRequeue=1 in slurm.conf)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -48,8 +49,7 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
             raise ResolutionError(f"job {job_id} is no longer known to slurmctld",
                                   "its record was purged (MinJobAge); look at its output file")
         first = found[0]
-        state = first.get("JobState", "?")
-        nodes = first.get("NodeList", "-")
+        state, nodes = _states(found), first.get("NodeList", "-")
         line = f"job {job_id}: {state}, {first.get('RunTime', '?')}, nodes {nodes}"
         if (state, nodes) != shown or time.monotonic() - last >= every:  # a change, or a sign of life
             last = time.monotonic()
@@ -61,8 +61,28 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
             raise ResolutionError(f"job {job_id} did not end within {timeout:g} s (state {state})",
                                   f"follow it with squeue -j {job_id}, or raise --timeout")
         time.sleep(poll)
-    output = Path(first.get("StdOut", ""))
-    if output.is_file():
-        sys.stdout.write(output.read_text())
-        sys.stdout.flush()
+    for output in dict.fromkeys(Path(r.get("StdOut", "")) for r in _in_order(found)):  # an array: each element's
+        if output.is_file():
+            sys.stdout.write(output.read_text())
+    sys.stdout.flush()
     return _exit_code(found)
+
+
+def _in_order(records: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Records in the order of their array element (scontrol lists the newest first)."""
+    def element(record: dict[str, str]) -> int:
+        task = record.get("ArrayTaskId", "0").partition("-")[0].partition(",")[0].lstrip("[")
+        return int(task) if task.isdigit() else 0
+    return sorted(records, key=element)
+
+
+def _states(records: list[dict[str, str]]) -> str:
+    """The job's state; for an array, how many elements are in each (``2 RUNNING, 1 PENDING``).
+
+    >>> _states([{"JobState": "RUNNING", "ArrayTaskId": "0"}, {"JobState": "RUNNING", "ArrayTaskId": "1"}])
+    'array: 2 RUNNING'
+    """
+    if not any("ArrayTaskId" in r for r in records):
+        return records[0].get("JobState", "?")
+    counts = Counter(r.get("JobState", "?") for r in records)
+    return "array: " + ", ".join(f"{n} {state}" for state, n in counts.items())

@@ -25,6 +25,7 @@ _NAME = r"[A-Za-z0-9][A-Za-z0-9._+@:=-]{0,127}"
 _TIME = (r"\d{1,6}", r"\d{1,6}:\d{1,2}", r"\d{1,6}:\d{1,2}:\d{1,2}", r"\d{1,4}-\d{1,2}", r"\d{1,4}-\d{1,2}:\d{1,2}",
          r"\d{1,4}-\d{1,2}:\d{1,2}:\d{1,2}")
 _JOB = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+_INDICES = r"\d{1,7}(-\d{1,7}(:[1-9]\d{0,6})?)?"
 
 KINDS: dict[str, tuple[str, str]] = {
     "count": (r"[1-9]\d{0,6}", "a whole number >= 1"),
@@ -36,8 +37,12 @@ KINDS: dict[str, tuple[str, str]] = {
              "name=count pairs such as ps=1,worker=3, or names per het component such as ps,worker"),
     "format": (r"tf|torch|jax|shell", "tf, torch, jax or shell"),
     "flag": (r"0|1", "0 or 1"),
+    "signal": (r"(USR1|USR2|TERM|INT|HUP|QUIT|URG|XCPU|XFSZ|VTALRM|PROF|WINCH)@\d{1,5}",
+               "SIGNAL@SECONDS before the end, such as USR2@60 (empty: no warning)"),
     "module": (r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", "a Python module such as slurm_resolver.training.ddp"),
     "text": (r"[^\n\r\x00]*", "one line of shell text"),
+    "array": (rf"{_INDICES}(,{_INDICES})*(%[1-9]\d{{0,4}})?",
+              "Slurm's array indices: 0-7, 1,3,5, 0-15:4, with %N to run at most N at once (0-7%2)"),
 }
 """Each kind: the full-match pattern of its values, and the accepted form in words."""
 
@@ -78,6 +83,14 @@ SCHEMA: tuple[Parameter, ...] = (
     Parameter("extra_sbatch", "", "text", "extra #SBATCH lines, separated by ';'"),
     Parameter("python", sys.executable, "path", "the Python interpreter of the tasks", optional=False),
     Parameter("hetjob", "0", "flag", "1 for a heterogeneous job: a ps component of ps_nodes nodes, then the workers",
+              optional=False),
+    Parameter("signal", "USR2@60", "signal", "the warning Slurm sends before the time limit or a preemption, "
+              "passed on to every task (empty: none)"),
+    Parameter("array", "", "array", "a job array: every element its own job and cluster "
+              "(empty: no array; with sweep: one element per entry)", "--array"),
+    Parameter("sweep", "", "text", "each array element's own arguments, entries separated by ';' "
+              "(element i takes entry i), e.g. --learning-rate 0.1;--learning-rate 0.01"),
+    Parameter("requeue", "1", "flag", "1: the job may be requeued (by Slurm, or by itself after a warning)",
               optional=False),
 )
 SHELL_TEXT = frozenset(p.name for p in SCHEMA if p.kind == "text")

@@ -20,7 +20,7 @@ from .errors import ConfigurationError
 from .template_schema import SCHEMA, SHELL_TEXT, Parameter, TemplateParameterError, check
 
 __all__ = ["Parameter", "SCHEMA", "Template", "available", "describe", "defaults", "render", "sbatch_header",
-           "TemplateParameterError"]
+           "TemplateParameterError", "highest_index", "sweep_selection", "forwarding"]
 
 
 
@@ -97,7 +97,91 @@ def sbatch_header(values: Mapping[str, str], het: bool = False) -> str:
         options = [p for p in options if p.name in ("nodes", "tasks_per_node", "tasks", "gpus_per_task",
                                                     "cpus_per_task")]
     lines += [f"#SBATCH {p.option}={shlex.quote(values[p.name])}" for p in options]
+    if values.get("signal"):
+        lines.append(f"#SBATCH --signal=B:{values['signal']}")  # to the batch script, which passes it on
+    if values.get("requeue") == "1":
+        lines.append("#SBATCH --requeue")
     lines += [f"#SBATCH {extra.strip()}" for extra in values.get("extra_sbatch", "").split(";") if extra.strip()]
+    return "\n".join(lines)
+
+
+def forwarding(values: Mapping[str, str]) -> tuple[str, str]:
+    """The shell function that runs the launcher in the background and passes Slurm's warning
+    signal on to it (srun hands it to every task), and the word that calls it; empty without a signal.
+
+    >>> forwarding({"signal": ""})
+    ('', '')
+    """
+    if not values.get("signal"):
+        return "", ""
+    name = values["signal"].partition("@")[0]
+    function = (f"# Slurm's warning (SIG{name}) comes to this script: pass it on to every task.\n"
+                f"forward() {{\n"
+                f"    \"$@\" &\n"
+                f"    local task=$! status=0\n"
+                f"    trap 'kill -s {name} \"$task\" 2>/dev/null' {name}\n"
+                f"    while true; do\n"
+                f"        status=0; wait \"$task\" || status=$?\n"
+                f"        kill -0 \"$task\" 2>/dev/null || break  # wait returned for the signal, not the end\n"
+                f"    done\n"
+                f"    return \"$status\"\n"
+                f"}}")
+    return function, "forward "
+
+
+def highest_index(spec: str) -> int:
+    """The highest index of Slurm's ``--array`` spec (its ``%N`` limit left out).
+
+    >>> highest_index("0-7:3,5%2")
+    6
+    """
+    highest = 0
+    for part in spec.partition("%")[0].split(","):
+        span, _, step = part.partition(":")
+        low, _, high = span.partition("-")
+        top = int(high or low)
+        highest = max(highest, top - (top - int(low)) % int(step or 1) if top >= int(low) else int(low))
+    return highest
+
+
+def _entries(sweep: str) -> list[str]:
+    return [entry.strip() for entry in sweep.split(";") if entry.strip()]
+
+
+def _with_sweep(values: dict[str, str]) -> None:
+    """One array element per sweep entry where no array is given; an array beyond the sweep is an error."""
+    entries = _entries(values.get("sweep", ""))
+    if not entries:
+        return
+    if not values.get("array"):
+        values["array"] = f"0-{len(entries) - 1}" if len(entries) > 1 else "0"
+    highest = highest_index(values["array"])
+    if highest >= len(entries):
+        raise TemplateParameterError(
+            f"template parameter array={values['array']!r} has element {highest}, beyond the sweep's "
+            f"{len(entries)} entries (element i takes entry i)",
+            f"leave array empty (one element per entry), or give array=0-{len(entries) - 1}")
+
+
+def sweep_selection(values: Mapping[str, str]) -> str:
+    """Shell that sets each array element's own arguments (``"$@"``) from the sweep; empty without one.
+
+    >>> print(sweep_selection({"sweep": "--lr 1;--lr 2"}))  # doctest: +NORMALIZE_WHITESPACE
+    # Each element of the array takes its own arguments from the sweep.
+    case "${SLURM_ARRAY_TASK_ID:?submit this script as an array: sbatch --array=...}" in
+        0) set -- --lr 1 ;;
+        1) set -- --lr 2 ;;
+        *) echo "slurm-resolver: array element $SLURM_ARRAY_TASK_ID has no sweep entry (2 entries)" >&2; exit 2 ;;
+    esac
+    """
+    entries = _entries(values.get("sweep", ""))
+    if not entries:
+        return ""
+    lines = ["# Each element of the array takes its own arguments from the sweep.",
+             'case "${SLURM_ARRAY_TASK_ID:?submit this script as an array: sbatch --array=...}" in']
+    lines += [f"    {i}) set -- {entry} ;;" for i, entry in enumerate(entries)]
+    lines += [f'    *) echo "slurm-resolver: array element $SLURM_ARRAY_TASK_ID has no sweep entry '
+              f'({len(entries)} entries)" >&2; exit 2 ;;', "esac"]
     return "\n".join(lines)
 
 
@@ -125,9 +209,16 @@ def render(name: str, values: Mapping[str, str] | None = None) -> str:
         raise TemplateParameterError(f"unknown template parameter(s) {unknown}", f"valid parameters: {listing}")
     merged = {**base, **(values or {})}
     check(merged)
+    _with_sweep(merged)
     text = _text(name)
     substituted = {k: (v if k in SHELL_TEXT else shlex.quote(v)) for k, v in merged.items()}
     substituted["launch"] = _launch(merged)
     substituted["sbatch_header"] = sbatch_header(merged, het=merged["hetjob"] == "1")
+    substituted["forwarding"], substituted["forward"] = forwarding(merged)
+    substituted["select"] = sweep_selection(merged)
     body = "\n".join(line for line in text.splitlines() if not line.startswith((_DEFAULTS, _PURPOSE))) + "\n"
-    return string.Template(body).substitute(substituted)
+    try:
+        return string.Template(body).substitute(substituted)
+    except (KeyError, ValueError) as exc:  # the template's own fault, not the values'
+        raise ConfigurationError(f"template {name} has a bad placeholder ({exc})",
+                                 "write $$ for a literal $, and ${name} only for parameters of the schema") from None

@@ -11,11 +11,11 @@ from slurm_resolver.templates import SCHEMA, TemplateParameterError, _own_defaul
 
 from .conftest import DATA
 
-TEMPLATES = ["chief_evaluator", "data_parallel", "data_service", "hetjob", "jax", "mpirun", "ps_worker"]
+TEMPLATES = ["chief_evaluator", "data_parallel", "data_service", "hetjob", "jax", "mpirun", "ps_worker", "sweep"]
 GOLDEN = {"python": "/usr/bin/python3", "partition": "debug"}
 
 
-def test_the_five_topologies_are_bundled() -> None:
+def test_every_topology_is_bundled() -> None:
     assert available() == TEMPLATES
 
 
@@ -48,6 +48,9 @@ def test_values_are_quoted() -> None:
     ("hetjob", ["0", "1"], ["yes", "2", ""]),
     ("program", ["", "slurm_resolver.training.ddp"], ["a b", "1module", "x;y"]),
     ("command", ["python train.py --lr 0.1", "echo \"$HOME\""], ["a\nb"]),
+    ("array", ["", "0-7", "1,3,5", "0-15:4", "0-7%2", "0,4-6%1"], ["-1", "0-", "a-b", "0-7%", "0-7%0", "0;1", "0 1"]),
+    ("signal", ["", "USR2@60", "TERM@300"], ["USR2", "KILL@60", "USR2@-1"]),
+    ("requeue", ["0", "1"], ["yes", ""]),
 ])
 def test_every_parameter_is_checked_by_its_kind(key: str, good: list[str], bad: list[str]) -> None:
     for value in good:
@@ -102,3 +105,37 @@ def test_hetjob_is_a_declared_parameter() -> None:
     assert "#SBATCH hetjob" in render("data_parallel", {"hetjob": "1"})
     with pytest.raises(ConfigurationError, match="hetjob='yes' is not 0 or 1"):
         render("data_parallel", {"hetjob": "yes"})
+
+
+def test_a_sweep_gives_each_array_element_its_entry() -> None:
+    text = render("sweep", {"sweep": "--lr 0.1; --lr 0.01", "program_args": "--epochs 2"})
+    assert "#SBATCH --array=0-1" in text and "0) set -- --lr 0.1 ;;" in text and "1) set -- --lr 0.01 ;;" in text
+    assert render("sweep", {"sweep": "--lr 1", "array": "0"}).count("#SBATCH --array=0") == 1
+    assert "#SBATCH --array=0-3%2" in render("data_parallel", {"array": "0-3%2"})  # any template may be an array
+    selection = text.split("# Slurm's warning")[0]  # the header, set -euo pipefail and the case
+    for element, expected in ((0, "--lr 0.1"), (1, "--lr 0.01")):
+        out = subprocess.run(["bash", "-c", selection + 'echo "$*"'], env={"SLURM_ARRAY_TASK_ID": str(element)},
+                             capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected
+    out = subprocess.run(["bash", "-c", selection], env={"SLURM_ARRAY_TASK_ID": "7"}, capture_output=True, text=True)
+    assert out.returncode == 2 and "array element 7 has no sweep entry" in out.stderr
+
+
+@pytest.mark.parametrize("array, sweep", [("0-2", "--lr 1;--lr 2"), ("0,5", "a;b"), ("0-9:3", "a;b;c;d;e;f;g;h;i")])
+def test_an_array_beyond_its_sweep_is_refused(array: str, sweep: str) -> None:
+    with pytest.raises(TemplateParameterError) as info:
+        render("sweep", {"array": array, "sweep": sweep})
+    assert "beyond the sweep" in info.value.message and "leave array empty" in str(info.value.hint)
+
+
+def test_a_bad_placeholder_in_a_template_is_named() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        from slurm_resolver import templates
+
+        original = templates._text
+        templates._text = lambda name: "#!/bin/bash\necho $@\n"  # type: ignore[assignment]
+        try:
+            render("sweep")
+        finally:
+            templates._text = original  # type: ignore[assignment]
+    assert "bad placeholder" in info.value.message

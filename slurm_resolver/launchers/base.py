@@ -33,6 +33,8 @@ class Launch:
         node_index: the position of the caller's node in ``nodes`` (``SLURM_NODEID``).
         gtids: the ranks on the caller's node (``SLURM_GTIDS``), where Slurm says.
         job_id: the Slurm job id, when there is one.
+        array: ``<array job id>_<task id>`` for an element of a job array (each element is a
+            job of its own, with its own job id: two elements never share a launch key).
         key: what names this launch in all its tasks (``<job id>.<step id>``...).
         is_task: the caller is one of the launch's parallel tasks, each running this
             code (an srun task, an MPI rank): it can bootstrap, and its port is its own.
@@ -56,6 +58,7 @@ class Launch:
     node_index: int | None = None
     gtids: tuple[int, ...] = ()
     job_id: str | None = None
+    array: str | None = None
     key: str = "local"
     is_task: bool = False
     standalone: bool = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError
-from ..layout import distribution, gtids, het_groups, in_srun_step, job_layout, launch_key, layout_of
+from ..layout import array_element, distribution, gtids, het_groups, in_srun_step, job_layout, launch_key, layout_of
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
 
@@ -47,7 +47,7 @@ class SrunStep(Launcher):
             node=env.get("SLURMD_NODENAME"), local_rank=optional_int(env, "SLURM_LOCALID"),
             distribution=distribution(env), groups=groups, node_index=node_index, gtids=gtids(env),
             components=tuple(sum(layout[1][p] for p in g) for g in groups),
-            job_id=env.get("SLURM_JOB_ID"), key=launch_key(env), is_task=True,
+            job_id=env.get("SLURM_JOB_ID"), array=array_element(env), key=launch_key(env), is_task=True,
             # MPI initialises through srun's PMIx; srun's PMI-2 is not spoken by every MPI
             # (Debian's Open MPI aborts in MPI_Init), so it is never tried there.
             mpi_capable="PMIX_RANK" in env,
@@ -70,7 +70,7 @@ class BatchStep(Launcher):
         return Launch(
             launcher=cls.name, world_size=sum(layout[1]), rank=0, nodes=layout[0], counts=layout[1],
             node=env.get("SLURMD_NODENAME"), local_rank=0, distribution="block",
-            components=components, job_id=env.get("SLURM_JOB_ID"), key=launch_key(env),
+            components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env), key=launch_key(env),
         )
 
 
@@ -89,5 +89,5 @@ class SallocShell(Launcher):
         layout, components = job_layout(env)
         return Launch(
             launcher=cls.name, world_size=sum(layout[1]), rank=None, nodes=layout[0], counts=layout[1],
-            distribution="block", components=components, job_id=env.get("SLURM_JOB_ID"), key=launch_key(env),
+            distribution="block", components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env), key=launch_key(env),
         )

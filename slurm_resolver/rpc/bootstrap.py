@@ -17,29 +17,31 @@ makes every other task fail with an error naming it.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
-from collections import Counter
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 from ..cluster import Cluster
-from ..placement import Placement
-from ..resolution import resolve
 from ..environment import snapshot
 from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from ..exchange import Exchange, MPIExchange, check_mode
 from ..gpus import format_devices, parse_devices
-from .bootstrapped import Bootstrapped
+from ..placement import Placement
+from ..resolution import resolve
 from .auth import Authority, authority
+from .bootstrapped import Bootstrapped
 from .coordinator import Coordinator, Identity
 from .loop import LoopThread
-from .protocol import TABLE, VERIFIED, Member, plan_of
+from .protocol import TABLE, VERIFIED, Member
 from .transport import Link, LinkError, Network
-from .tree import DEFAULT_FANOUT
+from .tree import DEFAULT_FANOUT, plan_of
+from .watch import Watchtower
 from .wire import Failure, Records, Table, WireError, decode_identity
 
 __all__ = ["bootstrap", "bootstrap_async", "rendezvous_ports", "verified_peers"]
@@ -141,7 +143,8 @@ def _candidates(env: Mapping[str, str], key: str, rendezvous: Sequence[int] | No
 def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None, timeout: float = 60.0,
               port: int = 0, verify: str | int = "ring", environ: Mapping[str, str] | None = None,
               rendezvous: Sequence[int] | None = None, fanout: int = DEFAULT_FANOUT,
-              network: Network | None = None, auth: str | None = None) -> Bootstrapped:
+              network: Network | None = None, auth: str | None = None, heartbeat: float | None = 1.0,
+              patience: float = 5.0) -> Bootstrapped:
     """Start this task's server, agree with every other task on one cluster, verify it.
 
     Args:
@@ -165,6 +168,11 @@ def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None 
         auth: ``'auto'`` (MUNGE credentials where munged answers, else the launch's key
             alone), ``'munge'`` (an error without it), ``'none'``. Default:
             ``SLURM_RESOLVER_AUTH`` or ``'auto'``. See :mod:`slurm_resolver.rpc.auth`.
+        heartbeat: seconds between the heartbeats that detect a task dying after the
+            bootstrap (:meth:`Bootstrapped.failures`, :meth:`Bootstrapped.on_failure`);
+            None: no detection.
+        patience: seconds of silence after which a task is declared dead (one whose
+            process dies is declared at once).
 
     The server and its calls run on an event loop thread of this task, which lives until
     :meth:`Bootstrapped.stop`. :func:`bootstrap_async` is the same on a running loop.
@@ -173,11 +181,13 @@ def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None 
     try:
         done = loop.run(bootstrap_async(cluster, exchange=exchange, timeout=timeout, port=port, verify=verify,
                                         environ=environ, rendezvous=rendezvous, fanout=fanout, network=network,
-                                        auth=auth))
+                                        auth=auth, heartbeat=heartbeat, patience=patience))
     except BaseException:
         loop.close()
         raise
     done.attach(loop)
+    if heartbeat:
+        atexit.register(done.stop)  # an interpreter that ends normally leaves normally: no failure
     return done
 
 
@@ -185,7 +195,8 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
                           timeout: float = 60.0, port: int = 0, verify: str | int = "ring",
                           environ: Mapping[str, str] | None = None, rendezvous: Sequence[int] | None = None,
                           fanout: int = DEFAULT_FANOUT, network: Network | None = None,
-                          auth: str | None = None) -> Bootstrapped:
+                          auth: str | None = None, heartbeat: float | None = 1.0,
+                          patience: float = 5.0) -> Bootstrapped:
     """:func:`bootstrap` as a coroutine on the running event loop (the scale simulation runs
     thousands of tasks on one loop this way); the result's :meth:`~Bootstrapped.barrier` and
     :meth:`~Bootstrapped.stop` have coroutine twins ``abarrier`` and ``astop``."""
@@ -245,6 +256,8 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
                                 peer, token, min(timeout, 30.0)) for peer in verified_peers(rank, done.world_size, verify)]
         failure = next((Failure.of(f"rank {rank} could not verify a peer: {r}") for r in reasons if r), Failure())
         lap("verify")
+        tower = Watchtower(member, heartbeat, patience) if heartbeat else None
+        coordinator.tower = tower  # before the last round: the tasks below may start watching as soon as it ends
         if group is None:
             await member.round(VERIFIED, Records(), failure, timeout)
         else:
@@ -258,7 +271,10 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
         await served.stop(2.0)  # calls in flight (a task below waiting for a result) still get their answer
         await network.close()
         raise
-    return Bootstrapped(done, member, served, token, timings, "tree" if group is None else "mpi", authority.how)
+    if tower is not None:
+        tower.start()
+    return Bootstrapped(done, member, served, token, timings, "tree" if group is None else "mpi", authority.how,
+                        tower)
 
 
 def _authority(auth: str | None, env: Mapping[str, str], network: Network | None) -> Authority:

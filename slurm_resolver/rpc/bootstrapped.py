@@ -7,7 +7,7 @@ for barriers after the bootstrap, and says how long each phase took.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from functools import cached_property
 from typing import Any
 
@@ -45,7 +45,8 @@ class Bootstrapped:
     environment = ""
 
     def __init__(self, cluster: Cluster, member: Member | None, served: Served | None, token: str,
-                 timings: dict[str, float] | None = None, exchanged: str = "", authenticated: str = "") -> None:
+                 timings: dict[str, float] | None = None, exchanged: str = "", authenticated: str = "",
+                 tower: Any = None) -> None:
         self.cluster = cluster
         self.timings = dict(timings or {})
         self.exchanged = exchanged
@@ -54,6 +55,7 @@ class Bootstrapped:
         self._served = served
         self._token = token
         self._loop: LoopThread | None = None
+        self._tower: Any = tower
         assert cluster.rank is not None
         self.rank: int = cluster.rank
 
@@ -193,6 +195,36 @@ class Bootstrapped:
                                      "call slurm_resolver.bootstrap() (not bootstrap_async) for blocking calls")
         self._loop.run(coroutine)
 
+    def failures(self) -> dict[int, str]:
+        """Every task known to have died since the bootstrap, by rank, with why (``{}``: none)."""
+        return dict(self._tower.failed) if self._tower is not None else {}
+
+    def on_failure(self, callback: Callable[[int, str], None]) -> None:
+        """Call ``callback(rank, why)`` (on this task's event loop thread) for every task found dead."""
+        if self._tower is None:
+            raise ConfigurationError("failure detection is off", "bootstrap(heartbeat=1.0) (the default)")
+        self._tower.callbacks.append(callback)
+
+    def vote(self, name: str, yes: bool, timeout: float = 60.0) -> bool:
+        """Whether any task votes yes in the n-th vote called ``name`` (every task must vote)."""
+        if self._loop is None:
+            raise ConfigurationError("this cluster has no event loop of its own", "use slurm_resolver.bootstrap()")
+        return self._loop.run(self.avote(name, yes, timeout))
+
+    async def avote(self, name: str, yes: bool, timeout: float = 60.0) -> bool:
+        """:meth:`vote` on the running event loop."""
+        return await self._joined().vote(_round_name(name), yes, timeout)
+
+    def fail(self, why: str) -> None:
+        """Tell every task that this one fails (``why``), then stop: the others' failure callbacks run."""
+        if self._loop is not None:
+            self._loop.run(self.afail(why))
+
+    async def afail(self, why: str) -> None:
+        """:meth:`fail` on the running event loop."""
+        if self._tower is not None:
+            await self._tower.fail(why)
+
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop this task's server and its event loop; calls in flight get ``grace`` seconds."""
         if self._loop is None:
@@ -205,6 +237,9 @@ class Bootstrapped:
 
     async def astop(self, grace: float | None = 1.0) -> None:
         """:meth:`stop` on the running event loop (the loop itself is the caller's)."""
+        tower, self._tower = self._tower, None
+        if tower is not None:
+            await tower.leave(1.0 if grace is None else grace)  # this task ends normally: no failure
         served, self._served = self._served, None
         if served is not None:
             await served.stop(grace)

@@ -88,3 +88,31 @@ class Identity(_message.Message):
 class Empty(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class Beat(_message.Message):
+    __slots__ = ("job_key", "source", "node", "credential", "failed", "reason", "leaving")
+    JOB_KEY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
+    job_key: str
+    source: int
+    node: int
+    credential: bytes
+    failed: _containers.RepeatedScalarFieldContainer[int]
+    reason: str
+    leaving: bool
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., credential: _Optional[bytes] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("failed", "reason", "leaving")
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
+    failed: _containers.RepeatedScalarFieldContainer[int]
+    reason: str
+    leaving: bool
+    def __init__(self, failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ...) -> None: ...

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..addresses import first
 from .auth import Authority
@@ -26,6 +27,11 @@ NOTICE = "notice:"
 """Round prefix of waiting for an announcement: decided by rank 0, passed down the tree."""
 
 log = logging.getLogger("slurm_resolver")
+
+MOST_OPEN_ROUNDS = 1024
+"""Rounds a server keeps open (undecided) at once: callers may run ahead, not without bound."""
+MOST_ROUNDS = 8192
+"""Rounds a server remembers: beyond, the oldest finished ones are forgotten (notices are kept)."""
 
 REFUSALS = ("foreign", "not_leader", "invalid", "unauthenticated", "deadline")
 """The codes of :class:`Refused`."""
@@ -119,6 +125,10 @@ class Coordinator:
         self._token: str | None = None
         self._token_known = asyncio.Event()
         self._rounds: dict[str, _Round] = {}
+        self._open = 0  # rounds without a result
+        self._asking = 0  # callers of who() waiting for the token
+        self.tower: Any = None
+        """This task's :class:`~slurm_resolver.rpc.watch.Watchtower`, once it watches."""
         self.forward: Callable[[str, float], Awaitable[None]] | None = None
         """Asks the task above for a notice a task below waits for (set by the task's protocol)."""
         self._forwarding: set[asyncio.Task[None]] = set()
@@ -144,7 +154,18 @@ class Coordinator:
         found = self._rounds.get(name)
         if found is None:
             found = self._rounds[name] = _Round()
+            self._open += 1
         return found
+
+    def _callers_round(self, name: str) -> _Round:
+        """The round a caller joins: bounded in number, and in callers waiting on each."""
+        if name not in self._rounds and self._open >= MOST_OPEN_ROUNDS:
+            raise Refused("invalid", f"{MOST_OPEN_ROUNDS} rounds are open at rank {self.identity.rank} already")
+        this = self._round(name)
+        if this.waiting >= 2 * len(self.sources) + 8:
+            raise Refused("invalid", f"{this.waiting} callers already wait for round {name[:64]!r} at rank "
+                                     f"{self.identity.rank}, which gathers it for {len(self.sources)}")
+        return this
 
     # Handlers: what a peer asks of this server.
 
@@ -163,23 +184,22 @@ class Coordinator:
             if not self.root:
                 raise Refused("invalid", "announcements go to the root of the tree (the first node's leader)")
             self._authenticate(header)
+            if NOTICE + header.round[len(ANNOUNCE):] not in self._rounds and len(self._rounds) >= MOST_ROUNDS:
+                raise Refused("invalid", f"{MOST_ROUNDS} rounds and notices are known here already")
             done = encode_result("", Failure())
             self.publish(NOTICE + header.round[len(ANNOUNCE):], done)
             return "", done
-        if not self.sources:
-            raise Refused("not_leader", f"rank {self.identity.rank} leads no round")
-        source = header.source if header.source in self.sources else node_source(header.node)
-        if source not in self.sources or (source < 0 and header.source in self.sources):
-            # Another leader of this launch (two nodes may share an address): the caller looks further.
-            raise Refused("not_leader", f"rank {header.source} (node {header.node}) does not join rounds at rank "
-                                        f"{self.identity.rank}")
-        self._authenticate(header)  # last: a credential is spent only where it is meant to be read
-        this = self._round(header.round)
+        source = self.admit(header)
+        this = self._callers_round(header.round)
         if header.round.startswith(NOTICE) and self.forward is not None and self.claim(header.round):
             # A task below waits for a notice: ask above once, for every waiter here.
             task = asyncio.ensure_future(self.forward(header.round[len(NOTICE):], deadline))
             self._forwarding.add(task)
             task.add_done_callback(self._forwarding.discard)
+        earlier = this.received.get(source)
+        if earlier is not None and earlier != (records, failure):
+            raise Refused("invalid", f"{self._source_name(source)} joined round {header.round[:64]!r} here already, "
+                                     f"with other records: a second process claims it")
         if not this.closed:
             this.received[source] = (records, failure)
             if len(this.received) >= len(self.sources):
@@ -190,9 +210,34 @@ class Coordinator:
         this.answered.clear()
         if not await _wait(this.decided, deadline - margin):
             self.sent(header.round)
-            raise Refused("deadline", self._still_open(header.round, this))
+            why = self._still_open(header.round, this)
+            if this.waiting == 0 and not this.started and not this.forwarded and this.result is None:
+                del self._rounds[header.round]  # nobody here needs it: a caller cannot keep rounds open
+                self._open -= 1
+            raise Refused("deadline", why)
         assert this.result is not None
         return header.round, this.result
+
+    def admit(self, header: Header) -> int:
+        """The source key of a caller of this launch that reports to this task, with a good credential."""
+        if header.job_key != self.job_key:
+            raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
+        if not self.sources:
+            raise Refused("not_leader", f"rank {self.identity.rank} leads no round")
+        source = header.source if header.source in self.sources else node_source(header.node)
+        if source not in self.sources or (source < 0 and header.source in self.sources):
+            # Another leader of this launch (two nodes may share an address): the caller looks further.
+            raise Refused("not_leader", f"rank {header.source} (node {header.node}) does not join rounds at rank "
+                                        f"{self.identity.rank}")
+        self._authenticate(header)  # last: a credential is spent only where it is meant to be read
+        return source
+
+    def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A task below keeps its heartbeat here (see :mod:`~slurm_resolver.rpc.watch`)."""
+        if self.tower is None:
+            raise Refused("not_leader", f"rank {self.identity.rank} watches no task (yet)")
+        served: AsyncIterator[bytes] = self.tower.serve(beats)
+        return served
 
     def sent(self, name: str) -> None:
         """The result of round ``name`` went out to one caller (or the caller went away)."""
@@ -218,6 +263,10 @@ class Coordinator:
                             self.identity.rank, header.round[:64], reason, self.refused)
             raise Refused("unauthenticated", reason)
 
+    @staticmethod
+    def _source_name(source: int) -> str:
+        return f"rank {source}" if source >= 0 else f"the leader of node position {-1 - source}"
+
     def _still_open(self, name: str, this: _Round) -> str:
         me = self.identity
         missing = sorted(self.sources - set(this.received))
@@ -234,7 +283,14 @@ class Coordinator:
 
         A peer may ask before this task learned the token itself: the call waits for it.
         """
-        await _wait(self._token_known, deadline)
+        if not self._token_known.is_set():
+            if self._asking >= self.world_size + 64:  # every task may verify every other (verify="all")
+                raise Refused("invalid", f"{self._asking} callers wait to identify rank {self.identity.rank} already")
+            self._asking += 1
+            try:
+                await _wait(self._token_known, deadline)
+            finally:
+                self._asking -= 1
         if self._token is None or token != self._token:
             raise Refused("unauthenticated", "not a task of this launch: wrong or missing token")
         return self._identity_bytes
@@ -282,5 +338,16 @@ class Coordinator:
     def publish(self, name: str, result: list[bytes]) -> None:
         """The result of round ``name``: every peer waiting in :meth:`join` gets it."""
         this = self._round(name)
+        if this.result is None:
+            self._open -= 1
         this.result = result
         this.decided.set()
+        if len(self._rounds) > MOST_ROUNDS:
+            self._forget(len(self._rounds) - MOST_ROUNDS // 2)
+
+    def _forget(self, count: int) -> None:
+        """Forget up to ``count`` of the oldest rounds that ended and have no caller left (not notices)."""
+        done = [name for name, r in self._rounds.items()
+                if r.result is not None and r.waiting == 0 and not name.startswith(NOTICE)]
+        for name in done[:count]:
+            del self._rounds[name]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from .coordinator import REFUSALS, Coordinator
-from .server import JOIN, TOKEN_KEY, WHO, bindable, grpc_module, open_server
+from .server import JOIN, TOKEN_KEY, WATCH, WHO, bindable, grpc_module, open_server
 from .transport import DEADLINE, REFUSED, UNAVAILABLE, Link, LinkError, Served
 from .wire import MAX_MESSAGE
 
@@ -34,6 +34,7 @@ class GrpcLink:
         self._grpc = grpc
         self.channel = aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._join = self.channel.stream_stream(JOIN)
+        self._watch = self.channel.stream_stream(WATCH)
         self._who = self.channel.unary_unary(WHO)
         self._health: Any = None
 
@@ -53,6 +54,13 @@ class GrpcLink:
     async def join(self, chunks: Sequence[bytes], timeout: float) -> list[bytes]:
         try:
             return [bytes(chunk) async for chunk in self._join(iter(chunks), timeout=max(0.01, timeout))]
+        except self._grpc.RpcError as exc:
+            raise self._error(exc) from None
+
+    async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for event in self._watch(beats):
+                yield bytes(event)
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
 

@@ -8,8 +8,9 @@ one network runs on one event loop.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from .coordinator import Coordinator, Refused
@@ -37,6 +38,8 @@ class _LocalServed:
 
     async def stop(self, grace: float | None = None) -> None:
         self._network._servers.pop(self._address, None)
+        for broken in self._network._watches.pop(self._address, set()):
+            broken.set()  # as a process's death breaks its calls
 
 
 class _LocalLink:
@@ -77,6 +80,36 @@ class _LocalLink:
         self._count(stats, (token.encode(),), (reply,))
         return reply
 
+    async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        coordinator, stats = self._server()
+        try:
+            events = coordinator.watch(beats).__aiter__()
+        except Refused as exc:
+            raise LinkError(REFUSED, exc.detail, exc.code) from None
+        broken = asyncio.Event()
+        self._network._watches.setdefault(self._address, set()).add(broken)
+        stopped = asyncio.ensure_future(broken.wait())
+        coming: asyncio.Future[bytes] | None = None
+        try:
+            while True:
+                coming = asyncio.ensure_future(events.__anext__())
+                await asyncio.wait({coming, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not coming.done():
+                    raise LinkError(UNAVAILABLE, f"{self._address[0]}:{self._address[1]} stopped serving")
+                try:
+                    event = coming.result()
+                except StopAsyncIteration:
+                    return
+                except Refused as exc:
+                    raise LinkError(REFUSED, exc.detail, exc.code) from None
+                self._count(stats, (), (event,))
+                yield event
+        finally:  # the caller went away, or the server: the other side sees its call end
+            if coming is not None and not coming.done():
+                coming.cancel()
+            stopped.cancel()
+            self._network._watches.get(self._address, set()).discard(broken)
+
     async def healthy(self, timeout: float) -> bool:
         self._count(self._server()[1], (), (b"\x08\x01",))  # SERVING
         return True
@@ -90,6 +123,7 @@ class LocalNetwork:
 
     def __init__(self, first_port: int = 40000) -> None:
         self._servers: dict[tuple[str, int], tuple[Coordinator, ServerStats]] = {}
+        self._watches: dict[tuple[str, int], set[asyncio.Event]] = {}  # what breaks each server's watch calls
         self._next = first_port
         self.stats: dict[tuple[str, int], ServerStats] = {}
 

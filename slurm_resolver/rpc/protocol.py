@@ -16,64 +16,22 @@ import asyncio
 import random
 import secrets
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
 
 from ..addresses import first
 from ..cluster import Cluster
 from ..errors import ResolutionError
-from .coordinator import ANNOUNCE, NOTICE, Coordinator, node_source
+from .coordinator import ANNOUNCE, NOTICE, Coordinator
 from .transport import REFUSED, UNAVAILABLE, Link, LinkError, Network
-from .tree import Tree
+from .tree import Plan
 from .wire import Failure, Header, Records, Table, WireError, decode_result, encode_contribution, encode_result
 
-__all__ = ["Plan", "plan_of", "Member", "TABLE", "VERIFIED"]
+__all__ = ["Member", "TABLE", "VERIFIED"]
 
 TABLE = "table"
 VERIFIED = "verified"
 _HINT = ("check those tasks' output for an earlier error; every task must call bootstrap(); raise timeout if "
          "they start slowly")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Where one task sits in the tree."""
-
-    tree: Tree
-    position: int
-    """Its node's position in Slurm's node order."""
-    leader: int
-    """The rank of its node's leader (the node's lowest rank)."""
-    sources: tuple[int, ...]
-    """Who joins rounds at this task (leaders only): its node's other ranks, and its child nodes'
-    leaders as :func:`~.coordinator.node_source` keys."""
-    rank: int
-    """The task itself."""
-
-    @property
-    def is_leader(self) -> bool:
-        """Whether this task leads its node."""
-        return self.rank == self.leader
-
-
-def plan_of(cluster: Cluster, rank: int, fanout: int) -> Plan:
-    """The tree position of ``rank`` in ``cluster``, with a ``fanout``-ary tree of node leaders.
-
-    Only the caller's own node must be known: where the layout is learned in the exchange
-    (a provisional placement), its node's ranks are Slurm's ``SLURM_GTIDS``.
-    """
-    where = cluster.placement
-    tree = Tree(len(where.nodes), fanout)
-    if where.exact or cluster.launch.node_index is None:
-        position = where.node_index(rank)
-        local = tuple(where.ranks_on(position))
-    else:
-        position, local = cluster.launch.node_index, tuple(sorted(cluster.launch.gtids))
-    leader = local[0]
-    sources: tuple[int, ...] = ()
-    if rank == leader:
-        sources = local[1:] + tuple(node_source(c) for c in tree.children(position))
-    return Plan(tree, position, leader, sources, rank)
 
 
 class Member:
@@ -159,15 +117,25 @@ class Member:
     # Rounds.
 
     async def round(self, name: str, records: Records, failure: Failure, timeout: float) -> tuple[str, Table]:
-        """Run round ``name``; returns the token and the table (rank 0 decides both), or raises."""
+        """Run round ``name``; returns the token and the table (the root decides both), or raises."""
+        token, result, table = await self._round(name, records, failure, timeout)
+        if result:
+            raise self.error(result, "join the bootstrap" if name == TABLE else f"reach {name.split('#')[0]!r}",
+                             timeout)
+        return token, table
+
+    async def _round(self, name: str, records: Records, failure: Failure, timeout: float
+                     ) -> tuple[str, Failure, Table]:
+        """Run round ``name``; the token, the failures merged from every task, and the table."""
         start = time.monotonic()
         plan = self.plan
         if self.rank != plan.leader:
             chunks = await self._up(name, records, failure, start + timeout, timeout)
         else:
             report = start + timeout * plan.tree.report_at(plan.position)
-            merged, failure = await self.coordinator.gather(name, report, self._covers)
+            merged, below = await self.coordinator.gather(name, report, self._covers)
             merged.extend(records)
+            failure = failure.merge(below)
             if self.up_position is None:
                 chunks = self._decide(name, merged, failure)
             else:
@@ -180,20 +148,26 @@ class Member:
             # The tasks below have the result before this one goes on (and may stop its server).
             await self.coordinator.delivered(name, time.monotonic() + min(5.0, timeout))
         try:
-            token, result, table = decode_result(tuple(chunks), self.cluster.world_size)
+            return decode_result(tuple(chunks), self.cluster.world_size)
         except WireError as exc:
             raise ResolutionError(f"bootstrap: rank {self.up_rank} sent a malformed result ({exc})",
                                   "every task must run the same slurm_resolver version") from None
-        if result:
-            raise self.error(result, "join the bootstrap" if name == TABLE else f"reach {name.split('#')[0]!r}",
-                             timeout)
-        return token, table
 
     async def barrier(self, name: str, timeout: float, failure: Failure = Failure()) -> None:
         """Return once every task reached barrier ``name`` (the n-th call of a name meets the n-th)."""
         count = self._rounds.get(name, 0)
         self._rounds[name] = count + 1
         await self.round(f"{name}#{count}", Records(), failure, timeout)
+
+    async def vote(self, name: str, yes: bool, timeout: float) -> bool:
+        """Whether any task votes yes (a barrier whose result counts the yes votes)."""
+        count = self._rounds.get(name, 0)
+        self._rounds[name] = count + 1
+        voted = Failure(reason="yes", failed_count=1) if yes else Failure()
+        _, result, _ = await self._round(f"vote:{name}#{count}", Records(), voted, timeout)
+        if result.missing_count or (result.reason and result.reason != "yes"):
+            raise self.error(result, f"vote in {name!r}", timeout)
+        return result.failed_count > 0
 
     async def wait_for(self, name: str, timeout: float) -> None:
         """Return once some task announces ``name`` (:meth:`announce`); the notice comes down the tree."""
@@ -332,6 +306,15 @@ class Member:
         """The name of the node of the task above."""
         assert self.up_position is not None
         return self.cluster.placement.nodes[self.up_position]
+
+    def watch_up(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """This task's heartbeat call to the task above (on the rounds' connection where there is one)."""
+        link = self._link
+        if link is None:
+            bound = self.cluster.bound_ports
+            assert bound is not None and self.up_rank is not None and self.up_host is not None
+            link = self.network.connect(self.up_host, bound[self.up_rank])
+        return link.watch(beats)
 
     def use(self, cluster: Cluster) -> None:
         """Continue with the bootstrapped cluster (bound ports known: later rounds need no search;

@@ -23,12 +23,22 @@ from .coordinator import Coordinator, Identity, Refused
 from .loop import LoopThread
 from .wire import CHUNK, MAX_MESSAGE
 
-__all__ = ["Server", "TOKEN_KEY", "JOIN", "WHO", "grpc_module", "bindable", "open_server"]
+__all__ = ["Server", "TOKEN_KEY", "JOIN", "WHO", "WATCH", "grpc_module", "bindable", "open_server"]
 
 TOKEN_KEY = "x-slurm-resolver-token"
 SERVICE = "slurm_resolver.v2.Coordination"
 JOIN = f"/{SERVICE}/Join"
 WHO = f"/{SERVICE}/WhoAreYou"
+WATCH = f"/{SERVICE}/Watch"
+
+
+SERVER_OPTIONS = (
+    ("grpc.so_reuseport", 0),  # a port another launch bound is not shared with it
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
+    ("grpc.max_concurrent_streams", 64),  # calls of one connection; a task makes a few at once
+    ("grpc.max_connection_idle_ms", 600_000),  # an idle peer's connection closes (its channel reconnects)
+)
+"""Options of every task's server: bounded messages and calls, whoever connects."""
 
 
 def grpc_module() -> Any:
@@ -52,6 +62,7 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
              "invalid": grpc.StatusCode.INVALID_ARGUMENT, "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
              "deadline": grpc.StatusCode.DEADLINE_EXCEEDED}
     most_chunks = coordinator.world_size // CHUNK + 2
+    most_bytes = MAX_MESSAGE + 512 * coordinator.world_size  # a whole table, with GPU lists, fits
 
     def deadline(context: Any) -> float:
         left = context.time_remaining()
@@ -59,10 +70,12 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
 
     async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         chunks: list[bytes] = []
+        size = 0
         async for chunk in requests:
             chunks.append(chunk)
-            if len(chunks) > most_chunks:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: more chunks than the job has tasks")
+            size += len(chunk)
+            if len(chunks) > most_chunks or size > most_bytes:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: more than the job's tasks could send")
         try:
             name, result = await coordinator.join(chunks, deadline(context))
         except Refused as exc:
@@ -85,7 +98,15 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
         await context.abort(grpc.StatusCode.UNAVAILABLE, "not served here yet (slurm_resolver's bootstrap server)")
         raise AssertionError  # pragma: no cover - abort raises
 
-    methods = {JOIN: grpc.stream_stream_rpc_method_handler(join), WHO: grpc.unary_unary_rpc_method_handler(who)}
+    async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        try:
+            async for event in coordinator.watch(requests):
+                yield event
+        except Refused as exc:
+            await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
+
+    methods = {JOIN: grpc.stream_stream_rpc_method_handler(join), WHO: grpc.unary_unary_rpc_method_handler(who),
+               WATCH: grpc.stream_stream_rpc_method_handler(watch)}
     other = grpc.unary_unary_rpc_method_handler(reject)
 
     class Handlers(grpc.GenericRpcHandler):  # type: ignore[misc]
@@ -103,7 +124,7 @@ async def open_server(host: str, ports: Sequence[int], coordinator: Coordinator)
 
     address = bindable(host)
     for port in ports:
-        server = aio.server(options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_MESSAGE)])
+        server = aio.server(options=SERVER_OPTIONS)
         checks = health.aio.HealthServicer()
         await checks.set("", health_pb2.HealthCheckResponse.SERVING)
         health_pb2_grpc.add_HealthServicer_to_server(checks, server)

@@ -71,7 +71,7 @@ class Simulation:
 
 def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: int = DEFAULT_FANOUT,
              absent: Collection[int] = (), verify: str | int = "ring", keep: bool = False,
-             cluster: Cluster | None = None) -> Simulation:
+             cluster: Cluster | None = None, heartbeat: float | None = None) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step in this process.
 
     Args:
@@ -79,6 +79,8 @@ def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: 
         keep: keep every task's :class:`Bootstrapped` in ``results`` (their event loop
             has ended: use them as values).
         cluster: the resolved cluster (default: resolved once from :func:`srun_environ`).
+        heartbeat: failure detection after the bootstrap (off by default: the simulation
+            measures the bootstrap).
     """
     base = cluster or resolve(srun_environ(nodes, tasks_per_node), resolves=lambda name: True)
     total = base.world_size
@@ -89,7 +91,8 @@ def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: 
     async def task(rank: int) -> None:
         try:
             results[rank] = await bootstrap_async(base.as_rank(rank), exchange="rendezvous", timeout=timeout,
-                                                  verify=verify, environ={}, fanout=fanout, network=network)
+                                                  verify=verify, environ={}, fanout=fanout, network=network,
+                                                  heartbeat=heartbeat)
         except SlurmResolverError as exc:
             errors[rank] = str(exc)
 

@@ -8,7 +8,7 @@ the scale benchmark). The protocol code is the same over both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 from .coordinator import Coordinator
@@ -43,6 +43,10 @@ class Link(Protocol):
 
     async def who(self, token: str, timeout: float) -> bytes:
         """The peer's identity (needs the job's token)."""
+        ...
+
+    def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """Keep a heartbeat (``beats``) with the peer; its events come back, until either side ends."""
         ...
 
     async def healthy(self, timeout: float) -> bool:

@@ -1,4 +1,4 @@
-"""The shape of the bootstrap's tree, and when each of its members gives up: pure functions.
+"""The shape of the bootstrap's tree, each task's place in it, and when each member gives up: pure functions.
 
 Nodes are numbered by their position in Slurm's node order (position 0 holds rank 0).
 Each node's leader is its lowest rank; the leaders form a k-ary tree over positions
@@ -15,8 +15,14 @@ before it gives up on its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["Tree", "DEFAULT_FANOUT"]
+from .coordinator import node_source
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..cluster import Cluster
+
+__all__ = ["Tree", "DEFAULT_FANOUT", "Plan", "plan_of"]
 
 DEFAULT_FANOUT = 8
 
@@ -88,3 +94,44 @@ class Tree:
         True
         """
         return 0.85 + 0.1 * self.depth(position) / max(1, self.height)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where one task sits in the tree."""
+
+    tree: Tree
+    position: int
+    """Its node's position in Slurm's node order."""
+    leader: int
+    """The rank of its node's leader (the node's lowest rank)."""
+    sources: tuple[int, ...]
+    """Who joins rounds at this task (leaders only): its node's other ranks, and its child nodes'
+    leaders as :func:`~.coordinator.node_source` keys."""
+    rank: int
+    """The task itself."""
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this task leads its node."""
+        return self.rank == self.leader
+
+
+def plan_of(cluster: Cluster, rank: int, fanout: int) -> Plan:
+    """The tree position of ``rank`` in ``cluster``, with a ``fanout``-ary tree of node leaders.
+
+    Only the caller's own node must be known: where the layout is learned in the exchange
+    (a provisional placement), its node's ranks are Slurm's ``SLURM_GTIDS``.
+    """
+    where = cluster.placement
+    tree = Tree(len(where.nodes), fanout)
+    if where.exact or cluster.launch.node_index is None:
+        position = where.node_index(rank)
+        local = tuple(where.ranks_on(position))
+    else:
+        position, local = cluster.launch.node_index, tuple(sorted(cluster.launch.gtids))
+    leader = local[0]
+    sources: tuple[int, ...] = ()
+    if rank == leader:
+        sources = local[1:] + tuple(node_source(c) for c in tree.children(position))
+    return Plan(tree, position, leader, sources, rank)

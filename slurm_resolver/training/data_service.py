@@ -32,6 +32,7 @@ from ..environment import export_defaults
 from ..errors import ConfigurationError, SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
 from .report import Reporter
+from .task import start_task
 
 __all__ = ["DataService", "start", "main"]
 
@@ -182,16 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     args.halfway_notice = args.restart_dispatcher
-    from ..parsing import parse_jobs
-    from ..resolvers.slurm import SlurmClusterResolver
-    from ..rpc.bootstrap import bootstrap
-
     export_defaults({"TF_CPP_MIN_LOG_LEVEL": "2"})
-    try:
-        jobs = parse_jobs(args.jobs, "--jobs")
-        b = bootstrap(SlurmClusterResolver(jobs=jobs, check_port=False, auto_set_gpu=False), timeout=args.timeout)
-    except SlurmResolverError as exc:
-        print(f"data_service: error: {exc.one_line()}", file=sys.stderr)
+    b = start_task("data_service", args.jobs, args.timeout, auto_set_gpu=False)
+    if b is None:
         return 1
     say = Reporter(b)
     code = 0

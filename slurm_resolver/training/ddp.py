@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 
 from ..environment import export_defaults
-from ..errors import SlurmResolverError
 from .report import Reporter
+from .task import start_task
 
 __all__ = ["main"]
 
@@ -34,17 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     from .. import adapters
-    from ..parsing import parse_jobs
-    from ..resolvers.slurm import SlurmClusterResolver
-    from ..rpc.bootstrap import bootstrap
 
-    try:
-        jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
-        b = bootstrap(SlurmClusterResolver(jobs=jobs, check_port=False), timeout=args.timeout)
-        adapters.apply(adapters.torch_env(b), overwrite=True)
-    except SlurmResolverError as exc:
-        print(f"ddp: error: {exc.one_line()}", file=sys.stderr)
+    b = start_task("ddp", args.jobs, args.timeout)
+    if b is None:
         return 1
+    adapters.apply(adapters.torch_env(b), overwrite=True)
     say = Reporter(b)
     env = adapters.torch_env(b)
     say(f"bootstrapped in {sum(b.timings.values()):.2f} s: rank {b.rank} of {b.world_size}, local rank "
@@ -96,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dist.barrier()
     if b.rank == 0:
         say(f"summary: {args.epochs} epochs on {dist.get_world_size()} ranks ({len(set(b.cluster.nodes))} nodes) in "
-            f"{time.monotonic() - start:.1f} s; loss {first_loss:.4f} -> {loss_now:.4f}")
+            f"{time.monotonic() - start:.1f} s at learning rate {args.learning_rate:g}; loss {first_loss:.4f} -> "
+            f"{loss_now:.4f}")
     dist.destroy_process_group()
     return 0
 

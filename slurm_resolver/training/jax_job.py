@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 
 from ..environment import export_defaults
-from ..errors import SlurmResolverError
 from .report import Reporter
+from .task import start_task
 
 __all__ = ["main"]
 
@@ -31,15 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     from .. import adapters
-    from ..parsing import parse_jobs
-    from ..resolvers.slurm import SlurmClusterResolver
-    from ..rpc.bootstrap import bootstrap
 
-    try:
-        jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
-        b = bootstrap(SlurmClusterResolver(jobs=jobs, check_port=False), timeout=args.timeout)
-    except SlurmResolverError as exc:
-        print(f"jax_job: error: {exc.one_line()}", file=sys.stderr)
+    b = start_task("jax_job", args.jobs, args.timeout)
+    if b is None:
         return 1
     say = Reporter(b)
     if not b.me.gpus:

@@ -29,9 +29,9 @@ from typing import Any
 from ..cluster_spec import ClusterSpec
 from ..environment import export_defaults
 from ..errors import ConfigurationError, SlurmResolverError
-from ..parsing import parse_jobs
 from ..rpc.bootstrapped import Bootstrapped
 from .report import Reporter
+from .task import start_task
 
 __all__ = ["main", "training_spec"]
 
@@ -162,18 +162,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checkpoint-dir", default=os.path.join(os.getcwd(), "checkpoints-%j"))
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for the bootstrap and barriers")
     args = parser.parse_args(argv)
-    from ..resolvers.slurm import SlurmClusterResolver
-    from ..rpc.bootstrap import bootstrap
-
-    try:
-        jobs = parse_jobs(args.jobs, "--jobs")
+    def needs_chief_ps_and_workers(jobs: dict[str, int] | list[str] | None) -> None:
         if not isinstance(jobs, dict) or jobs.get("chief") != 1 or not jobs.get("ps") or not jobs.get("worker"):
             raise ConfigurationError(f"--jobs {args.jobs!r} must have one chief, ps and workers",
                                      "e.g. --jobs chief=1,ps=2,worker=2: without a chief the strategy stalls")
-        b = bootstrap(SlurmClusterResolver(jobs=jobs, gpus_per_task={"ps": 0}, check_port=False, auto_set_gpu=True),
-                      timeout=args.timeout)
-    except SlurmResolverError as exc:
-        print(f"parameter_server: error: {exc.one_line()}", file=sys.stderr)
+
+    b = start_task("parameter_server", args.jobs, args.timeout, needs_chief_ps_and_workers,
+              gpus_per_task={"ps": 0}, auto_set_gpu=True)
+    if b is None:
         return 1
     args.checkpoint_dir = args.checkpoint_dir.replace("%j", b.cluster.job_id or "local")
     export_defaults({"TF_CPP_MIN_LOG_LEVEL": "2"})

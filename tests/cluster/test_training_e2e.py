@@ -154,6 +154,19 @@ def test_data_parallel_template_trains_with_ddp(slurm_cluster: dict[str, str], t
     assert len(losses) == 3 and losses[-1] < losses[0]
 
 
+def test_sweep_template_trains_one_ddp_job_per_learning_rate(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    require("torch")
+    sets = {"nodes": "1", "tasks_per_node": "2", "program_args": "--epochs 2 --samples 1024",
+            "output": str(tmp_path / "out-%A_%a"), "python": sys.executable}
+    out = subprocess.run([*CLI, "submit", "sweep", *[f"--set={k}={v}" for k, v in sets.items()], "--wait",
+                          "--timeout", "300"], capture_output=True, text=True, timeout=360, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr + out.stdout
+    summaries = said(out.stdout, r"summary: 2 epochs on 2 ranks .* at learning rate ([\d.]+)")
+    rates = sorted(float(m.group(1)) for line in summaries for m in [re.search(r"learning rate ([\d.]+)", line)] if m)
+    assert rates == [0.01, 0.03, 0.1], out.stdout  # the template's three entries, one element each
+    assert len(list(tmp_path.glob("out-*_*"))) == 3
+
+
 def test_jax_template_initialises_from_the_bootstrap(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
     require("jax")
     out = submit("jax", tmp_path, nodes="2", tasks_per_node="1")

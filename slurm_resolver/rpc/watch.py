@@ -1,0 +1,236 @@
+"""Failure detection after the bootstrap: heartbeats up the tree of node leaders, failures down.
+
+Every task keeps one long call (``Watch``) to the task above it, the same one its rounds go
+to, and beats on it every ``interval`` seconds. A leader notices at once a task below whose
+call breaks (its process died: the kernel closes its connection), and within ``patience``
+seconds one that stops beating (hung, or its node gone); it reports the dead up its own
+call and tells every task below it; the root tells every task below it. So every task
+learns of a death within about a second, or ``patience`` plus a second for a silent one,
+and no server hears from more than its node's tasks and its child leaders. A task that
+leaves normally says so first: its silence is no failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from . import coordination_pb2 as pb
+from .coordinator import Refused
+from .wire import SHOWN, Header, WireError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .protocol import Member
+
+__all__ = ["Watchtower", "WATCH"]
+
+log = logging.getLogger("slurm_resolver")
+
+WATCH = "watch"
+"""The round name a first beat's credential is minted for."""
+
+
+def _parse(message: Any, data: bytes, world_size: int) -> Any:
+    if not isinstance(data, bytes) or len(data) > 8192:
+        raise WireError("a heartbeat larger than any")
+    try:
+        message.ParseFromString(data)
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise WireError("a malformed heartbeat") from None
+    if len(message.failed) > SHOWN or any(r >= world_size for r in message.failed) or len(message.reason) > 1000:
+        raise WireError("a heartbeat naming more than a job has")
+    return message
+
+
+class Watchtower:
+    """One task's part in failure detection (see the module's description).
+
+    Args:
+        member: this task's protocol (its cluster, plan, coordinator and links).
+        interval: seconds between heartbeats.
+        patience: seconds of silence after which a task below is declared dead.
+    """
+
+    def __init__(self, member: Member, interval: float = 1.0, patience: float = 5.0) -> None:
+        self.member = member
+        self.interval = interval
+        self.patience = patience
+        self.failed: dict[int, str] = {}
+        """Every task known to have died, by rank, with why."""
+        self.callbacks: list[Callable[[int, str], None]] = []
+        self._below: dict[int, asyncio.Queue[bytes]] = {}  # source key -> events to send down its call
+        self._heard: dict[int, float] = {}  # source key -> when it last beat
+        self._left: set[int] = set()
+        self._up: asyncio.Queue[pb.Beat] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._leaving = False
+
+    # Naming.
+
+    def _rank(self, source: int) -> int:
+        """The rank a source key stands for (a child node's leader, once the layout is known)."""
+        if source >= 0:
+            return source
+        return int(self.member.cluster.placement.ranks_on(-1 - source)[0])
+
+    # Learning of deaths, from below or from above.
+
+    def declare(self, ranks: list[int], reason: str, *, from_above: bool = False) -> None:
+        """Record ``ranks`` as dead: tell the tasks below, the task above (unless it told us), the callbacks."""
+        new = [r for r in ranks if r not in self.failed and r != self.member.rank]
+        if not new:
+            return
+        for rank in new:
+            self.failed[rank] = reason
+        for start in range(0, len(new), SHOWN):
+            event = pb.Event(failed=new[start:start + SHOWN], reason=reason[:1000]).SerializeToString()
+            for queue in self._below.values():
+                queue.put_nowait(event)
+            if not from_above:
+                self._up.put_nowait(pb.Beat(failed=new[start:start + SHOWN], reason=reason[:1000]))
+        for rank in new:
+            for callback in list(self.callbacks):
+                try:
+                    callback(rank, reason)
+                except Exception:  # noqa: BLE001 - a user's callback must not stop the watch
+                    log.exception("slurm_resolver: a failure callback raised")
+
+    # The leader's side: the calls of the tasks below.
+
+    async def serve(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """One task below: read its beats, send it every event; its call breaking is its death."""
+        coordinator = self.member.coordinator
+        world = self.member.cluster.world_size
+        try:
+            first = _parse(pb.Beat(), await beats.__anext__(), world)
+        except (StopAsyncIteration, WireError) as exc:
+            raise Refused("invalid", f"a watch without a first beat ({exc})") from None
+        header = Header(first.job_key, WATCH, first.source, first.node, first.credential)
+        source = coordinator.admit(header)
+        if source in self._below:
+            raise Refused("invalid", f"{self.member.name(self._rank(source))} is watched already: one call a task")
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        for rank, reason in list(self.failed.items())[:SHOWN]:  # what it missed
+            queue.put_nowait(pb.Event(failed=[rank], reason=reason).SerializeToString())
+        self._below[source] = queue
+        self._heard[source] = time.monotonic()
+        self._left.discard(source)
+        reader = asyncio.ensure_future(self._read(source, beats, world))
+        getting: asyncio.Future[bytes] | None = None
+        try:
+            while True:
+                getting = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getting, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getting in done:
+                    yield getting.result()
+                    continue
+                break
+        finally:
+            if getting is not None:
+                getting.cancel()
+            reader.cancel()
+            if self._below.get(source) is queue:
+                del self._below[source]
+            if source not in self._left and not self._leaving:
+                rank = self._rank(source)
+                self.declare([rank], f"{self.member.name(rank)} died: its connection to rank "
+                                     f"{self.member.rank} closed")
+
+    async def _read(self, source: int, beats: AsyncIterator[bytes], world: int) -> None:
+        async for data in beats:
+            try:
+                beat = _parse(pb.Beat(), data, world)
+            except WireError:
+                return
+            self._heard[source] = time.monotonic()
+            if beat.failed:
+                self.declare(list(beat.failed), beat.reason or "a task below reported it dead")
+            if beat.leaving:
+                self._left.add(source)
+                return
+
+    async def _check(self) -> None:
+        """Declare dead the tasks below that stop beating (hung, or their node gone)."""
+        started = time.monotonic()
+        while not self._leaving:
+            await asyncio.sleep(self.interval)
+            now = time.monotonic()
+            for source in self.member.coordinator.sources:
+                if source in self._left:
+                    continue
+                heard = self._heard.get(source, started)
+                if now - heard > self.patience and self._rank(source) not in self.failed:
+                    rank = self._rank(source)
+                    self.declare([rank], f"{self.member.name(rank)} stopped beating: nothing for "
+                                         f"{now - heard:.0f} s")
+
+    # This task's side: its call to the task above.
+
+    async def _beats(self) -> AsyncIterator[bytes]:
+        member = self.member
+        header = Header(member.coordinator.job_key, WATCH, member.rank, member.plan.position)
+        authority = member.coordinator.authority
+        credential = authority.mint(header) if authority is not None and authority.enabled else b""
+        yield pb.Beat(job_key=header.job_key, source=member.rank, node=member.plan.position,
+                      credential=credential).SerializeToString()
+        while True:
+            try:
+                beat = await asyncio.wait_for(self._up.get(), self.interval)
+            except asyncio.TimeoutError:
+                beat = pb.Beat()
+            yield beat.SerializeToString()
+            if beat.leaving:
+                return
+
+    async def _listen(self) -> None:
+        member = self.member
+        if member.up_position is None:
+            return
+        try:
+            async for data in member.watch_up(self._beats()):
+                event = _parse(pb.Event(), data, member.cluster.world_size)
+                if event.leaving:
+                    return  # the task above ends normally
+                self.declare(list(event.failed), event.reason or "reported dead", from_above=True)
+        except (Refused, WireError, Exception) as exc:  # noqa: BLE001 - whatever broke the call, it is broken
+            if self._leaving:
+                return
+            above = member.up_rank
+            who = member.name(above) if above is not None else f"the leader of {member.up_host_node}"
+            log.debug("slurm_resolver: the watch to %s ended: %s", who, exc)
+            if above is not None:
+                self.declare([above], f"{who} died: its connection to rank {member.rank} closed")
+
+    def start(self) -> None:
+        """Start beating and watching (on the running event loop)."""
+        self._tasks = [asyncio.ensure_future(self._listen())]
+        if self.member.coordinator.sources:
+            self._tasks.append(asyncio.ensure_future(self._check()))
+
+    async def fail(self, why: str) -> None:
+        """This task fails: tell the task above and the tasks below why, before it ends."""
+        self._leaving = True
+        rank = self.member.rank
+        self._up.put_nowait(pb.Beat(failed=[rank], reason=why[:1000]))
+        event = pb.Event(failed=[rank], reason=why[:1000]).SerializeToString()
+        for queue in self._below.values():
+            queue.put_nowait(event)
+        await asyncio.sleep(0.3)  # let the report go out
+
+    async def leave(self, grace: float = 1.0) -> None:
+        """This task ends normally: say so above and below, then stop."""
+        self._leaving = True
+        self._up.put_nowait(pb.Beat(leaving=True))
+        leaving = pb.Event(leaving=True).SerializeToString()
+        for queue in self._below.values():
+            queue.put_nowait(leaving)
+        await asyncio.sleep(min(grace, 0.2))  # let the last beat and events go out
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

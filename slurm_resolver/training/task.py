@@ -1,0 +1,35 @@
+"""How every training job's task starts: its layout from ``--jobs``, then the bootstrap."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import SlurmResolverError
+from ..rpc.bootstrapped import Bootstrapped
+
+__all__ = ["start_task"]
+
+
+def start_task(program: str, jobs: str | None, timeout: float,
+          check: Callable[[dict[str, int] | list[str] | None], None] | None = None,
+          **resolver_options: Any) -> Bootstrapped | None:
+    """This task, bootstrapped with the job layout ``jobs`` (``ps=1,worker=3``; None: all workers).
+
+    ``check`` may refuse the parsed layout (raising a :class:`SlurmResolverError`); the
+    options go to :class:`~slurm_resolver.resolvers.slurm.SlurmClusterResolver`. Returns
+    None after printing ``<program>: error: ...`` where the task cannot start.
+    """
+    from ..parsing import parse_jobs
+    from ..resolvers.slurm import SlurmClusterResolver
+    from ..rpc.bootstrap import bootstrap
+
+    try:
+        layout = parse_jobs(jobs, "--jobs") if jobs is not None else None
+        if check is not None:
+            check(layout)
+        return bootstrap(SlurmClusterResolver(jobs=layout, check_port=False, **resolver_options), timeout=timeout)
+    except SlurmResolverError as exc:
+        print(f"{program}: error: {exc.one_line()}", file=sys.stderr)
+        return None

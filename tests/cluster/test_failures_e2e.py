@@ -1,0 +1,75 @@
+"""Failure detection after the bootstrap, on the real cluster: a task killed with SIGKILL is named
+to every other task within the bound; a task that ends normally is no failure."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ..conftest import json_objects
+
+pytestmark = pytest.mark.slurm
+
+TASK = textwrap.dedent("""
+    import json, os, signal, sys, threading, time
+    from slurm_resolver import bootstrap
+    victim = int(os.environ["TEST_VICTIM"])
+    b = bootstrap(timeout=60, heartbeat=0.5, patience=3.0)
+    start = time.monotonic()
+    learned = threading.Event()
+    found = {}
+    def on_failure(rank, why):
+        found[rank] = [round(time.monotonic() - start, 2), why]
+        learned.set()
+    b.on_failure(on_failure)
+    if b.rank == victim:
+        time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+    if victim < 0 and b.rank == 1:
+        b.stop()  # leaves normally, early
+        sys.exit(0)
+    learned.wait(15 if victim >= 0 else 4)
+    print(json.dumps({"rank": b.rank, "failed": found, "query": {str(k): v for k, v in b.failures().items()}}),
+          flush=True)
+    b.stop()
+""")
+
+
+@pytest.mark.parametrize("victim", [1, 2], ids=["a task", "a node leader"])
+def test_a_killed_task_is_named_to_every_other_within_the_bound(run_tasks: Callable[..., list[dict[str, Any]]],
+                                                                monkeypatch: pytest.MonkeyPatch, victim: int) -> None:
+    """-N2 -n4: node1 holds ranks 0 (the root) and 1; node2 holds 2 (its leader) and 3."""
+    monkeypatch.setenv("TEST_VICTIM", str(victim))
+    rows = run_tasks(["srun", "-N2", "-n4", "--ntasks-per-node=2"], TASK, check=False)
+    assert sorted(r["rank"] for r in rows) == [r for r in range(4) if r != victim], rows
+    for row in rows:
+        learned_at, why = row["failed"][str(victim)]
+        assert learned_at - 1.0 < 10, row  # killed at +1 s; learned within the default bound
+        assert f"(rank {victim})" in why and "died" in why
+        assert str(victim) in row["query"]
+
+
+def test_a_task_that_ends_normally_is_no_failure(run_tasks: Callable[..., list[dict[str, Any]]],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_VICTIM", "-1")
+    rows = run_tasks(["srun", "-N2", "-n3"], TASK)
+    assert sorted(r["rank"] for r in rows) == [0, 2] and all(r["failed"] == {} for r in rows), rows
+
+
+def test_the_bootstrap_command_ends_the_whole_step_naming_the_dead_task(slurm_cluster: dict[str, str]) -> None:
+    command = ("import os, signal, time; rank = int(os.environ['SLURM_PROCID']); time.sleep(2); "
+               "os.kill(os.getpid(), signal.SIGKILL) if rank == 3 else time.sleep(120)")
+    start = time.monotonic()
+    out = subprocess.run(["srun", "-N2", "-n4", sys.executable, "-m", "slurm_resolver", "bootstrap", "--",
+                          sys.executable, "-c", command], capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - start < 30, "the others were left waiting"
+    assert out.returncode != 0
+    named = [l for l in out.stderr.splitlines() if "worker:3 (rank 3) on node2: its command exited with signal 9" in l]
+    assert len(named) == 3, out.stderr  # ranks 0, 1 and 2 each end, naming rank 3
+    assert not json_objects(out.stdout)

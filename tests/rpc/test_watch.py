@@ -1,0 +1,103 @@
+"""Failure detection after the bootstrap, in one process through the real protocol code: deaths
+reported, closed calls, silent tasks, normal ends, and votes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc.bootstrap import bootstrap_async
+from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.local import LocalNetwork
+from slurm_resolver.rpc.simulate import srun_environ
+
+NODES, PER_NODE = 4, 2  # ranks 0, 2, 4, 6 lead their nodes; 0 is the root
+
+
+def run(scenario: Callable[[list[Bootstrapped]], Awaitable[object]], heartbeat: float = 0.1,
+        patience: float = 0.6) -> object:
+    """Bootstrap 4 nodes x 2 tasks with failure detection on, then run ``scenario`` on them."""
+    base = resolve(srun_environ(NODES, PER_NODE), resolves=lambda name: True)
+
+    async def every_task() -> object:
+        network = LocalNetwork()
+        tasks = await asyncio.gather(*(
+            bootstrap_async(base.as_rank(r), exchange="rendezvous", timeout=10, environ={}, network=network,
+                            heartbeat=heartbeat, patience=patience) for r in range(base.world_size)))
+        try:
+            return await scenario(list(tasks))
+        finally:
+            await asyncio.gather(*(t.astop(0.1) for t in tasks))
+
+    return asyncio.run(every_task())
+
+
+async def until(predicate: Callable[[], bool], seconds: float) -> float:
+    """How long ``predicate`` took to hold (fails after ``seconds``)."""
+    start = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - start < seconds, "not within the time"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - start
+
+
+def test_a_task_that_fails_is_known_to_every_other_within_a_second() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        heard: list[tuple[int, int]] = []
+        for t in tasks:
+            t.on_failure(lambda rank, why, me=t.rank: heard.append((me, rank)))
+        await tasks[5].afail("out of memory in step 12")
+        others = [t for t in tasks if t.rank != 5]
+        await until(lambda: all(5 in t.failures() for t in others), 1.0)
+        assert all(t.failures()[5] == "out of memory in step 12" for t in others)
+        assert sorted(me for me, rank in heard) == [t.rank for t in others]  # each callback once
+
+    run(scenario)
+
+
+def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        leader = tasks[4]  # leads node 3: rank 5 below it, reports to the root
+        served, leader._served, tower, leader._tower = leader._served, None, leader._tower, None
+        tower._leaving = True  # its process dies: it says nothing, every call to it and from it breaks
+        for running in tower._tasks:
+            running.cancel()
+        await served.stop(0)
+        others = [t for t in tasks if t.rank != 4]
+        took = await until(lambda: all(4 in t.failures() for t in others), 2.0)
+        assert "died" in tasks[5].failures()[4] and took < 2.0
+
+    run(scenario)
+
+
+def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        tower = tasks[3]._tower
+        tower.interval = 3600.0  # hung: its call stays open, its beats stop
+        others = [t for t in tasks if t.rank != 3]
+        took = await until(lambda: all(3 in t.failures() for t in others), 3.0)
+        assert "stopped beating" in tasks[2].failures()[3] and 0.5 < took < 3.0
+
+    run(scenario)
+
+
+def test_tasks_that_end_normally_are_no_failure() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> dict[int, str]:
+        for t in tasks[1:]:  # every task but the root leaves, leaders before their tasks too
+            await t.astop(0.1)
+        await asyncio.sleep(1.0)  # longer than the patience
+        return tasks[0].failures()
+
+    assert run(scenario) == {}
+
+
+def test_a_vote_is_yes_everywhere_when_any_task_votes_yes() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> list[list[bool]]:
+        first = await asyncio.gather(*(t.avote("stop", t.rank == 7) for t in tasks))
+        second = await asyncio.gather(*(t.avote("stop", False) for t in tasks))
+        return [list(first), list(second)]
+
+    first, second = run(scenario)  # type: ignore[misc]
+    assert first == [True] * 8 and second == [False] * 8
