@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import hashlib
 import logging
 import secrets
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from ..cluster import Cluster
 from ..environment import snapshot
-from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError
+from ..errors import ConfigurationError, ResolutionError
 from ..exchange import Exchange, MPIExchange, check_mode
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
@@ -38,6 +36,7 @@ from .auth import Authority, authority
 from .bootstrapped import Bootstrapped
 from .coordinator import Coordinator, Identity
 from .loop import LoopThread
+from .ports import candidates_of, rendezvous_ports
 from .protocol import TABLE, VERIFIED, Member
 from .transport import Link, LinkError, Network
 from .tree import DEFAULT_FANOUT, plan_of
@@ -47,30 +46,6 @@ from .wire import Failure, Records, Table, WireError, decode_identity
 __all__ = ["bootstrap", "bootstrap_async", "rendezvous_ports", "verified_peers"]
 
 log = logging.getLogger("slurm_resolver")
-
-_RANGE = (20000, 32768)  # below Linux's ephemeral ports (32768-60999): no port 0 server takes one
-
-
-@lru_cache(maxsize=8)
-def _derived_ports(key: str, count: int, span: tuple[int, int]) -> tuple[int, ...]:
-    low, high = span
-    digest = hashlib.sha256(key.encode()).digest()
-    ports: list[int] = []
-    for i in range(0, len(digest) - 1, 2):
-        port = low + int.from_bytes(digest[i:i + 2], "big") % (high - low)
-        if port not in ports:
-            ports.append(port)
-    return tuple(ports[:count])
-
-
-def rendezvous_ports(key: str, count: int = 12, span: tuple[int, int] = _RANGE) -> list[int]:
-    """The ports leaders try to bind, derived from the launch's key (the same in every task).
-
-    >>> rendezvous_ports("1234.0")[:3] == rendezvous_ports("1234.0")[:3]
-    True
-    """
-    return list(_derived_ports(key, count, span))
-
 
 def verified_peers(rank: int, size: int, verify: str | int) -> list[int]:
     """The peers ``rank`` checks: ring neighbours by default, so every server is checked.
@@ -124,20 +99,6 @@ def _mpi_group(cluster: Cluster, exchange: str | Exchange, timeout: float) -> Ex
         except Exception as exc:  # noqa: BLE001 - any failure to initialise MPI falls back
             log.debug("bootstrap: MPI did not initialise under %s (%s); using the rendezvous", launch.launcher, exc)
     return None
-
-
-def _candidates(env: Mapping[str, str], key: str, rendezvous: Sequence[int] | None, port: int) -> list[int]:
-    if port:
-        return [port]
-    if rendezvous:
-        return list(rendezvous)
-    text = env.get("SLURM_RESOLVER_RENDEZVOUS_PORTS")
-    if text is None:
-        return rendezvous_ports(key)
-    ports = [p.strip() for p in text.split(",")]
-    if not ports or not all(p.isascii() and p.isdigit() and 0 < int(p) < 65536 for p in ports) or len(ports) > 64:
-        raise EnvironmentVariableError("SLURM_RESOLVER_RENDEZVOUS_PORTS", text, "up to 64 TCP ports such as 30001,30002")
-    return [int(p) for p in ports]
 
 
 def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None, timeout: float = 60.0,
@@ -223,7 +184,7 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
             f"bootstrap runs in every task of a launch, not in the {cluster.launcher} step",
             "start the tasks with srun (or mpirun) and call bootstrap() in each of them")
     verified_peers(0, 1, verify)  # an unknown verify= fails before anything starts
-    candidates = _candidates(env, cluster.launch.key, rendezvous, port)
+    candidates = candidates_of(env, cluster.launch.key, rendezvous, port)
     authority = _authority(auth, env, network)
     lap("resolve")
     if network is None:

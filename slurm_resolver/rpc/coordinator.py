@@ -12,26 +12,20 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..addresses import first
 from .auth import Authority
+from .rounds import MOST_ROUNDS, NOTICE, Round, Rounds, RoundsFull, wait_until
 from .wire import Failure, Header, Records, WireError, decode_contribution, encode_identity, encode_result
 
 __all__ = ["Coordinator", "Refused", "Identity", "REFUSALS", "ANNOUNCE", "NOTICE", "node_source"]
 
 ANNOUNCE = "announce:"
 """Round prefix of a task telling rank 0 that something happened (any task may send it)."""
-NOTICE = "notice:"
-"""Round prefix of waiting for an announcement: decided by rank 0, passed down the tree."""
 
 log = logging.getLogger("slurm_resolver")
-
-MOST_OPEN_ROUNDS = 1024
-"""Rounds a server keeps open (undecided) at once: callers may run ahead, not without bound."""
-MOST_ROUNDS = 8192
-"""Rounds a server remembers: beyond, the oldest finished ones are forgotten (notices are kept)."""
 
 REFUSALS = ("foreign", "not_leader", "invalid", "unauthenticated", "deadline")
 """The codes of :class:`Refused`."""
@@ -68,36 +62,6 @@ class Identity:
     index: int
 
 
-@dataclass
-class _Round:
-    received: dict[int, tuple[Records, Failure]] = field(default_factory=dict)
-    closed: bool = False
-    result: list[bytes] | None = None
-    forwarded: bool = False
-    """Whether this leader already asked upward for the round's result (notices)."""
-    started: bool = False
-    """Whether this server's own task has joined the round."""
-    complete: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when every source contributed."""
-    waiting: int = 0
-    """Callers waiting for the result, or being sent it."""
-    answered: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set while no caller waits for the result or is being sent it."""
-    decided: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when the result is known."""
-
-
-async def _wait(event: asyncio.Event, deadline: float) -> bool:
-    """Whether ``event`` is set before ``deadline`` (``time.monotonic()``)."""
-    if event.is_set():
-        return True
-    try:
-        await asyncio.wait_for(event.wait(), max(0.0, deadline - time.monotonic()))
-    except asyncio.TimeoutError:
-        return event.is_set()
-    return True
-
-
 class Coordinator:
     """The coordination state of one task's server.
 
@@ -124,8 +88,8 @@ class Coordinator:
         """How many calls were refused for their credentials (the first ones are logged)."""
         self._token: str | None = None
         self._token_known = asyncio.Event()
-        self._rounds: dict[str, _Round] = {}
-        self._open = 0  # rounds without a result
+        self.rounds = Rounds()
+        """The rounds this server keeps (see :mod:`~slurm_resolver.rpc.rounds`)."""
         self._asking = 0  # callers of who() waiting for the token
         self.tower: Any = None
         """This task's :class:`~slurm_resolver.rpc.watch.Watchtower`, once it watches."""
@@ -150,29 +114,12 @@ class Coordinator:
         self._token = token
         self._token_known.set()
 
-    def _round(self, name: str) -> _Round:
-        found = self._rounds.get(name)
-        if found is None:
-            found = self._rounds[name] = _Round()
-            self._open += 1
-        return found
-
-    def _callers_round(self, name: str) -> _Round:
-        """The round a caller joins: bounded in number, and in callers waiting on each."""
-        if name not in self._rounds and self._open >= MOST_OPEN_ROUNDS:
-            raise Refused("invalid", f"{MOST_OPEN_ROUNDS} rounds are open at rank {self.identity.rank} already")
-        this = self._round(name)
-        if this.waiting >= 2 * len(self.sources) + 8:
-            raise Refused("invalid", f"{this.waiting} callers already wait for round {name[:64]!r} at rank "
-                                     f"{self.identity.rank}, which gathers it for {len(self.sources)}")
-        return this
-
     # Handlers: what a peer asks of this server.
 
     async def join(self, chunks: Iterable[bytes], deadline: float) -> tuple[str, list[bytes]]:
         """A peer's contribution to a round; returns the round's name and result once there is one.
 
-        The transport calls :meth:`sent` with that name once the result went out (or failed to).
+        The transport calls ``rounds.sent`` with that name once the result went out (or failed to).
         """
         try:
             header, records, failure = decode_contribution(chunks, self.world_size)
@@ -184,14 +131,17 @@ class Coordinator:
             if not self.root:
                 raise Refused("invalid", "announcements go to the root of the tree (the first node's leader)")
             self._authenticate(header)
-            if NOTICE + header.round[len(ANNOUNCE):] not in self._rounds and len(self._rounds) >= MOST_ROUNDS:
+            if NOTICE + header.round[len(ANNOUNCE):] not in self.rounds and len(self.rounds) >= MOST_ROUNDS:
                 raise Refused("invalid", f"{MOST_ROUNDS} rounds and notices are known here already")
             done = encode_result("", Failure())
-            self.publish(NOTICE + header.round[len(ANNOUNCE):], done)
+            self.rounds.publish(NOTICE + header.round[len(ANNOUNCE):], done)
             return "", done
         source = self.admit(header)
-        this = self._callers_round(header.round)
-        if header.round.startswith(NOTICE) and self.forward is not None and self.claim(header.round):
+        try:
+            this = self.rounds.for_caller(header.round, 2 * len(self.sources) + 8)
+        except RoundsFull as exc:
+            raise Refused("invalid", f"rank {self.identity.rank}: {exc}") from None
+        if header.round.startswith(NOTICE) and self.forward is not None and self.rounds.claim(header.round):
             # A task below waits for a notice: ask above once, for every waiter here.
             task = asyncio.ensure_future(self.forward(header.round[len(NOTICE):], deadline))
             self._forwarding.add(task)
@@ -206,14 +156,10 @@ class Coordinator:
                 this.complete.set()
         # Answer a moment before the caller gives up, so that it learns who is missing.
         margin = min(0.25, 0.05 * max(0.0, deadline - time.monotonic()))
-        this.waiting += 1
-        this.answered.clear()
-        if not await _wait(this.decided, deadline - margin):
-            self.sent(header.round)
+        self.rounds.wait(header.round)
+        if not await wait_until(this.decided, deadline - margin):
             why = self._still_open(header.round, this)
-            if this.waiting == 0 and not this.started and not this.forwarded and this.result is None:
-                del self._rounds[header.round]  # nobody here needs it: a caller cannot keep rounds open
-                self._open -= 1
+            self.rounds.gave_up(header.round)  # a caller cannot keep a round open that nobody here needs
             raise Refused("deadline", why)
         assert this.result is not None
         return header.round, this.result
@@ -239,20 +185,6 @@ class Coordinator:
         served: AsyncIterator[bytes] = self.tower.serve(beats)
         return served
 
-    def sent(self, name: str) -> None:
-        """The result of round ``name`` went out to one caller (or the caller went away)."""
-        found = self._rounds.get(name)
-        if found is None:
-            return
-        found.waiting = max(0, found.waiting - 1)
-        if found.waiting == 0:
-            found.answered.set()
-
-    async def delivered(self, name: str, deadline: float) -> bool:
-        """Wait until every caller of round ``name`` has been sent its result (before a leader leaves)."""
-        this = self._round(name)
-        return this.waiting == 0 or await _wait(this.answered, deadline)
-
     def _authenticate(self, header: Header) -> None:
         """Refuse a caller whose credential is not of the job's uid for this very call (and log it)."""
         reason = self.authority.check(header.credential, header) if self.authority is not None else ""
@@ -267,7 +199,7 @@ class Coordinator:
     def _source_name(source: int) -> str:
         return f"rank {source}" if source >= 0 else f"the leader of node position {-1 - source}"
 
-    def _still_open(self, name: str, this: _Round) -> str:
+    def _still_open(self, name: str, this: Round) -> str:
         me = self.identity
         missing = sorted(self.sources - set(this.received))
         ranks = [s for s in missing if s >= 0]
@@ -288,7 +220,7 @@ class Coordinator:
                 raise Refused("invalid", f"{self._asking} callers wait to identify rank {self.identity.rank} already")
             self._asking += 1
             try:
-                await _wait(self._token_known, deadline)
+                await wait_until(self._token_known, deadline)
             finally:
                 self._asking -= 1
         if self._token is None or token != self._token:
@@ -303,10 +235,10 @@ class Coordinator:
         Returns the sources' records and their failures merged, plus ``covers(source)``
         (the ranks a source stands for) for every source that did not contribute.
         """
-        this = self._round(name)
+        this = self.rounds.get(name)
         this.started = True
         if self.sources:
-            await _wait(this.complete, until)
+            await wait_until(this.complete, until)
         this.closed = True
         received = dict(this.received)
         merged, failure = Records(), Failure()
@@ -316,38 +248,3 @@ class Coordinator:
         for source in sorted(self.sources - set(received)):
             failure = failure.merge(covers(source))
         return merged, failure
-
-    def claim(self, name: str) -> bool:
-        """Whether the caller is the first to ask the task above for round ``name`` (then it must)."""
-        this = self._round(name)
-        if this.forwarded or this.result is not None:
-            return False
-        this.forwarded = True
-        return True
-
-    def decided(self, name: str) -> bool:
-        """Whether round ``name`` has its result here."""
-        found = self._rounds.get(name)
-        return found is not None and found.result is not None
-
-    async def result(self, name: str, deadline: float) -> list[bytes] | None:
-        """The result of round ``name`` once it is decided here; None if not before ``deadline``."""
-        this = self._round(name)
-        return this.result if await _wait(this.decided, deadline) else None
-
-    def publish(self, name: str, result: list[bytes]) -> None:
-        """The result of round ``name``: every peer waiting in :meth:`join` gets it."""
-        this = self._round(name)
-        if this.result is None:
-            self._open -= 1
-        this.result = result
-        this.decided.set()
-        if len(self._rounds) > MOST_ROUNDS:
-            self._forget(len(self._rounds) - MOST_ROUNDS // 2)
-
-    def _forget(self, count: int) -> None:
-        """Forget up to ``count`` of the oldest rounds that ended and have no caller left (not notices)."""
-        done = [name for name, r in self._rounds.items()
-                if r.result is not None and r.waiting == 0 and not name.startswith(NOTICE)]
-        for name in done[:count]:
-            del self._rounds[name]

@@ -64,7 +64,7 @@ class _LocalLink:
         coordinator, stats = self._server()
         try:
             name, result = await coordinator.join(chunks, time.monotonic() + timeout)
-            coordinator.sent(name)
+            coordinator.rounds.sent(name)
         except Refused as exc:
             self._count(stats, chunks, ())
             raise LinkError(DEADLINE if exc.code == "deadline" else REFUSED, exc.detail, exc.code) from None

@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator, Sequence
 from ..addresses import first
 from ..cluster import Cluster
 from ..errors import ResolutionError
-from .coordinator import ANNOUNCE, NOTICE, Coordinator
+from . import notices
+from .coordinator import NOTICE, Coordinator
 from .transport import REFUSED, UNAVAILABLE, Link, LinkError, Network
 from .tree import Plan
 from .wire import Failure, Header, Records, Table, WireError, decode_result, encode_contribution, encode_result
@@ -77,7 +78,7 @@ class Member:
 
     async def _forward(self, name: str, deadline: float) -> None:
         """A task below waits for notice ``name``: ask above for it (the result goes to every waiter here)."""
-        await self._hear(name, max(0.0, deadline - time.monotonic()))
+        await notices.hear(self, name, max(0.0, deadline - time.monotonic()))
 
     # Naming tasks in messages.
 
@@ -130,7 +131,7 @@ class Member:
         start = time.monotonic()
         plan = self.plan
         if self.rank != plan.leader:
-            chunks = await self._up(name, records, failure, start + timeout, timeout)
+            chunks = await self.up(name, records, failure, start + timeout, timeout)
         else:
             report = start + timeout * plan.tree.report_at(plan.position)
             merged, below = await self.coordinator.gather(name, report, self._covers)
@@ -140,13 +141,13 @@ class Member:
                 chunks = self._decide(name, merged, failure)
             else:
                 try:
-                    chunks = await self._up(name, merged, failure, start + timeout * plan.tree.give_up_at(plan.position),
+                    chunks = await self.up(name, merged, failure, start + timeout * plan.tree.give_up_at(plan.position),
                                       timeout)
                 except ResolutionError as exc:
                     chunks = encode_result("", Failure.of(exc.message))  # tell the tasks below
-            self.coordinator.publish(name, chunks)
+            self.coordinator.rounds.publish(name, chunks)
             # The tasks below have the result before this one goes on (and may stop its server).
-            await self.coordinator.delivered(name, time.monotonic() + min(5.0, timeout))
+            await self.coordinator.rounds.delivered(name, time.monotonic() + min(5.0, timeout))
         try:
             return decode_result(tuple(chunks), self.cluster.world_size)
         except WireError as exc:
@@ -170,57 +171,12 @@ class Member:
         return result.failed_count > 0
 
     async def wait_for(self, name: str, timeout: float) -> None:
-        """Return once some task announces ``name`` (:meth:`announce`); the notice comes down the tree."""
-        round_name = NOTICE + name
-        if self.coordinator.decided(round_name) or (self.rank == self.plan.leader
-                                                     and not self.coordinator.claim(round_name)):
-            # Announced here, heard before, or already asked above for a task below: wait for that answer.
-            chunks = await self.coordinator.result(round_name, time.monotonic() + timeout) or encode_result(
-                "", Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
-        else:
-            chunks = await self._hear(name, timeout)
-        _, failure, _ = decode_result(tuple(chunks), self.cluster.world_size)
-        if failure:
-            raise self.error(failure, f"hear of {name!r}", timeout)
-
-    async def _hear(self, name: str, timeout: float) -> list[bytes]:
-        """Ask above for notice ``name``; a leader passes the answer (or why there is none) to its tasks."""
-        round_name = NOTICE + name
-        start = time.monotonic()
-        if self.rank != self.plan.leader:
-            chunks = await self._up(round_name, Records(), Failure(), start + timeout, timeout)
-        elif self.up_position is None:  # the root gives up first, and tells everyone why
-            found = await self.coordinator.result(round_name, start + timeout * self.plan.tree.report_at(0))
-            chunks = found or encode_result("", Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
-            self.coordinator.publish(round_name, chunks)
-        else:
-            try:
-                chunks = await self._up(round_name, Records(), Failure(),
-                                        start + timeout * self.plan.tree.give_up_at(self.plan.position), timeout)
-            except ResolutionError as exc:
-                chunks = encode_result("", Failure.of(exc.message))  # tell the tasks below why
-            self.coordinator.publish(round_name, chunks)
-        return chunks
+        """Return once some task announces ``name``; the notice comes down the tree."""
+        await notices.wait_for(self, name, timeout)
 
     async def announce(self, name: str, timeout: float) -> None:
         """Tell every task waiting for ``name`` (the root is told, and the notice goes down the tree)."""
-        if self.is_root:
-            self.coordinator.publish(NOTICE + name, encode_result("", Failure()))
-            return
-        if self.coordinator.decided(NOTICE + name):
-            return
-        bound = self.cluster.bound_ports
-        assert bound is not None, "announce() needs the bootstrapped cluster"
-        where = self.cluster.placement
-        root = where.ranks_on(0)[0]
-        link = self.network.connect(self.cluster.hosts[where.nodes[0]], bound[root])
-        chunks = self._contribution(ANNOUNCE + name, Records(), Failure())
-        try:
-            await link.join(chunks, timeout)
-        except LinkError as exc:
-            raise ResolutionError(f"could not announce {name!r} to {self.name(root)}, the root of the tree: "
-                                  f"{exc.detail}", "check that task's output; it may have ended") from None
-        self.coordinator.publish(NOTICE + name, encode_result("", Failure()))  # this task's own waiters
+        await notices.announce(self, name, timeout)
 
     def _decide(self, name: str, merged: Records, failure: Failure) -> list[bytes]:
         """The root: the result of a round, from every contribution."""
@@ -239,7 +195,7 @@ class Member:
             nodes[rank] = node
         return encode_result(secrets.token_urlsafe(24), Failure(), ports, spares, merged.gpus, nodes)
 
-    def _contribution(self, name: str, records: Records, failure: Failure) -> list[bytes]:
+    def contribution(self, name: str, records: Records, failure: Failure) -> list[bytes]:
         """This task's contribution to round ``name``, with a credential minted for this one call."""
         header = Header(self.coordinator.job_key, name, self.rank, self.plan.position)
         authority = self.coordinator.authority
@@ -247,11 +203,11 @@ class Member:
             header = Header(header.job_key, name, self.rank, self.plan.position, authority.mint(header))
         return encode_contribution(header, records, failure)
 
-    async def _up(self, name: str, records: Records, failure: Failure, deadline: float, timeout: float) -> list[bytes]:
+    async def up(self, name: str, records: Records, failure: Failure, deadline: float, timeout: float) -> list[bytes]:
         """Contribute to the round at the task above; returns the result chunks."""
         if self._link is not None:
             try:
-                return await self._link.join(self._contribution(name, records, failure), deadline - time.monotonic())
+                return await self._link.join(self.contribution(name, records, failure), deadline - time.monotonic())
             except LinkError as exc:
                 raise self._up_error(exc, timeout, name) from None
         pause = 0.02
@@ -264,7 +220,7 @@ class Member:
                     continue
                 link = self.network.connect(self.up_host or "", port)
                 try:  # a fresh credential for every server asked: MUNGE reads one only once
-                    result = await link.join(self._contribution(name, records, failure), deadline - time.monotonic())
+                    result = await link.join(self.contribution(name, records, failure), deadline - time.monotonic())
                 except LinkError as exc:
                     last = exc
                     if exc.kind in (REFUSED, UNAVAILABLE) and exc.code in ("", "foreign", "not_leader"):

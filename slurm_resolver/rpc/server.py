@@ -84,7 +84,7 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
             for chunk in result:
                 yield chunk
         finally:
-            coordinator.sent(name)
+            coordinator.rounds.sent(name)
 
     async def who(request: bytes, context: Any) -> bytes:
         token = dict(context.invocation_metadata() or ()).get(TOKEN_KEY, "")

@@ -15,7 +15,8 @@ from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.bootstrap import bootstrap, rendezvous_ports
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.coordinator import MOST_OPEN_ROUNDS, Coordinator, Identity, Refused
+from slurm_resolver.rpc.coordinator import Coordinator, Identity, Refused
+from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS
 from slurm_resolver.rpc.server import JOIN, TOKEN_KEY, WATCH, WHO
 from slurm_resolver.rpc.wire import MAX_MESSAGE, Failure, Header, Records, encode_contribution
 
@@ -198,9 +199,9 @@ def test_callers_cannot_open_rounds_or_wait_without_bound() -> None:
         rounds = await asyncio.gather(*(call(f"r{i}", 0.5) for i in range(MOST_OPEN_ROUNDS + 50)))
         refused = sum("rounds are open" in r for r in rounds)
         # The abandoned rounds are forgotten: a real round still opens and completes.
-        coordinator.publish("later", [b""])
+        coordinator.rounds.publish("later", [b""])
         answered = await call("later", 1.0)
-        return crowded, refused, coordinator._open, int(answered == "answered")
+        return crowded, refused, coordinator.rounds.open, int(answered == "answered")
 
     crowded, refused, still_open, answered = asyncio.run(scenario())
     assert crowded == 40 - (2 * 3 + 8)

@@ -1,0 +1,159 @@
+"""The rounds one server keeps: who contributed, the result, and who waits for it; bounded.
+
+A round is created by the first caller (or by this task); it is *open* until its result is
+published. Callers may run ahead of this task, but not without bound: at most
+:data:`MOST_OPEN_ROUNDS` open rounds, and a round that only callers opened is forgotten
+when its last caller gives up. Beyond :data:`MOST_ROUNDS`, the oldest finished rounds with
+no caller left are forgotten (notices are kept: a task may ask for one long after).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from .wire import Failure, Records
+
+__all__ = ["Round", "Rounds", "RoundsFull", "wait_until", "MOST_OPEN_ROUNDS", "MOST_ROUNDS", "NOTICE"]
+
+MOST_OPEN_ROUNDS = 1024
+"""Rounds a server keeps open (undecided) at once."""
+MOST_ROUNDS = 8192
+"""Rounds a server remembers: beyond, the oldest finished ones are forgotten (notices are kept)."""
+NOTICE = "notice:"
+"""Round prefix of waiting for an announcement: decided by the root, passed down the tree."""
+
+
+@dataclass
+class Round:
+    """One round at one server."""
+
+    received: dict[int, tuple[Records, Failure]] = field(default_factory=dict)
+    """Each source's contribution."""
+    closed: bool = False
+    """Whether this task gathered the round (later contributions are not counted)."""
+    result: list[bytes] | None = None
+    forwarded: bool = False
+    """Whether this leader already asked upward for the round's result (notices)."""
+    started: bool = False
+    """Whether this server's own task has joined the round."""
+    complete: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when every source contributed."""
+    waiting: int = 0
+    """Callers waiting for the result, or being sent it."""
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while no caller waits for the result or is being sent it."""
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the result is known."""
+
+
+async def wait_until(event: asyncio.Event, deadline: float) -> bool:
+    """Whether ``event`` is set before ``deadline`` (``time.monotonic()``)."""
+    if event.is_set():
+        return True
+    try:
+        await asyncio.wait_for(event.wait(), max(0.0, deadline - time.monotonic()))
+    except asyncio.TimeoutError:
+        return event.is_set()
+    return True
+
+
+class RoundsFull(Exception):
+    """A caller may not open or wait on another round here (the message says why)."""
+
+
+class Rounds:
+    """The rounds of one server, by name."""
+
+    def __init__(self) -> None:
+        self._rounds: dict[str, Round] = {}
+        self.open = 0
+        """Rounds without a result."""
+
+    def __len__(self) -> int:
+        return len(self._rounds)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._rounds
+
+    def get(self, name: str) -> Round:
+        """Round ``name``, made if it is new."""
+        found = self._rounds.get(name)
+        if found is None:
+            found = self._rounds[name] = Round()
+            self.open += 1
+        return found
+
+    def for_caller(self, name: str, most_waiting: int) -> Round:
+        """Round ``name`` for a caller to wait on; :class:`RoundsFull` beyond the bounds."""
+        if name not in self._rounds and self.open >= MOST_OPEN_ROUNDS:
+            raise RoundsFull(f"{MOST_OPEN_ROUNDS} rounds are open here already")
+        this = self.get(name)
+        if this.waiting >= most_waiting:
+            raise RoundsFull(f"{this.waiting} callers already wait for round {name[:64]!r} here")
+        return this
+
+    def wait(self, name: str) -> Round:
+        """A caller starts waiting for the result of round ``name``."""
+        this = self.get(name)
+        this.waiting += 1
+        this.answered.clear()
+        return this
+
+    def sent(self, name: str) -> None:
+        """The result of round ``name`` went out to one caller (or the caller went away)."""
+        found = self._rounds.get(name)
+        if found is None:
+            return
+        found.waiting = max(0, found.waiting - 1)
+        if found.waiting == 0:
+            found.answered.set()
+
+    def gave_up(self, name: str) -> None:
+        """A caller of round ``name`` gave up: forget the round if nobody here needs it."""
+        self.sent(name)
+        this = self._rounds.get(name)
+        if this is not None and this.waiting == 0 and not this.started and not this.forwarded and this.result is None:
+            del self._rounds[name]
+            self.open -= 1
+
+    async def delivered(self, name: str, deadline: float) -> bool:
+        """Wait until every caller of round ``name`` has been sent its result (before a leader leaves)."""
+        this = self.get(name)
+        return this.waiting == 0 or await wait_until(this.answered, deadline)
+
+    def claim(self, name: str) -> bool:
+        """Whether the caller is the first to ask the task above for round ``name`` (then it must)."""
+        this = self.get(name)
+        if this.forwarded or this.result is not None:
+            return False
+        this.forwarded = True
+        return True
+
+    def decided(self, name: str) -> bool:
+        """Whether round ``name`` has its result here."""
+        found = self._rounds.get(name)
+        return found is not None and found.result is not None
+
+    async def result(self, name: str, deadline: float) -> list[bytes] | None:
+        """The result of round ``name`` once it is decided here; None if not before ``deadline``."""
+        this = self.get(name)
+        return this.result if await wait_until(this.decided, deadline) else None
+
+    def publish(self, name: str, result: list[bytes]) -> None:
+        """The result of round ``name``: every caller waiting for it gets it."""
+        this = self.get(name)
+        if this.result is None:
+            self.open -= 1
+        this.result = result
+        this.decided.set()
+        if len(self._rounds) > MOST_ROUNDS:
+            self._forget(len(self._rounds) - MOST_ROUNDS // 2)
+
+    def _forget(self, count: int) -> None:
+        """Forget up to ``count`` of the oldest rounds that ended and have no caller left (not notices)."""
+        done = [name for name, r in self._rounds.items()
+                if r.result is not None and r.waiting == 0 and not name.startswith(NOTICE)]
+        for name in done[:count]:
+            del self._rounds[name]
