@@ -17,6 +17,7 @@ import argparse
 import re
 import subprocess
 import sys
+import tempfile
 
 
 def rate(workers: int, mode: str, elements: int, work: int) -> float:
@@ -25,8 +26,8 @@ def rate(workers: int, mode: str, elements: int, work: int) -> float:
     out = subprocess.run(["srun", f"-N{min(tasks, 4)}", f"-n{tasks}", sys.executable, "-m",
                           "slurm_resolver.training.data_service", "--jobs", jobs, "--modes", mode,
                           "--elements", str(elements), "--work", str(work), "--threads", "1", "--batch", "32"],
-                         capture_output=True, text=True,
-                         timeout=600)
+                         capture_output=True, text=True, timeout=600,
+                         cwd=tempfile.mkdtemp(prefix="data-service-bench-"))  # the dispatcher's work_dir goes there
     found = re.search(rf"{mode}: \d+ elements in [\d.]+ s \((\d+)/s\)", out.stdout)
     if not found:
         raise SystemExit(f"no rate in the output:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")

@@ -53,7 +53,7 @@ class Preemption:
     """
 
     def __init__(self, signals: Iterable[str | int] = (DEFAULT_SIGNAL,)) -> None:
-        self._flag = threading.Event()
+        self._requested = False  # a plain flag: a handler must take no lock
         self.received: str | None = None
         self.at: float | None = None
         if threading.current_thread() is not threading.main_thread():
@@ -64,12 +64,12 @@ class Preemption:
     def _handle(self, number: int, frame: Any) -> None:
         self.received = signal.Signals(number).name
         self.at = time.monotonic()
-        self._flag.set()
+        self._requested = True
 
     @property
     def requested(self) -> bool:
         """Whether this task got the warning."""
-        return self._flag.is_set()
+        return self._requested
 
     def should_stop(self, b: Any = None, timeout: float = 60.0) -> bool:
         """Whether to checkpoint and stop now. With a bootstrapped cluster ``b``, every task

@@ -4,7 +4,9 @@ The command runs as a child of the bootstrapped task, which keeps its server and
 heartbeat. When another task of the step dies, the command is stopped (SIGTERM, then
 SIGKILL) and the task exits 1 with an error naming the dead task: a collective then never
 waits for a peer that is gone. When the command fails, the task reports itself dead with
-its exit code, so that the others stop too; when it succeeds, the task leaves normally.
+its exit code, so that the others stop too, unless a peer's death comes within
+:data:`NOTICE` seconds (the command failed because of it: a broken collective); when it
+succeeds, the task leaves normally.
 Signals sent to the task (Slurm's warning before the time limit, Ctrl-C) go to the command.
 """
 
@@ -26,6 +28,15 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signa
 """Signals the task passes on to its command."""
 
 
+NOTICE = 2.0
+"""Seconds a task whose command failed waits for news of a peer's death (a dead peer's closed
+connection is known within about a second) before it reports the failure as its own."""
+
+
+def _exit_status(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"code {code}"
+
+
 def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0) -> int:
     """Run ``command`` until it ends or a peer dies; returns the task's exit code."""
     dead: list[tuple[int, str]] = []
@@ -40,6 +51,7 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0) -> in
     try:
         child = subprocess.Popen(list(command))
     except OSError as exc:
+        b.fail(f"{b.me.job}:{b.me.index} (rank {b.rank}) on {b.me.node}: cannot run {command[0]!r}: {exc.strerror}")
         b.stop()
         raise ConfigurationError(f"cannot run {command[0]!r}: {exc.strerror}", "check the command and PATH") from None
     previous = {s: signal.signal(s, lambda number, frame: child.send_signal(number)) for s in FORWARDED}
@@ -53,14 +65,18 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0) -> in
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-            rank, why = dead[0]
             b.stop()
-            raise ResolutionError(f"bootstrap: {why}; stopped this task's command ({command[0]})",
+            raise ResolutionError(f"bootstrap: {dead[0][1]}; stopped this task's command ({command[0]})",
                                   "look at that task's output for why it ended; the whole step ends with it")
         code = child.returncode
+        if code != 0 and died.wait(NOTICE):  # it failed because a peer died (a broken collective): say so
+            b.stop()
+            raise ResolutionError(f"bootstrap: {dead[0][1]}; then this task's command ({command[0]}) exited with "
+                                  f"{_exit_status(code)}",
+                                  "look at that task's output for why it ended; the whole step ends with it")
         if code != 0:
             b.fail(f"{b.me.job}:{b.me.index} (rank {b.rank}) on {b.me.node}: its command exited with "
-                   f"{'signal ' + str(-code) if code < 0 else 'code ' + str(code)}")
+                   f"{_exit_status(code)}")
             os._exit(128 - code if code < 0 else code)  # no normal leaving: the others must stop
         b.stop()
         return 0

@@ -54,15 +54,18 @@ class Authority:
         return self.munge is not None
 
     @staticmethod
-    def _payload(header: Header) -> bytes:
-        return f"slurm-resolver/1 {header.job_key} {header.source} {header.round}".encode()
+    def _payload(header: Header, port: int, digest: str) -> bytes:
+        return f"slurm-resolver/2 {header.job_key} {header.source} {header.round} {port} {digest}".encode()
 
-    def mint(self, header: Header) -> bytes:
-        """A fresh credential for the call ``header`` describes (empty without MUNGE)."""
-        return self.munge.encode(self._payload(header)) if self.munge is not None else b""
+    def mint(self, header: Header, port: int, digest: str = "") -> bytes:
+        """A fresh credential for the call ``header`` describes, to the server on ``port``, carrying
+        the contents whose :func:`~.wire.digest` is ``digest`` (empty without MUNGE): a server
+        that is not the one meant (a squatter on a candidate port) cannot pass it on to the real
+        one, nor with other contents."""
+        return self.munge.encode(self._payload(header, port, digest)) if self.munge is not None else b""
 
-    def check(self, credential: bytes, header: Header) -> str:
-        """Why the caller of ``header`` is refused; ``''`` when it is believed."""
+    def check(self, credential: bytes, header: Header, port: int, digest: str = "") -> str:
+        """Why the caller of ``header`` to this server on ``port`` is refused; ``''`` when it is believed."""
         if self.munge is None:
             return ""
         if not credential:
@@ -74,7 +77,7 @@ class Authority:
         if decoded.uid != self.uid:
             return (f"{_who(decoded.uid)}, not the job's {_who(self.uid)}, claimed rank {header.source} of "
                     f"{header.job_key[:64]}")
-        if decoded.payload != self._payload(header):
+        if decoded.payload != self._payload(header, port, digest):
             return (f"{_who(decoded.uid)} presented a credential minted for another call "
                     f"({decoded.payload[:120].decode(errors='replace')!r}) as rank {header.source} of "
                     f"{header.job_key[:64]}")

@@ -66,6 +66,19 @@ def verified_peers(rank: int, size: int, verify: str | int) -> list[int]:
     return sorted({(rank + d) % size for d in range(-reach, reach + 1)} - {rank})
 
 
+def _check_watch(heartbeat: float | None, patience: float) -> None:
+    """Refuse a heartbeat or patience that would declare live tasks dead or never beat."""
+    if heartbeat is None or heartbeat == 0:
+        return
+    if not isinstance(heartbeat, (int, float)) or isinstance(heartbeat, bool) or not 0.05 <= heartbeat <= 3600:
+        raise ConfigurationError(f"heartbeat={heartbeat!r} is not a number of seconds from 0.05 to 3600",
+                                 "use e.g. heartbeat=1.0 (the default), or heartbeat=None for no failure detection")
+    if not isinstance(patience, (int, float)) or isinstance(patience, bool) or not patience >= 2 * heartbeat:
+        raise ConfigurationError(f"patience={patience!r} must be at least twice the heartbeat ({heartbeat} s)",
+                                 "a silent task is declared dead after the patience: give it a few beats, "
+                                 "e.g. patience=5 * heartbeat")
+
+
 async def _check(link: Link, cluster: Cluster, rank: int, token: str, timeout: float) -> str:
     """Why the server of ``rank`` is not who the table says; ``''`` if it is."""
     task = cluster.task(rank)
@@ -148,7 +161,8 @@ def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None 
         raise
     done.attach(loop)
     if heartbeat:
-        atexit.register(done.stop)  # an interpreter that ends normally leaves normally: no failure
+        done.report_crashes()  # an uncaught exception is a failure, with its reason ...
+        atexit.register(done.stop)  # ... and an interpreter that ends normally leaves normally
     return done
 
 
@@ -184,6 +198,7 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
             f"bootstrap runs in every task of a launch, not in the {cluster.launcher} step",
             "start the tasks with srun (or mpirun) and call bootstrap() in each of them")
     verified_peers(0, 1, verify)  # an unknown verify= fails before anything starts
+    _check_watch(heartbeat, patience)
     candidates = candidates_of(env, cluster.launch.key, rendezvous, port)
     authority = _authority(auth, env, network)
     lap("resolve")
@@ -200,6 +215,7 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
                               plan.sources, root=plan.position == 0 and plan.is_leader, authority=authority)
     bind = candidates if port or (plan.is_leader and group is None) else [0]
     served = await network.serve(me.host, bind, coordinator)
+    coordinator.port = served.port
     lap("server")
     member = Member(cluster, rank, network, coordinator, plan, candidates)
     try:

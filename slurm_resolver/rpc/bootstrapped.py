@@ -7,6 +7,7 @@ for barriers after the bootstrap, and says how long each phase took.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Coroutine
 from functools import cached_property
 from typing import Any
@@ -200,10 +201,14 @@ class Bootstrapped:
         return dict(self._tower.failed) if self._tower is not None else {}
 
     def on_failure(self, callback: Callable[[int, str], None]) -> None:
-        """Call ``callback(rank, why)`` (on this task's event loop thread) for every task found dead."""
+        """Call ``callback(rank, why)`` (on this task's event loop thread) for every task found dead:
+        at once for those already known, as they are found for the others."""
         if self._tower is None:
             raise ConfigurationError("failure detection is off", "bootstrap(heartbeat=1.0) (the default)")
-        self._tower.callbacks.append(callback)
+        if self._loop is not None:
+            self._loop.loop.call_soon_threadsafe(self._tower.add_callback, callback)
+        else:
+            self._tower.add_callback(callback)
 
     def vote(self, name: str, yes: bool, timeout: float = 60.0) -> bool:
         """Whether any task votes yes in the n-th vote called ``name`` (every task must vote)."""
@@ -224,6 +229,25 @@ class Bootstrapped:
         """:meth:`fail` on the running event loop."""
         if self._tower is not None:
             await self._tower.fail(why)
+
+    def report_crashes(self) -> None:
+        """Make an uncaught exception in this process :meth:`fail` this task, naming it, before it ends.
+
+        Without this a crashing interpreter would still leave normally (its exit handlers run),
+        and its peers would never hear that it failed.
+        """
+        previous = sys.excepthook
+
+        def hook(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
+            if self._tower is not None:
+                try:
+                    self.fail(f"{self.task_type}:{self.task_id} (rank {self.rank}) raised "
+                              f"{kind.__name__}: {str(value)[:300]}")
+                except Exception:  # noqa: BLE001 - the report is best effort; the traceback still shows
+                    pass
+            previous(kind, value, traceback)
+
+        sys.excepthook = hook
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop this task's server and its event loop; calls in flight get ``grace`` seconds."""

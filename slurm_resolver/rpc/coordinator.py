@@ -18,7 +18,8 @@ from typing import Any
 from ..addresses import first
 from .auth import Authority
 from .rounds import MOST_ROUNDS, NOTICE, Round, Rounds, RoundsFull, wait_until
-from .wire import Failure, Header, Records, WireError, decode_contribution, encode_identity, encode_result
+from .wire import (Failure, Header, Records, WireError, decode_contribution, digest, encode_identity,
+                   encode_result)
 
 __all__ = ["Coordinator", "Refused", "Identity", "REFUSALS", "ANNOUNCE", "NOTICE", "node_source"]
 
@@ -91,6 +92,8 @@ class Coordinator:
         self.rounds = Rounds()
         """The rounds this server keeps (see :mod:`~slurm_resolver.rpc.rounds`)."""
         self._asking = 0  # callers of who() waiting for the token
+        self.port = 0
+        """The port this task's server listens on (the bootstrap sets it): credentials name it."""
         self.tower: Any = None
         """This task's :class:`~slurm_resolver.rpc.watch.Watchtower`, once it watches."""
         self.forward: Callable[[str, float], Awaitable[None]] | None = None
@@ -130,13 +133,13 @@ class Coordinator:
         if header.round.startswith(ANNOUNCE):
             if not self.root:
                 raise Refused("invalid", "announcements go to the root of the tree (the first node's leader)")
-            self._authenticate(header)
+            self._authenticate(header, records, failure)
             if NOTICE + header.round[len(ANNOUNCE):] not in self.rounds and len(self.rounds) >= MOST_ROUNDS:
                 raise Refused("invalid", f"{MOST_ROUNDS} rounds and notices are known here already")
             done = encode_result("", Failure())
             self.rounds.publish(NOTICE + header.round[len(ANNOUNCE):], done)
             return "", done
-        source = self.admit(header)
+        source = self.admit(header, records, failure)
         try:
             this = self.rounds.for_caller(header.round, 2 * len(self.sources) + 8)
         except RoundsFull as exc:
@@ -157,14 +160,19 @@ class Coordinator:
         # Answer a moment before the caller gives up, so that it learns who is missing.
         margin = min(0.25, 0.05 * max(0.0, deadline - time.monotonic()))
         self.rounds.wait(header.round)
-        if not await wait_until(this.decided, deadline - margin):
+        try:
+            decided = await wait_until(this.decided, deadline - margin)
+        except asyncio.CancelledError:  # the caller went away: it holds no slot
+            self.rounds.gave_up(header.round)
+            raise
+        if not decided:
             why = self._still_open(header.round, this)
             self.rounds.gave_up(header.round)  # a caller cannot keep a round open that nobody here needs
             raise Refused("deadline", why)
         assert this.result is not None
         return header.round, this.result
 
-    def admit(self, header: Header) -> int:
+    def admit(self, header: Header, records: Records | None = None, failure: Failure | None = None) -> int:
         """The source key of a caller of this launch that reports to this task, with a good credential."""
         if header.job_key != self.job_key:
             raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
@@ -175,7 +183,7 @@ class Coordinator:
             # Another leader of this launch (two nodes may share an address): the caller looks further.
             raise Refused("not_leader", f"rank {header.source} (node {header.node}) does not join rounds at rank "
                                         f"{self.identity.rank}")
-        self._authenticate(header)  # last: a credential is spent only where it is meant to be read
+        self._authenticate(header, records, failure)  # last: a credential is spent only where it is meant to be read
         return source
 
     def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -185,9 +193,13 @@ class Coordinator:
         served: AsyncIterator[bytes] = self.tower.serve(beats)
         return served
 
-    def _authenticate(self, header: Header) -> None:
-        """Refuse a caller whose credential is not of the job's uid for this very call (and log it)."""
-        reason = self.authority.check(header.credential, header) if self.authority is not None else ""
+    def _authenticate(self, header: Header, records: Records | None, failure: Failure | None) -> None:
+        """Refuse a caller whose credential is not of the job's uid for this very call, to this
+        server, with these contents (and log it)."""
+        reason = ""
+        if self.authority is not None and self.authority.enabled:
+            contents = digest(records, failure or Failure()) if records is not None else ""
+            reason = self.authority.check(header.credential, header, self.port, contents)
         if reason:
             self.refused += 1
             if self.refused <= 20 or self.refused % 1000 == 0:

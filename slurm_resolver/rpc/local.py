@@ -9,6 +9,7 @@ one network runs on one event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -107,6 +108,9 @@ class _LocalLink:
         finally:  # the caller went away, or the server: the other side sees its call end
             if coming is not None and not coming.done():
                 coming.cancel()
+                await asyncio.wait({coming})
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await events.aclose()  # type: ignore[attr-defined]  # as gRPC cancels the server's handler
             stopped.cancel()
             self._network._watches.get(self._address, set()).discard(broken)
 

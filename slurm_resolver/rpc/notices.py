@@ -69,7 +69,7 @@ async def announce(member: Member, name: str, timeout: float) -> None:
     where = member.cluster.placement
     root = where.ranks_on(0)[0]
     link = member.network.connect(member.cluster.hosts[where.nodes[0]], bound[root])
-    chunks = member.contribution(ANNOUNCE + name, Records(), Failure())
+    chunks = member.contribution(ANNOUNCE + name, Records(), Failure(), bound[root])
     try:
         await link.join(chunks, timeout)
     except LinkError as exc:

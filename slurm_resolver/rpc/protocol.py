@@ -25,7 +25,8 @@ from . import notices
 from .coordinator import NOTICE, Coordinator
 from .transport import REFUSED, UNAVAILABLE, Link, LinkError, Network
 from .tree import Plan
-from .wire import Failure, Header, Records, Table, WireError, decode_result, encode_contribution, encode_result
+from .wire import (Failure, Header, Records, Table, WireError, decode_result, digest, encode_contribution,
+                   encode_result)
 
 __all__ = ["Member", "TABLE", "VERIFIED"]
 
@@ -56,6 +57,7 @@ class Member:
         self.plan = plan
         self.candidates = list(candidates)
         self._link: Link | None = None
+        self._link_port = 0
         self._rounds: dict[str, int] = {}
         self.up_position = plan.position if rank != plan.leader else plan.tree.parent(plan.position)
         """The node of the task above (this node's leader, or the parent node's); None for the root."""
@@ -195,19 +197,22 @@ class Member:
             nodes[rank] = node
         return encode_result(secrets.token_urlsafe(24), Failure(), ports, spares, merged.gpus, nodes)
 
-    def contribution(self, name: str, records: Records, failure: Failure) -> list[bytes]:
-        """This task's contribution to round ``name``, with a credential minted for this one call."""
+    def contribution(self, name: str, records: Records, failure: Failure, port: int) -> list[bytes]:
+        """This task's contribution to round ``name``, with a credential minted for this one call
+        to the server on ``port``."""
         header = Header(self.coordinator.job_key, name, self.rank, self.plan.position)
         authority = self.coordinator.authority
         if authority is not None and authority.enabled:
-            header = Header(header.job_key, name, self.rank, self.plan.position, authority.mint(header))
+            credential = authority.mint(header, port, digest(records, failure))
+            header = Header(header.job_key, name, self.rank, self.plan.position, credential)
         return encode_contribution(header, records, failure)
 
     async def up(self, name: str, records: Records, failure: Failure, deadline: float, timeout: float) -> list[bytes]:
         """Contribute to the round at the task above; returns the result chunks."""
         if self._link is not None:
             try:
-                return await self._link.join(self.contribution(name, records, failure), deadline - time.monotonic())
+                return await self._link.join(self.contribution(name, records, failure, self._link_port),
+                                             deadline - time.monotonic())
             except LinkError as exc:
                 raise self._up_error(exc, timeout, name) from None
         pause = 0.02
@@ -220,13 +225,14 @@ class Member:
                     continue
                 link = self.network.connect(self.up_host or "", port)
                 try:  # a fresh credential for every server asked: MUNGE reads one only once
-                    result = await link.join(self.contribution(name, records, failure), deadline - time.monotonic())
+                    result = await link.join(self.contribution(name, records, failure, port),
+                                             deadline - time.monotonic())
                 except LinkError as exc:
                     last = exc
                     if exc.kind in (REFUSED, UNAVAILABLE) and exc.code in ("", "foreign", "not_leader"):
                         continue  # another launch's server, or a task that leads nothing
                     raise self._up_error(exc, timeout, name) from None
-                self._link = link
+                self._link, self._link_port = link, port
                 return result
             left = deadline - time.monotonic()
             if left <= 0:
@@ -253,6 +259,11 @@ class Member:
         ports = first(list(self._ports()), 4)
         above = (f"rank {self.up_rank} ({self.name(self.up_rank).split(' (')[0]} on {self.up_host_node})"
                  if self.up_rank is not None else f"the leader of {self.up_host_node} (its lowest rank)")
+        if exc.code == "unauthenticated":
+            return ResolutionError(
+                f"bootstrap: {above} refused rank {self.rank}'s credential on {self.up_host}: {exc.detail}",
+                "every node must run munged with the same munge.key and a synchronised clock "
+                "(try: munge -n | ssh <that node> unmunge); or SLURM_RESOLVER_AUTH=none on every task where MUNGE is absent")
         return ResolutionError(
             f"bootstrap: {above} did not answer on {self.up_host} (ports {ports}) within {timeout:g} s: {exc.detail}",
             "check that task's output for an error; make sure every task calls bootstrap(); raise timeout")
@@ -263,13 +274,19 @@ class Member:
         assert self.up_position is not None
         return self.cluster.placement.nodes[self.up_position]
 
+    @property
+    def up_port(self) -> int:
+        """The bound port of the task above (after the bootstrap)."""
+        bound = self.cluster.bound_ports
+        assert bound is not None and self.up_rank is not None
+        return self._link_port if self._link is not None else bound[self.up_rank]
+
     def watch_up(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """This task's heartbeat call to the task above (on the rounds' connection where there is one)."""
         link = self._link
         if link is None:
-            bound = self.cluster.bound_ports
-            assert bound is not None and self.up_rank is not None and self.up_host is not None
-            link = self.network.connect(self.up_host, bound[self.up_rank])
+            assert self.up_host is not None
+            link = self.network.connect(self.up_host, self.up_port)
         return link.watch(beats)
 
     def use(self, cluster: Cluster) -> None:

@@ -11,6 +11,8 @@ is made.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -99,11 +101,15 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
         raise AssertionError  # pragma: no cover - abort raises
 
     async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        events = coordinator.watch(requests)
         try:
-            async for event in coordinator.watch(requests):
+            async for event in events:
                 yield event
         except Refused as exc:
             await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
+        finally:  # a cancelled call ends the watch at once (its end is the news)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await events.aclose()  # type: ignore[attr-defined]
 
     methods = {JOIN: grpc.stream_stream_rpc_method_handler(join), WHO: grpc.unary_unary_rpc_method_handler(who),
                WATCH: grpc.stream_stream_rpc_method_handler(watch)}

@@ -4,10 +4,12 @@ Every task keeps one long call (``Watch``) to the task above it, the same one it
 to, and beats on it every ``interval`` seconds. A leader notices at once a task below whose
 call breaks (its process died: the kernel closes its connection), and within ``patience``
 seconds one that stops beating (hung, or its node gone); it reports the dead up its own
-call and tells every task below it; the root tells every task below it. So every task
+call and tells every task below it, sending an empty event when it has no news, so that a
+task below whose leader hangs or vanishes declares it dead after ``patience`` seconds too; the root tells every task below it. So every task
 learns of a death within about a second, or ``patience`` plus a second for a silent one,
 and no server hears from more than its node's tasks and its child leaders. A task that
-leaves normally says so first: its silence is no failure.
+leaves normally says so first: its silence is no failure. A leader that was itself stopped
+(SIGSTOP, a long pause) gives the tasks below a fresh patience rather than blame them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import coordination_pb2 as pb
 from .coordinator import Refused
+from .transport import REFUSED, LinkError
 from .wire import SHOWN, Header, WireError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,6 +36,9 @@ log = logging.getLogger("slurm_resolver")
 WATCH = "watch"
 """The round name a first beat's credential is minted for."""
 
+FIRST_BEAT = 10.0
+"""Seconds a server waits for a watch call's first beat (then it refuses the call)."""
+
 
 def _parse(message: Any, data: bytes, world_size: int) -> Any:
     if not isinstance(data, bytes) or len(data) > 8192:
@@ -44,6 +50,13 @@ def _parse(message: Any, data: bytes, world_size: int) -> Any:
     if len(message.failed) > SHOWN or any(r >= world_size for r in message.failed) or len(message.reason) > 1000:
         raise WireError("a heartbeat naming more than a job has")
     return message
+
+
+def _call(callback: Callable[[int, str], None], rank: int, reason: str) -> None:
+    try:
+        callback(rank, reason)
+    except Exception:  # noqa: BLE001 - a user's callback must not stop the watch
+        log.exception("slurm_resolver: a failure callback raised")
 
 
 class Watchtower:
@@ -94,10 +107,13 @@ class Watchtower:
                 self._up.put_nowait(pb.Beat(failed=new[start:start + SHOWN], reason=reason[:1000]))
         for rank in new:
             for callback in list(self.callbacks):
-                try:
-                    callback(rank, reason)
-                except Exception:  # noqa: BLE001 - a user's callback must not stop the watch
-                    log.exception("slurm_resolver: a failure callback raised")
+                _call(callback, rank, reason)
+
+    def add_callback(self, callback: Callable[[int, str], None]) -> None:
+        """Call ``callback(rank, why)`` for every death: at once for those known, later for the others."""
+        for rank, reason in list(self.failed.items()):
+            _call(callback, rank, reason)
+        self.callbacks.append(callback)
 
     # The leader's side: the calls of the tasks below.
 
@@ -106,9 +122,9 @@ class Watchtower:
         coordinator = self.member.coordinator
         world = self.member.cluster.world_size
         try:
-            first = _parse(pb.Beat(), await beats.__anext__(), world)
-        except (StopAsyncIteration, WireError) as exc:
-            raise Refused("invalid", f"a watch without a first beat ({exc})") from None
+            first = _parse(pb.Beat(), await asyncio.wait_for(beats.__anext__(), FIRST_BEAT), world)
+        except (StopAsyncIteration, WireError, asyncio.TimeoutError) as exc:
+            raise Refused("invalid", f"a watch without a first beat within {FIRST_BEAT:g} s ({exc!r})") from None
         header = Header(first.job_key, WATCH, first.source, first.node, first.credential)
         source = coordinator.admit(header)
         if source in self._below:
@@ -123,12 +139,18 @@ class Watchtower:
         getting: asyncio.Future[bytes] | None = None
         try:
             while True:
-                getting = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getting, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getting is None:
+                    getting = asyncio.ensure_future(queue.get())
+                waited: set[asyncio.Future[Any]] = {getting, reader}
+                done, _ = await asyncio.wait(waited, timeout=self.interval,
+                                             return_when=asyncio.FIRST_COMPLETED)
                 if getting in done:
-                    yield getting.result()
-                    continue
-                break
+                    event, getting = getting.result(), None
+                    yield event
+                elif reader in done:
+                    break
+                else:
+                    yield b""  # no news: an empty event, so that the task below knows this one lives
         finally:
             if getting is not None:
                 getting.cancel()
@@ -155,10 +177,15 @@ class Watchtower:
 
     async def _check(self) -> None:
         """Declare dead the tasks below that stop beating (hung, or their node gone)."""
-        started = time.monotonic()
+        started = last = time.monotonic()
         while not self._leaving:
             await asyncio.sleep(self.interval)
             now = time.monotonic()
+            if now - last > 2 * self.interval + 0.5:  # this process was stopped or stalled: the silence is its own
+                self._heard = dict.fromkeys(self._heard, now)
+                started = last = now
+                continue
+            last = now
             for source in self.member.coordinator.sources:
                 if source in self._left:
                     continue
@@ -174,7 +201,7 @@ class Watchtower:
         member = self.member
         header = Header(member.coordinator.job_key, WATCH, member.rank, member.plan.position)
         authority = member.coordinator.authority
-        credential = authority.mint(header) if authority is not None and authority.enabled else b""
+        credential = authority.mint(header, member.up_port) if authority is not None and authority.enabled else b""
         yield pb.Beat(job_key=header.job_key, source=member.rank, node=member.plan.position,
                       credential=credential).SerializeToString()
         while True:
@@ -190,8 +217,26 @@ class Watchtower:
         member = self.member
         if member.up_position is None:
             return
+        events = member.watch_up(self._beats()).__aiter__()
+        pending: asyncio.Future[bytes] | None = None
+        heard = last = time.monotonic()
         try:
-            async for data in member.watch_up(self._beats()):
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(events.__anext__())
+                done, _ = await asyncio.wait({pending}, timeout=self.interval)
+                now = time.monotonic()
+                if now - last > 2 * self.interval + 0.5:  # this process was stopped: the silence is its own
+                    heard = now
+                last = now
+                if not done:
+                    if now - heard > self.patience:
+                        raise asyncio.TimeoutError
+                    continue
+                try:
+                    data, pending, heard = pending.result(), None, now
+                except StopAsyncIteration:
+                    return
                 event = _parse(pb.Event(), data, member.cluster.world_size)
                 if event.leaving:
                     return  # the task above ends normally
@@ -201,9 +246,24 @@ class Watchtower:
                 return
             above = member.up_rank
             who = member.name(above) if above is not None else f"the leader of {member.up_host_node}"
-            log.debug("slurm_resolver: the watch to %s ended: %s", who, exc)
-            if above is not None:
-                self.declare([above], f"{who} died: its connection to rank {member.rank} closed")
+            log.debug("slurm_resolver: the watch to %s ended: %r", who, exc)
+            if above is None:
+                return
+            if isinstance(exc, asyncio.TimeoutError):
+                why = f"{who} stopped answering: nothing for {self.patience:g} s (hung, or its node gone)"
+            elif isinstance(exc, LinkError) and exc.kind == REFUSED:
+                why = f"{who} refused the watch of rank {member.rank}: {exc.detail}"
+            else:
+                why = f"{who} died: its connection to rank {member.rank} closed"
+            self.declare([above], why)
+        finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
+            if pending is not None:
+                pending.cancel()
+                await asyncio.wait({pending})
+            closing = getattr(events, "aclose", None)
+            if closing is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await closing()
 
     def start(self) -> None:
         """Start beating and watching (on the running event loop)."""

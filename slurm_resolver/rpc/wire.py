@@ -9,6 +9,7 @@ oversized or out-of-range message is a :class:`WireError`, never a crash.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -19,7 +20,7 @@ from google.protobuf.message import DecodeError
 from . import coordination_pb2 as pb
 
 __all__ = ["CHUNK", "MAX_MESSAGE", "SHOWN", "REASON", "Records", "Table", "Failure", "Header", "WireError", "encode_contribution",
-           "decode_contribution", "encode_result", "decode_result", "encode_identity", "decode_identity"]
+           "decode_contribution", "digest", "encode_result", "decode_result", "encode_identity", "decode_identity"]
 
 CHUNK = 4096
 """Records per chunk: about 45 kB of ports; with the longest GPU lists still under :data:`MAX_MESSAGE`."""
@@ -176,6 +177,14 @@ def _check_records(message: Any, world_size: int, listed: bool) -> None:
         raise WireError(f"a rank beyond the job's {world_size} tasks")
     if any(r >= world_size or len(g) > _GPU_TEXT for r, g in message.gpus.items()):
         raise WireError("GPUs of a rank beyond the job, or too long")
+
+
+def digest(records: Records, failure: Failure) -> str:
+    """A short fingerprint of a contribution's contents, which its credential carries."""
+    body = pb.Contribution(records=pb.Records(ranks=records.ranks, ports=records.ports, spare_ports=records.spares,
+                                              gpus=records.gpus, nodes=records.nodes))
+    body.failure.CopyFrom(failure.to_pb())
+    return hashlib.sha256(body.SerializeToString(deterministic=True)).hexdigest()[:32]
 
 
 def decode_contribution(chunks: Iterable[bytes], world_size: int) -> tuple[Header, Records, Failure]:

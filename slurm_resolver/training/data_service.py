@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -175,7 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=int, default=0, help="rounds of CPU-heavy work per element")
     parser.add_argument("--modes", default="distributed_epoch,parallel_epochs,shared_parallel",
                         help=f"how each trainer reads, in turn: {', '.join(MODES)}")
-    parser.add_argument("--work-dir", default=os.path.join(os.getcwd(), "tf-data-service-%j"))
+    parser.add_argument("--work-dir", default=os.path.join(os.getcwd(), "tf-data-service-%j"),
+                        help="the dispatcher's journal, on a shared file system (%%j: the job id)")
+    parser.add_argument("--keep-work-dir", action="store_true",
+                        help="keep the work dir once every consumer finished (removed by default)")
     parser.add_argument("--restart-dispatcher", action="store_true",
                         help="the dispatcher restarts (same port and work_dir) when trainer 0 is a quarter through")
     parser.add_argument("--batch", type=int, default=1, help="elements per batch in the train and local modes")
@@ -195,7 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     try:
-        service = start(b, args.work_dir.replace("%j", b.cluster.job_id or "local"))
+        work_dir = args.work_dir.replace("%j", b.cluster.job_id or "local")
+        service = start(b, work_dir)
         b.barrier("tf-data-service-up", args.timeout)
         if service.role == "consumer":
             print(json.dumps(_consume(b, service, say, args)), flush=True)
@@ -208,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 say("dispatcher restarted from its work_dir")
             service.serve()
             say("every consumer finished: stopped")
+            if service.role == "dispatcher" and not args.keep_work_dir:
+                shutil.rmtree(work_dir, ignore_errors=True)  # nothing left to resume
     except SlurmResolverError as exc:
         say(f"FAILED: {exc.one_line()}")
         code = 1

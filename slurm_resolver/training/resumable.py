@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from ..errors import SlurmResolverError
 from .report import Reporter
 from .task import start_task
 
@@ -57,8 +58,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 saved.write_text(json.dumps({"step": step, "model": state["model"]}))
                 say(f"warned ({preemption.received or 'by another task'}): checkpoint at step {step}; requeueing")
             b.barrier("checkpointed", args.timeout)
+            failed = ""
             if b.rank == 0:
-                requeue()  # Slurm ends this run and starts the job again
+                try:
+                    requeue()  # Slurm ends this run and starts the job again
+                except SlurmResolverError as exc:
+                    failed = exc.one_line()
+            if b.vote("requeue failed", bool(failed), args.timeout):  # every task ends the same way
+                say(f"FAILED: the requeue failed{': ' + failed if failed else ''}; the checkpoint stays")
+                b.stop()
+                return 1
             b.stop()
             time.sleep(args.timeout)  # Slurm ends every task of this run
             return 0

@@ -1,5 +1,6 @@
 """Failure detection after the bootstrap, on the real cluster: a task killed with SIGKILL is named
-to every other task within the bound; a task that ends normally is no failure."""
+to every other task within the bound, one that raises is named with its exception; a task that
+ends normally is no failure."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ TASK = textwrap.dedent("""
     b.on_failure(on_failure)
     if b.rank == victim:
         time.sleep(1.0)
+        if os.environ.get("TEST_HOW") == "raise":
+            raise ValueError("a bad batch")  # uncaught: a failure, though the interpreter exits normally
         os.kill(os.getpid(), signal.SIGKILL)
     if victim < 0 and b.rank == 1:
         b.stop()  # leaves normally, early
@@ -53,6 +56,18 @@ def test_a_killed_task_is_named_to_every_other_within_the_bound(run_tasks: Calla
         assert learned_at - 1.0 < 10, row  # killed at +1 s; learned within the default bound
         assert f"(rank {victim})" in why and "died" in why
         assert str(victim) in row["query"]
+
+
+def test_a_task_that_raises_is_a_failure_named_with_its_exception(run_tasks: Callable[..., list[dict[str, Any]]],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_VICTIM", "3")
+    monkeypatch.setenv("TEST_HOW", "raise")
+    rows = run_tasks(["srun", "-N2", "-n4", "--ntasks-per-node=2"], TASK, check=False)
+    assert sorted(r["rank"] for r in rows) == [0, 1, 2], rows
+    for row in rows:
+        learned_at, why = row["failed"]["3"]
+        assert learned_at - 1.0 < 3, row  # told at once, not after the patience
+        assert "(rank 3) raised ValueError: a bad batch" in why, row
 
 
 def test_a_task_that_ends_normally_is_no_failure(run_tasks: Callable[..., list[dict[str, Any]]],

@@ -51,3 +51,21 @@ def test_warned_job_checkpoints_requeues_itself_and_resumes(slurm_cluster: dict[
     assert "run 2: resuming at step" in text
     assert "finished: 60 steps, model 1770 (expected 1770), after 1 requeue(s)" in text
     assert (tmp_path / f"checkpoints-{job}" / "state.json").is_file()
+
+
+def test_a_failed_requeue_ends_every_task_with_the_reason(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    """An srun job cannot be requeued (only batch jobs can): every task says so and exits 1, at once."""
+    proc = subprocess.Popen(["srun", "-N2", "-n2", sys.executable, "-m", "slurm_resolver.training.resumable",
+                             "--steps", "600", "--step-time", "0.05"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline()]
+    assert "run 1: starting" in lines[0], lines
+    job = lines[0].split("checkpoints-")[1].split(")")[0]
+    subprocess.run(["scancel", "--signal=USR2", job], check=True)
+    lines += proc.stdout.readlines()
+    assert proc.wait(timeout=60) == 1
+    text = "".join(lines)
+    assert "FAILED: the requeue failed: scontrol requeue" in text and "Only batch jobs" in text, text
+    assert text.count("FAILED: the requeue failed") == 2, text  # both tasks, the same way
+    assert (tmp_path / f"checkpoints-{job}" / "state.json").is_file()

@@ -120,6 +120,7 @@ def test_data_service_template_modes(slurm_cluster: dict[str, str], tmp_path: Pa
     # one job name shared by both trainers: they split the workers' epochs
     assert sorted(trainers[0]["shared_parallel"] + trainers[1]["shared_parallel"]) == sorted(list(range(60)) * 2)
     assert len(said(out.stdout, r"every consumer finished: stopped")) == 3  # the dispatcher and both workers
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("tf-data-service")]  # nothing to resume
 
 
 def test_a_data_worker_killed_mid_epoch_does_not_stop_training(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
@@ -136,7 +137,7 @@ def test_a_restarted_dispatcher_resumes_from_its_work_dir(slurm_cluster: dict[st
     require("tensorflow")
     code, output = run_and_kill("slurm_resolver.training.data_service", ["-N3", "-n5"],
                                 ["--modes", "distributed_epoch", "--elements", "3000", "--work", "10",
-                                 "--restart-dispatcher"], None, "", 0.0, tmp_path)
+                                 "--restart-dispatcher", "--keep-work-dir"], None, "", 0.0, tmp_path)
     assert code == 0 and said(output, r"dispatcher restarted from its work_dir"), output[-3000:]
     trainers = [r for r in json_objects(output) if "trainer" in r]
     seen = trainers[0]["distributed_epoch"] + trainers[1]["distributed_epoch"]

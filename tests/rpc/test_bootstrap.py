@@ -160,6 +160,20 @@ def test_bad_options_fail_before_anything_starts() -> None:
         bootstrap(environ={**env(0, 1), "SLURM_RESOLVER_EXCHANGE": "tcp"})
     with pytest.raises(EnvironmentVariableError, match="SLURM_RESOLVER_RENDEZVOUS_PORTS"):
         bootstrap(environ={**env(0, 1), "SLURM_RESOLVER_RENDEZVOUS_PORTS": "80,http"})
+    with pytest.raises(ConfigurationError, match="heartbeat=-1"):
+        bootstrap(environ=env(0, 1), heartbeat=-1)
+    with pytest.raises(ConfigurationError, match=r"patience=0.5 must be at least twice the heartbeat \(1.0 s\)"):
+        bootstrap(environ=env(0, 1), patience=0.5)
+
+
+@pytest.mark.parametrize(("verify", "step"), [("all", "31"), (2, "32"), ("none", "33")])
+def test_every_verify_mode_bootstraps(verify: str | int, step: str) -> None:
+    results = run_all(5, step=step, timeout=20, verify=verify, heartbeat=None)
+    try:
+        assert all(isinstance(b, Bootstrapped) for b in results), results
+        assert {b.cluster.ports[3] for b in results} == {results[3].server.port}
+    finally:
+        stop(results)
 
 
 def test_verified_peers_cover_every_server() -> None:

@@ -140,8 +140,13 @@ def test_with_munge_thousands_of_impostor_calls_change_nothing(slurm_cluster: di
 def test_a_second_watch_for_a_watched_task_is_refused_and_kills_nobody() -> None:
     def probe(b: Bootstrapped) -> Any:
         if b.rank == 0:
+            deadline = time.monotonic() + 10
+            while 1 not in b._tower._below and time.monotonic() < deadline:  # rank 1's own watch first
+                time.sleep(0.01)
+            b.barrier("watched", timeout=20)
             b.barrier("probed", timeout=20)
             return b.failures()
+        b.barrier("watched", timeout=20)
         leader = b.cluster_spec().task_address("worker", 0)
         impostor = [pb.Beat(job_key=b.job_key, source=1, node=0).SerializeToString()]  # as rank 1, again
         with grpc.insecure_channel(leader) as channel:
@@ -207,6 +212,19 @@ def test_callers_cannot_open_rounds_or_wait_without_bound() -> None:
     assert crowded == 40 - (2 * 3 + 8)
     assert refused == 50
     assert still_open == 0 and answered == 1
+
+
+def test_a_caller_that_goes_away_leaves_no_round_open() -> None:
+    async def scenario() -> tuple[int, int]:
+        coordinator = Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, [1, 2, 3])
+        call = asyncio.ensure_future(coordinator.join(_contribution("gone"), time.monotonic() + 60))
+        await asyncio.sleep(0.1)
+        opened = coordinator.rounds.open
+        call.cancel()  # its connection closed: gRPC cancels the handler
+        await asyncio.gather(call, return_exceptions=True)
+        return opened, coordinator.rounds.open
+
+    assert asyncio.run(scenario()) == (1, 0)
 
 
 def test_identify_callers_before_the_token_are_bounded() -> None:

@@ -57,6 +57,17 @@ def test_a_task_that_fails_is_known_to_every_other_within_a_second() -> None:
     run(scenario)
 
 
+def test_a_callback_added_late_hears_of_the_deaths_already_known() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> list[tuple[int, str]]:
+        await tasks[5].afail("a bad batch")
+        await until(lambda: 5 in tasks[0].failures(), 1.0)
+        heard: list[tuple[int, str]] = []
+        tasks[0].on_failure(lambda rank, why: heard.append((rank, why)))
+        return heard
+
+    assert run(scenario) == [(5, "a bad batch")]
+
+
 def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> None:
         leader = tasks[4]  # leads node 3: rank 5 below it, reports to the root
@@ -81,6 +92,26 @@ def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
         assert "stopped beating" in tasks[2].failures()[3] and 0.5 < took < 3.0
 
     run(scenario)
+
+
+def test_a_hung_leader_is_declared_dead_by_the_tasks_below_it() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        tower = tasks[4]._tower  # leads node 3 (rank 5 below it): hangs, sends nothing up or down
+        tower.interval = 3600.0
+        tower.declare = lambda *args, **kwargs: None
+        took = await until(lambda: 4 in tasks[5].failures(), 3.0)
+        assert "stopped answering" in tasks[5].failures()[4] and 0.5 < took < 3.0, tasks[5].failures()
+
+    run(scenario)
+
+
+def test_a_process_stopped_longer_than_the_patience_blames_nobody() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> dict[int, str]:
+        time.sleep(1.5)  # every task's loop stops (SIGSTOP, a long GIL hold) for over twice the patience
+        await asyncio.sleep(1.0)
+        return {r: why for t in tasks for r, why in t.failures().items()}
+
+    assert run(scenario) == {}
 
 
 def test_tasks_that_end_normally_are_no_failure() -> None:
