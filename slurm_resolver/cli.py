@@ -147,13 +147,13 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _pairs(items: list[str] | None) -> dict[str, str]:
-    from .errors import ConfigurationError
+    from .template_schema import TemplateParameterError
 
     values = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep:
-            raise ConfigurationError(f"--set {item!r} must be key=value")
+            raise TemplateParameterError(f"--set {item!r} must be key=value", "e.g. --set nodes=4")
         values[key] = value
     return values
 
@@ -225,6 +225,16 @@ def templates_listing(only: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+_LISTING = "(the templates listing)"
+
+
+class _ListingFormatter(argparse.RawDescriptionHelpFormatter):
+    """Writes the templates listing where the epilog says so, when help is asked for."""
+
+    def add_text(self, text: str | None) -> None:
+        super().add_text(templates_listing() if text == _LISTING else text)
+
+
 def _completion(args: argparse.Namespace) -> int:
     from .completion import script
 
@@ -263,8 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     boot.set_defaults(func=_bootstrap)
     check = sub.add_parser("check", help="diagnose this environment: one line per check, OK or FAIL with a hint")
     check.set_defaults(func=_check)
-    listing = templates_listing()
-    raw = argparse.RawDescriptionHelpFormatter
+    listing, raw = _LISTING, _ListingFormatter  # the listing reads every template: only for --help
     submit = sub.add_parser("submit", help="render a template and submit it; --wait follows the job",
                             epilog=listing, formatter_class=raw)
     submit.add_argument("template")

@@ -18,12 +18,18 @@ bootstrap's.
 from __future__ import annotations
 
 import json
+import logging
 import threading
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigurationError, ResolutionError
 
-__all__ = ["Exchange", "MPIExchange", "LocalExchange", "MODES", "check_mode"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .launchers.base import Launch
+
+__all__ = ["Exchange", "MPIExchange", "LocalExchange", "MODES", "check_mode", "mpi_exchange"]
+
+log = logging.getLogger("slurm_resolver")
 
 MODES = ("auto", "mpi", "rendezvous", "none")
 """Every value of ``exchange=`` and of ``SLURM_RESOLVER_EXCHANGE``."""
@@ -68,6 +74,24 @@ class MPIExchange:
 
         data = json.dumps(value).encode()
         return [json.loads(b) for b in mpi.allgather_bytes(self.comm, data, self.timeout)]
+
+
+def mpi_exchange(launch: Launch, mode: str | Exchange, timeout: float) -> Exchange | None:
+    """The exchange through MPI for ``mode``, or None where the tasks use the rendezvous.
+
+    ``'mpi'``, and ``'auto'`` under mpirun, need MPI (an error if it does not initialise);
+    ``'auto'`` in an srun step uses MPI where it initialises (PMI/PMIx), else the rendezvous.
+    """
+    if not isinstance(mode, str):
+        return mode
+    if mode == "mpi" or (mode == "auto" and launch.mpi_launched):
+        return MPIExchange(timeout=timeout)
+    if mode == "auto" and launch.mpi_capable:
+        try:
+            return MPIExchange(timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - any failure to initialise MPI falls back
+            log.debug("MPI did not initialise under %s (%s); using the rendezvous", launch.launcher, exc)
+    return None
 
 
 class LocalExchange:

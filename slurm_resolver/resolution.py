@@ -2,8 +2,9 @@
 
 :func:`resolve` takes one snapshot of the environment and goes down once: settings
 (explicit argument > ``SLURM_RESOLVER_*`` variable > default, in :func:`_setting`), the
-launch, the placement of every rank (computed, or exchanged through MPI), the packing into
-jobs, the GPUs, the addresses. Out comes one frozen :class:`~slurm_resolver.cluster.Cluster`.
+launch, the placement of every rank (computed; or learned from every task's node, through
+MPI where it initialises, else a rendezvous of the step's tasks), the packing into jobs,
+the GPUs, the addresses. Out comes one frozen :class:`~slurm_resolver.cluster.Cluster`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from . import addresses, launchers, placement
 from .cluster import DEFAULT_PORT_BASE, Cluster
 from .environment import snapshot
 from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
-from .exchange import Exchange, MPIExchange, check_mode
+from .exchange import Exchange, check_mode, mpi_exchange
 from .gpus import SOURCES, GpuPlan, Visible, visible
 from .launchers.base import Launch
 from .packing import Jobs, check_port_base, pack
@@ -63,14 +64,6 @@ def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) ->
     keep = [(n, c) for n, c in zip(nodes, counts) if c]
     return replace(launch, nodes=tuple(n for n, _ in keep), counts=tuple(c for _, c in keep),
                    distribution="block", world_size=sum(counts))
-
-
-def _placement_exchange(launch: Launch, mode: str | Exchange, timeout: float) -> Exchange | None:
-    if not isinstance(mode, str):
-        return mode
-    if mode == "mpi" or (mode == "auto" and launch.mpi_capable):
-        return MPIExchange(timeout=timeout)
-    return None
 
 
 def _placement_error(launch: Launch) -> PlacementError:
@@ -176,7 +169,7 @@ def resolve(
         checked = {probe: resolves(probe)}
         where = computed
     else:
-        group = _placement_exchange(launch, mode, timeout)
+        group = mpi_exchange(launch, mode, timeout)
         learnable = placement.provisional(launch)
         if group is not None and own is not None:
             rank, where, checked = _exchanged(launch, group, own, resolves)
@@ -206,7 +199,17 @@ def _learn(cluster: Cluster, env: Mapping[str, str], timeout: float) -> Cluster:
     from .rpc.bootstrap import bootstrap
 
     learner = replace(cluster, launch=replace(cluster.launch, key=f"{cluster.launch.key}/layout"))
-    learned = bootstrap(learner, exchange="rendezvous", verify="none", timeout=timeout, environ=env)
+    try:
+        learned = bootstrap(learner, exchange="rendezvous", verify="none", timeout=timeout, environ=env,
+                            heartbeat=None)
+    except PlacementError:
+        raise
+    except ResolutionError as exc:
+        raise PlacementError(
+            f"the layout of this {cluster.launcher} step is not in the environment (a het component with "
+            f"several tasks on each of several nodes), and learning it from the step's other tasks failed: "
+            f"{exc.message}", "resolve in every task of the step at once (each learns from the others); or give "
+            "each component one node, or one task per node; exchange='none' refuses at once") from None
     learned.stop()
     log.debug("resolution: learned the layout of the %s step from every task's node (SLURM_NODEID), through "
               "a rendezvous of its tasks: %s", cluster.launcher, learned.cluster.placement.all_hosts[:64])

@@ -36,7 +36,7 @@ def available() -> list[str]:
 
 def _text(name: str) -> str:
     if name not in available():
-        raise ConfigurationError(f"no template named {name!r}", f"choose one of {', '.join(available())}")
+        raise TemplateParameterError(f"no template named {name!r}", f"choose one of {', '.join(available())}")
     return str(_root().joinpath(f"{name}.sbatch").read_text())
 
 
@@ -199,6 +199,21 @@ def _launch(values: Mapping[str, str]) -> str:
     return f"{python} -m slurm_resolver bootstrap{jobs} --format {shlex.quote(values['format'])} -- {command}"
 
 
+def _tasks_of_jobs(merged: dict[str, str], given: set[str]) -> None:
+    """A job layout with counts (``chief=1,ps=2,worker=13``) sets ``tasks`` to their sum,
+    unless ``tasks`` is given too: then the two must agree."""
+    counts = [part.split("=", 1)[1] for part in merged["jobs"].split(",") if "=" in part]
+    if not counts or merged["hetjob"] == "1":
+        return
+    total = sum(map(int, counts))
+    if "tasks" not in given:
+        merged["tasks"] = str(total)
+    elif merged["tasks"] != str(total):
+        raise TemplateParameterError(f"template parameters jobs={merged['jobs']} ({total} tasks) and "
+                                     f"tasks={merged['tasks']} disagree",
+                                     f"give --set tasks={total}, or leave tasks out: the jobs' counts set it")
+
+
 def render(name: str, values: Mapping[str, str] | None = None) -> str:
     """The sbatch text of template ``name``: its defaults, overridden by ``values``."""
     known = {p.name for p in SCHEMA}
@@ -209,6 +224,7 @@ def render(name: str, values: Mapping[str, str] | None = None) -> str:
         raise TemplateParameterError(f"unknown template parameter(s) {unknown}", f"valid parameters: {listing}")
     merged = {**base, **(values or {})}
     check(merged)
+    _tasks_of_jobs(merged, set(values or {}))
     _with_sweep(merged)
     text = _text(name)
     substituted = {k: (v if k in SHELL_TEXT else shlex.quote(v)) for k, v in merged.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -215,3 +216,15 @@ def test_an_ambiguous_het_layout_is_learned_from_every_task(case: str) -> None:
     envs = captured(case)
     truth = tuple(e["SLURMD_NODENAME"] for e in envs)
     assert all(c.nodes == truth and c.placement.exact for c in exchanged(envs))
+
+
+@pytest.mark.slurm
+def test_a_lone_task_of_an_ambiguous_het_layout_is_told_why_it_cannot_learn_it(slurm_cluster: dict[str, str]) -> None:
+    """Only one task resolves (the others never do): the error is the layout's, not a bare timeout."""
+    env = captured("srun_het")[0]
+    started = time.monotonic()
+    with pytest.raises(PlacementError) as info:
+        resolve(env, exchange="rendezvous", timeout=2.0, resolves=always)
+    assert time.monotonic() - started < 10
+    assert "learning it from the step's other tasks failed: bootstrap:" in info.value.message
+    assert "resolve in every task of the step at once" in (info.value.hint or "")

@@ -139,3 +139,12 @@ def test_a_bad_placeholder_in_a_template_is_named() -> None:
         finally:
             templates._text = original  # type: ignore[assignment]
     assert "bad placeholder" in info.value.message
+
+
+def test_a_job_layout_with_counts_sets_the_tasks_or_must_agree_with_them() -> None:
+    text = render("ps_worker", {"nodes": "4", "tasks_per_node": "4", "jobs": "chief=1,ps=2,worker=13"})
+    assert "#SBATCH --ntasks=16\n" in text
+    assert "#SBATCH --ntasks=16\n" in render("ps_worker", {"tasks": "16", "jobs": "chief=1,ps=2,worker=13"})
+    with pytest.raises(TemplateParameterError, match=r"\(16 tasks\) and tasks=5 disagree"):
+        render("ps_worker", {"tasks": "5", "jobs": "chief=1,ps=2,worker=13"})
+    assert "#SBATCH --ntasks=7\n" in render("ps_worker", {"tasks": "7", "jobs": "ps,worker"})  # no counts: any

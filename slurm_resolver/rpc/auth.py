@@ -11,6 +11,7 @@ scheme): that isolates concurrent jobs, not a hostile user.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pwd
@@ -28,7 +29,9 @@ MODES = ("auto", "munge", "none")
 """``auth=`` and ``SLURM_RESOLVER_AUTH``: MUNGE where munged answers; MUNGE or an error; the key alone."""
 
 
+@functools.lru_cache(maxsize=64)
 def _who(uid: int) -> str:
+    """A uid with its user's name (looked up once: a flood of refused calls asks NSS once)."""
     try:
         return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
     except KeyError:

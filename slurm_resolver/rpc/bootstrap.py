@@ -28,7 +28,7 @@ from typing import Any
 from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import ConfigurationError, ResolutionError
-from ..exchange import Exchange, MPIExchange, check_mode
+from ..exchange import Exchange, check_mode, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
 from ..resolution import resolve
@@ -97,21 +97,6 @@ async def _check(link: Link, cluster: Cluster, rank: int, token: str, timeout: f
         return (f"rank {rank} at {task.address} says it is {job}:{index} (rank {their_rank}) on {node} of launch "
                 f"{job_key}, but the table has {task.job}:{task.index} on {task.node}")
     return ""
-
-
-def _mpi_group(cluster: Cluster, exchange: str | Exchange, timeout: float) -> Exchange | None:
-    """The MPI exchange to use, or None for the tree."""
-    if not isinstance(exchange, str):
-        return exchange
-    launch = cluster.launch
-    if exchange == "mpi" or (exchange == "auto" and launch.mpi_launched):
-        return MPIExchange(timeout=timeout)
-    if exchange == "auto" and launch.mpi_capable:
-        try:
-            return MPIExchange(timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - any failure to initialise MPI falls back
-            log.debug("bootstrap: MPI did not initialise under %s (%s); using the rendezvous", launch.launcher, exc)
-    return None
 
 
 def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None, timeout: float = 60.0,
@@ -210,7 +195,7 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
     rank = cluster.rank
     me = cluster.task(rank)
     plan = plan_of(cluster, rank, fanout)
-    group = _mpi_group(cluster, mode, timeout)
+    group = mpi_exchange(cluster.launch, mode, timeout)
     coordinator = Coordinator(Identity(cluster.launch.key, rank, me.node, me.job, me.index), cluster.world_size,
                               plan.sources, root=plan.position == 0 and plan.is_leader, authority=authority)
     bind = candidates if port or (plan.is_leader and group is None) else [0]

@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from .. import adapters
 
-    b = start_task("ddp", args.jobs, args.timeout)
+    b = start_task("ddp", args.jobs, args.timeout, needs="torch")
     if b is None:
         return 1
     adapters.apply(adapters.torch_env(b), overwrite=True)

@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from .. import adapters
 
-    b = start_task("jax_job", args.jobs, args.timeout)
+    b = start_task("jax_job", args.jobs, args.timeout, needs="jax")
     if b is None:
         return 1
     say = Reporter(b)

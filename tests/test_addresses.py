@@ -1,0 +1,48 @@
+"""Node addresses: a node's own name where names resolve, Slurm's NodeAddr (asked once) where they do not."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from slurm_resolver.addresses import address_map, first
+from slurm_resolver.errors import AddressError
+
+NODES = ["node1", "node1", "node2", "node3"]
+
+
+class Slurm:
+    """Answers NodeAddr questions and counts them."""
+
+    def __init__(self, known: dict[str, str]) -> None:
+        self.known = known
+        self.asked: list[list[str]] = []
+
+    def __call__(self, names: Sequence[str]) -> dict[str, str]:
+        self.asked.append(list(names))
+        return {n: self.known[n] for n in names if n in self.known}
+
+
+def test_names_that_resolve_are_their_own_addresses_without_asking_slurm() -> None:
+    slurm = Slurm({})
+    hosts = address_map(NODES, {"node1": True}, slurm)
+    assert [hosts[n] for n in NODES] == NODES and slurm.asked == []
+
+
+def test_names_that_do_not_resolve_are_asked_of_slurm_once_for_all() -> None:
+    slurm = Slurm({"node1": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3"})
+    hosts = address_map(NODES, {"node1": False}, slurm)
+    assert [hosts[n] for n in NODES] == ["10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    assert slurm.asked == [["node1", "node2", "node3"]]  # the unchecked ones too: one naming scheme
+
+
+@pytest.mark.parametrize("known", [{}, {"node1": "node1"}], ids=["no NodeAddr", "NodeAddr is the name"])
+def test_a_node_without_any_address_is_named_with_the_fix(known: dict[str, str]) -> None:
+    with pytest.raises(AddressError, match=r"node node1 has no reachable address") as info:
+        address_map(["node1"], {"node1": False}, Slurm(known))
+    assert "/etc/hosts" in (info.value.hint or "")
+
+
+def test_messages_show_a_bounded_number_of_items() -> None:
+    assert first([f"n{i}" for i in range(10_000)]) == "n0, n1, n2, n3, n4, n5, n6, n7 and 9992 more"
