@@ -57,6 +57,7 @@ class Bootstrapped:
         self._token = token
         self._loop: LoopThread | None = None
         self._tower: Any = tower
+        self._hooks: tuple[Any, Any] | None = None  # report_crashes' excepthook, and the one it wraps
         assert cluster.rank is not None
         self.rank: int = cluster.rank
 
@@ -248,11 +249,15 @@ class Bootstrapped:
             previous(kind, value, traceback)
 
         sys.excepthook = hook
+        self._hooks = (hook, previous)
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop this task's server and its event loop; calls in flight get ``grace`` seconds."""
         if self._loop is None:
             return
+        if self._hooks is not None and sys.excepthook is self._hooks[0]:
+            sys.excepthook = self._hooks[1]  # stopped: an exception from here on is no failure of the job's
+        self._hooks = None
         try:
             self._loop.run(self.astop(grace))
         finally:

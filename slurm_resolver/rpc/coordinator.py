@@ -119,6 +119,16 @@ class Coordinator:
 
     # Handlers: what a peer asks of this server.
 
+    def precheck(self, first: bytes) -> None:
+        """Refuse a call at its first chunk where its header says enough (malformed, another
+        launch), before the rest of the call is read."""
+        try:
+            header, _, _ = decode_contribution([first], self.world_size)
+        except WireError as exc:
+            raise Refused("invalid", str(exc)) from None
+        if header.job_key != self.job_key:
+            raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
+
     async def join(self, chunks: Iterable[bytes], deadline: float) -> tuple[str, list[bytes]]:
         """A peer's contribution to a round; returns the round's name and result once there is one.
 

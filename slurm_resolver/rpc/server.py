@@ -74,6 +74,11 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
         chunks: list[bytes] = []
         size = 0
         async for chunk in requests:
+            if not chunks:
+                try:
+                    coordinator.precheck(chunk)  # another launch's call is refused before the rest is read
+                except Refused as exc:
+                    await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
             chunks.append(chunk)
             size += len(chunk)
             if len(chunks) > most_chunks or size > most_bytes:

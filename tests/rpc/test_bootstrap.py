@@ -268,3 +268,15 @@ def test_any_task_may_wait_for_a_notice_its_leader_does_not_wait_for() -> None:
         return "done"
 
     assert run_all(3, then=run, timeout=20, step="10") == ["done", "done", "heard"]
+
+
+def test_an_uncaught_exception_is_reported_only_while_the_task_runs() -> None:
+    import sys
+
+    before = sys.excepthook
+    b = bootstrap(environ=env(0, 1, "41"), timeout=10)
+    try:
+        assert sys.excepthook is not before  # an uncaught exception would fail this task, naming it
+    finally:
+        b.stop()
+    assert sys.excepthook is before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc import coordination_pb2 as pb
+from slurm_resolver.rpc import watch
 from slurm_resolver.rpc.bootstrap import bootstrap, rendezvous_ports
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.coordinator import Coordinator, Identity, Refused
@@ -164,6 +166,36 @@ def test_a_second_watch_for_a_watched_task_is_refused_and_kills_nobody() -> None
     assert garbage in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
 
 
+def test_a_watch_that_never_beats_is_refused_after_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "FIRST_BEAT", 0.5)
+
+    def probe(b: Bootstrapped) -> Any:
+        if b.rank == 0:
+            b.barrier("probed", timeout=20)
+            return b.failures()
+        leader = b.cluster_spec().task_address("worker", 0)
+        silent = threading.Event()
+
+        def nothing() -> Any:
+            silent.wait(10)  # a caller that opens the call and sends nothing
+            yield from ()
+
+        started = time.monotonic()
+        with grpc.insecure_channel(leader) as channel:
+            with pytest.raises(grpc.RpcError) as info:
+                list(channel.stream_stream(WATCH)(nothing(), timeout=8))
+        silent.set()
+        took = time.monotonic() - started
+        b.barrier("probed", timeout=20)
+        return info.value.code(), info.value.details(), took
+
+    results = run_all(2, step="12", timeout=20, then=probe)
+    assert results[0] == {}, results
+    code, details, took = results[1]
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "without a first beat within 0.5 s" in details, details
+    assert took < 4
+
+
 def test_oversized_and_endless_calls_are_cut_off() -> None:
     results = run_all(2, step="11", timeout=20, heartbeat=None)
     try:
@@ -174,10 +206,23 @@ def test_oversized_and_endless_calls_are_cut_off() -> None:
             with pytest.raises(grpc.RpcError) as big:
                 list(join(iter([b"\x0a" + b"\xff" * (MAX_MESSAGE + 10)]), timeout=5))
             assert big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            endless = (b"\x0a\x02ab" for _ in range(100_000))
+            key = launch_key(env(0, 2, "11"))
+            endless = itertools.chain(encode_contribution(Header(key, "table", 1), Records(), Failure()),
+                                      (b"\x0a\x02ab" for _ in range(100_000)))
             with pytest.raises(grpc.RpcError) as many:
                 list(join(endless, timeout=5))
             assert many.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            read = [0]
+
+            def foreign() -> Any:  # another launch's call, then more than any job sends
+                yield encode_contribution(Header("1.0", "table", 1), Records(), Failure())[0]
+                for _ in range(100_000):
+                    read[0] += 1
+                    yield b"\x0a\x00"
+            with pytest.raises(grpc.RpcError) as other:
+                list(join(foreign(), timeout=5))
+            assert other.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "launch" in other.value.details()
+            assert read[0] < 10_000  # refused at its first chunk, not after reading the rest
     finally:
         stop(results)
 

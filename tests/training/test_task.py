@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import builtins
-from typing import Any
+import sys
 
 import pytest
 
@@ -13,14 +12,7 @@ from slurm_resolver.training.task import start_task
 
 def test_a_missing_framework_is_one_line_naming_the_extra_before_any_bootstrap(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    real = builtins.__import__
-
-    def without_torch(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.split(".")[0] == "torch":
-            raise ImportError("No module named 'torch'")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", without_torch)
+    monkeypatch.setitem(sys.modules, "torch", None)  # not importable, even where another test imported it
     assert start_task("ddp", None, 5.0, needs="torch", environ={}) is None
     assert capsys.readouterr().err == ("ddp: error: The ddp job needs the Python module 'torch', which is not "
                                        "installed (hint: pip install 'slurm_resolver[torch]')\n")
