@@ -126,6 +126,9 @@ class Coordinator:
             header, _, _ = decode_contribution([first], self.world_size)
         except WireError as exc:
             raise Refused("invalid", str(exc)) from None
+        self._same_launch(header)
+
+    def _same_launch(self, header: Header) -> None:
         if header.job_key != self.job_key:
             raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
 
@@ -138,8 +141,7 @@ class Coordinator:
             header, records, failure = decode_contribution(chunks, self.world_size)
         except WireError as exc:
             raise Refused("invalid", str(exc)) from None
-        if header.job_key != self.job_key:
-            raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
+        self._same_launch(header)
         if header.round.startswith(ANNOUNCE):
             if not self.root:
                 raise Refused("invalid", "announcements go to the root of the tree (the first node's leader)")
@@ -184,8 +186,7 @@ class Coordinator:
 
     def admit(self, header: Header, records: Records | None = None, failure: Failure | None = None) -> int:
         """The source key of a caller of this launch that reports to this task, with a good credential."""
-        if header.job_key != self.job_key:
-            raise Refused("foreign", f"this server belongs to launch {self.job_key}, not {header.job_key[:64]}")
+        self._same_launch(header)
         if not self.sources:
             raise Refused("not_leader", f"rank {self.identity.rank} leads no round")
         source = header.source if header.source in self.sources else node_source(header.node)

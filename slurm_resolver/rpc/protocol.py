@@ -262,8 +262,8 @@ class Member:
         if exc.code == "unauthenticated":
             return ResolutionError(
                 f"bootstrap: {above} refused rank {self.rank}'s credential on {self.up_host}: {exc.detail}",
-                "every node must run munged with the same munge.key and a synchronised clock "
-                "(try: munge -n | ssh <that node> unmunge); or SLURM_RESOLVER_AUTH=none on every task where MUNGE is absent")
+                "every node must run munged with the same munge.key and a synchronised clock (try: munge -n | "
+                "ssh <that node> unmunge); or SLURM_RESOLVER_AUTH=none on every task where MUNGE is absent")
         return ResolutionError(
             f"bootstrap: {above} did not answer on {self.up_host} (ports {ports}) within {timeout:g} s: {exc.detail}",
             "check that task's output for an error; make sure every task calls bootstrap(); raise timeout")
