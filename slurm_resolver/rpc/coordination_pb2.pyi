@@ -108,11 +108,17 @@ class Beat(_message.Message):
     def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., credential: _Optional[bytes] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("failed", "reason", "leaving")
+    __slots__ = ("failed", "reason", "leaving", "successor", "above", "gone")
     FAILED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
+    SUCCESSOR_FIELD_NUMBER: _ClassVar[int]
+    ABOVE_FIELD_NUMBER: _ClassVar[int]
+    GONE_FIELD_NUMBER: _ClassVar[int]
     failed: _containers.RepeatedScalarFieldContainer[int]
     reason: str
     leaving: bool
-    def __init__(self, failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ...) -> None: ...
+    successor: int
+    above: int
+    gone: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., successor: _Optional[int] = ..., above: _Optional[int] = ..., gone: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -184,13 +184,16 @@ class Coordinator:
         assert this.result is not None
         return header.round, this.result
 
-    def admit(self, header: Header, records: Records | None = None, failure: Failure | None = None) -> int:
-        """The source key of a caller of this launch that reports to this task, with a good credential."""
+    def admit(self, header: Header, records: Records | None = None, failure: Failure | None = None,
+              sources: frozenset[int] | None = None) -> int:
+        """The source key of a caller of this launch that reports to this task (one of ``sources``,
+        by default those of its rounds), with a good credential."""
         self._same_launch(header)
-        if not self.sources:
+        sources = self.sources if sources is None else sources
+        if not sources:
             raise Refused("not_leader", f"rank {self.identity.rank} leads no round")
-        source = header.source if header.source in self.sources else node_source(header.node)
-        if source not in self.sources or (source < 0 and header.source in self.sources):
+        source = header.source if header.source in sources else node_source(header.node)
+        if source not in sources or (source < 0 and header.source in sources):
             # Another leader of this launch (two nodes may share an address): the caller looks further.
             raise Refused("not_leader", f"rank {header.source} (node {header.node}) does not join rounds at rank "
                                         f"{self.identity.rank}")

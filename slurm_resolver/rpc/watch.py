@@ -1,15 +1,19 @@
 """Failure detection after the bootstrap: heartbeats up the tree of node leaders, failures down.
 
 Every task keeps one long call (``Watch``) to the task above it, the same one its rounds go
-to, and beats on it every ``interval`` seconds. A leader notices at once a task below whose
-call breaks (its process died: the kernel closes its connection), and within ``patience``
-seconds one that stops beating (hung, or its node gone); it reports the dead up its own
-call and tells every task below it, sending an empty event when it has no news, so that a
-task below whose leader hangs or vanishes declares it dead after ``patience`` seconds too; the root tells every task below it. So every task
-learns of a death within about a second, or ``patience`` plus a second for a silent one,
-and no server hears from more than its node's tasks and its child leaders. A task that
-leaves normally says so first: its silence is no failure. A leader that was itself stopped
-(SIGSTOP, a long pause) gives the tasks below a fresh patience rather than blame them.
+to, and beats on it every ``interval`` seconds (:mod:`~slurm_resolver.rpc.listen` is that
+side). A leader notices at once a task below whose call breaks (its process died: the
+kernel closes its connection), and within ``patience`` seconds one that stops beating
+(hung, or its node gone); it reports the dead up its own call and tells every task below
+it, and sends an empty event when it has no news, so that a task below whose leader hangs
+or vanishes declares it dead after ``patience`` seconds too. So every task learns of a
+death within about a second, or ``patience`` plus a second for a silent one, and no server
+hears from more than its node's tasks and its child leaders.
+
+A task that leaves normally says so first: its silence is no failure. A leader that leaves
+names a successor (the lowest task of its node still watching), which takes its place in
+the tree. A leader that was itself stopped (SIGSTOP, a long pause) gives the tasks below a
+fresh patience rather than blame them.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from . import coordination_pb2 as pb
-from .coordinator import Refused
-from .transport import REFUSED, LinkError
+from .coordinator import Refused, node_source
+from .listen import WATCH, listen
 from .wire import SHOWN, Header, WireError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,9 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Watchtower", "WATCH"]
 
 log = logging.getLogger("slurm_resolver")
-
-WATCH = "watch"
-"""The round name a first beat's credential is minted for."""
 
 FIRST_BEAT = 10.0
 """Seconds a server waits for a watch call's first beat (then it refuses the call)."""
@@ -49,6 +50,10 @@ def _parse(message: Any, data: bytes, world_size: int) -> Any:
         raise WireError("a malformed heartbeat") from None
     if len(message.failed) > SHOWN or any(r >= world_size for r in message.failed) or len(message.reason) > 1000:
         raise WireError("a heartbeat naming more than a job has")
+    if isinstance(message, pb.Event) and (message.successor > world_size or message.above > world_size
+                                          or len(message.gone) > 1024
+                                          or any(not -world_size <= g < world_size for g in message.gone)):
+        raise WireError("a hand-over naming more than a job has")
     return message
 
 
@@ -75,20 +80,33 @@ class Watchtower:
         self.failed: dict[int, str] = {}
         """Every task known to have died, by rank, with why."""
         self.callbacks: list[Callable[[int, str], None]] = []
+        self.watched = frozenset(member.coordinator.sources)
+        """The source keys whose calls this task takes (its node's tasks and child nodes, while it leads)."""
+        self.above: int | None = None
+        """The rank this task watches on (None at the top of the tree)."""
+        self.up: asyncio.Queue[pb.Beat] = asyncio.Queue()
+        """What this task's next beats carry up."""
+        self.leaving = False
         self._below: dict[int, asyncio.Queue[bytes]] = {}  # source key -> events to send down its call
         self._heard: dict[int, float] = {}  # source key -> when it last beat
         self._left: set[int] = set()
-        self._up: asyncio.Queue[pb.Beat] = asyncio.Queue()
+        self._holders: dict[int, int] = {}  # source key -> the rank on its call (a child node's successor)
         self._tasks: list[asyncio.Task[None]] = []
-        self._leaving = False
+        self._since = time.monotonic()  # when the watched sources were last set
+        self._checking = False
 
     # Naming.
 
     def _rank(self, source: int) -> int:
-        """The rank a source key stands for (a child node's leader, once the layout is known)."""
+        """The rank a source key stands for (a child node's leader, or the successor watching for it)."""
         if source >= 0:
             return source
-        return int(self.member.cluster.placement.ranks_on(-1 - source)[0])
+        return self._holders.get(source, int(self.member.cluster.placement.ranks_on(-1 - source)[0]))
+
+    def parse_event(self, data: bytes) -> pb.Event:
+        """An event from above, checked against the job."""
+        event: pb.Event = _parse(pb.Event(), data, self.member.cluster.world_size)
+        return event
 
     # Learning of deaths, from below or from above.
 
@@ -104,7 +122,7 @@ class Watchtower:
             for queue in self._below.values():
                 queue.put_nowait(event)
             if not from_above:
-                self._up.put_nowait(pb.Beat(failed=new[start:start + SHOWN], reason=reason[:1000]))
+                self.up.put_nowait(pb.Beat(failed=new[start:start + SHOWN], reason=reason[:1000]))
         for rank in new:
             for callback in list(self.callbacks):
                 _call(callback, rank, reason)
@@ -126,7 +144,7 @@ class Watchtower:
         except (StopAsyncIteration, WireError, asyncio.TimeoutError) as exc:
             raise Refused("invalid", f"a watch without a first beat within {FIRST_BEAT:g} s ({exc!r})") from None
         header = Header(first.job_key, WATCH, first.source, first.node, first.credential)
-        source = coordinator.admit(header)
+        source = coordinator.admit(header, sources=self.watched)
         if source in self._below:
             raise Refused("invalid", f"{self.member.name(self._rank(source))} is watched already: one call a task")
         queue: asyncio.Queue[bytes] = asyncio.Queue()
@@ -134,6 +152,7 @@ class Watchtower:
             queue.put_nowait(pb.Event(failed=[rank], reason=reason).SerializeToString())
         self._below[source] = queue
         self._heard[source] = time.monotonic()
+        self._holders[source] = first.source
         self._left.discard(source)
         reader = asyncio.ensure_future(self._read(source, beats, world))
         getting: asyncio.Future[bytes] | None = None
@@ -157,7 +176,7 @@ class Watchtower:
             reader.cancel()
             if self._below.get(source) is queue:
                 del self._below[source]
-            if source not in self._left and not self._leaving:
+            if source not in self._left and not self.leaving:
                 rank = self._rank(source)
                 self.declare([rank], f"{self.member.name(rank)} died: its connection to rank "
                                      f"{self.member.rank} closed")
@@ -177,105 +196,60 @@ class Watchtower:
 
     async def _check(self) -> None:
         """Declare dead the tasks below that stop beating (hung, or their node gone)."""
-        started = last = time.monotonic()
-        while not self._leaving:
+        last = time.monotonic()
+        while not self.leaving:
             await asyncio.sleep(self.interval)
             now = time.monotonic()
             if now - last > 2 * self.interval + 0.5:  # this process was stopped or stalled: the silence is its own
                 self._heard = dict.fromkeys(self._heard, now)
-                started = last = now
+                self._since = last = now
                 continue
             last = now
-            for source in self.member.coordinator.sources:
+            for source in self.watched:
                 if source in self._left:
                     continue
-                heard = self._heard.get(source, started)
+                heard = max(self._heard.get(source, self._since), self._since)
                 if now - heard > self.patience and self._rank(source) not in self.failed:
                     rank = self._rank(source)
                     self.declare([rank], f"{self.member.name(rank)} stopped beating: nothing for "
                                          f"{now - heard:.0f} s")
 
-    # This task's side: its call to the task above.
+    # Taking over from a leader that leaves.
 
-    async def _beats(self) -> AsyncIterator[bytes]:
+    def take_over(self, gone: set[int]) -> None:
+        """Watch in the place of this node's leader, which left normally: its node's other tasks and
+        its child nodes (but ``gone``, which left normally too) will call here."""
         member = self.member
-        header = Header(member.coordinator.job_key, WATCH, member.rank, member.plan.position)
-        authority = member.coordinator.authority
-        credential = authority.mint(header, member.up_port) if authority is not None and authority.enabled else b""
-        yield pb.Beat(job_key=header.job_key, source=member.rank, node=member.plan.position,
-                      credential=credential).SerializeToString()
-        while True:
-            try:
-                beat = await asyncio.wait_for(self._up.get(), self.interval)
-            except asyncio.TimeoutError:
-                beat = pb.Beat()
-            yield beat.SerializeToString()
-            if beat.leaving:
-                return
+        position = member.plan.position
+        node = {int(r) for r in member.cluster.placement.ranks_on(position)} - {member.rank}
+        self.watched = frozenset(node | {node_source(c) for c in member.plan.tree.children(position)})
+        self._left |= gone & self.watched
+        self._since = time.monotonic()  # a fresh patience for those that move their call here
+        self._start_checking()
 
-    async def _listen(self) -> None:
-        member = self.member
-        if member.up_position is None:
-            return
-        events = member.watch_up(self._beats()).__aiter__()
-        pending: asyncio.Future[bytes] | None = None
-        heard = last = time.monotonic()
-        try:
-            while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(events.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=self.interval)
-                now = time.monotonic()
-                if now - last > 2 * self.interval + 0.5:  # this process was stopped: the silence is its own
-                    heard = now
-                last = now
-                if not done:
-                    if now - heard > self.patience:
-                        raise asyncio.TimeoutError
-                    continue
-                try:
-                    data, pending, heard = pending.result(), None, now
-                except StopAsyncIteration:
-                    return
-                event = _parse(pb.Event(), data, member.cluster.world_size)
-                if event.leaving:
-                    return  # the task above ends normally
-                self.declare(list(event.failed), event.reason or "reported dead", from_above=True)
-        except (Refused, WireError, Exception) as exc:  # noqa: BLE001 - whatever broke the call, it is broken
-            if self._leaving:
-                return
-            above = member.up_rank
-            who = member.name(above) if above is not None else f"the leader of {member.up_host_node}"
-            log.debug("slurm_resolver: the watch to %s ended: %r", who, exc)
-            if above is None:
-                return
-            if isinstance(exc, asyncio.TimeoutError):
-                why = f"{who} stopped answering: nothing for {self.patience:g} s (hung, or its node gone)"
-            elif isinstance(exc, LinkError) and exc.kind == REFUSED:
-                why = f"{who} refused the watch of rank {member.rank}: {exc.detail}"
-            else:
-                why = f"{who} died: its connection to rank {member.rank} closed"
-            self.declare([above], why)
-        finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
-            if pending is not None:
-                pending.cancel()
-                await asyncio.wait({pending})
-            closing = getattr(events, "aclose", None)
-            if closing is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await closing()
+    def _successor(self) -> tuple[int, list[int]] | None:
+        """The task of this node that watches in this one's place, and the sources that left."""
+        staying = [s for s in self._below if s >= 0 and s not in self._left and s not in self.failed]
+        if not staying:
+            return None
+        return min(staying), sorted(self._left)
 
     def start(self) -> None:
         """Start beating and watching (on the running event loop)."""
-        self._tasks = [asyncio.ensure_future(self._listen())]
-        if self.member.coordinator.sources:
+        self._tasks = [asyncio.ensure_future(listen(self))]
+        if self.watched:
+            self._start_checking()
+
+    def _start_checking(self) -> None:
+        if not self._checking:
+            self._checking = True
             self._tasks.append(asyncio.ensure_future(self._check()))
 
     async def fail(self, why: str) -> None:
         """This task fails: tell the task above and the tasks below why, before it ends."""
-        self._leaving = True
+        self.leaving = True
         rank = self.member.rank
-        self._up.put_nowait(pb.Beat(failed=[rank], reason=why[:1000]))
+        self.up.put_nowait(pb.Beat(failed=[rank], reason=why[:1000]))
         event = pb.Event(failed=[rank], reason=why[:1000]).SerializeToString()
         for queue in self._below.values():
             queue.put_nowait(event)
@@ -283,9 +257,17 @@ class Watchtower:
 
     async def leave(self, grace: float = 1.0) -> None:
         """This task ends normally: say so above and below, then stop."""
-        self._leaving = True
-        self._up.put_nowait(pb.Beat(leaving=True))
-        leaving = pb.Event(leaving=True).SerializeToString()
+        self.leaving = True
+        deadline = time.monotonic() + min(grace, 1.0)
+        while time.monotonic() < deadline and any(  # a task below that has not called yet must hear it too
+                s not in self._below and s not in self._left and self._rank(s) not in self.failed
+                for s in self.watched):
+            await asyncio.sleep(0.02)
+        self.up.put_nowait(pb.Beat(leaving=True))
+        successor = self._successor()
+        leaving = pb.Event(leaving=True).SerializeToString() if successor is None else pb.Event(
+            leaving=True, successor=successor[0] + 1, above=0 if self.above is None else self.above + 1,
+            gone=successor[1][:1024]).SerializeToString()
         for queue in self._below.values():
             queue.put_nowait(leaving)
         await asyncio.sleep(min(grace, 0.2))  # let the last beat and events go out

@@ -29,8 +29,12 @@ TASK = textwrap.dedent("""
         found[rank] = [round(time.monotonic() - start, 2), why]
         learned.set()
     b.on_failure(on_failure)
+    if os.environ.get("TEST_HOW") == "after its leader left" and b.rank == victim - 1:
+        time.sleep(0.5)
+        b.stop()  # the victim's node leader ends its work early and normally: the victim takes its place
+        sys.exit(0)
     if b.rank == victim:
-        time.sleep(1.0)
+        time.sleep(2.0 if os.environ.get("TEST_HOW") == "after its leader left" else 1.0)
         if os.environ.get("TEST_HOW") == "raise":
             raise ValueError("a bad batch")  # uncaught: a failure, though the interpreter exits normally
         os.kill(os.getpid(), signal.SIGKILL)
@@ -68,6 +72,20 @@ def test_a_task_that_raises_is_a_failure_named_with_its_exception(run_tasks: Cal
         learned_at, why = row["failed"]["3"]
         assert learned_at - 1.0 < 3, row  # told at once, not after the patience
         assert "(rank 3) raised ValueError: a bad batch" in why, row
+
+
+def test_a_task_killed_after_its_node_leader_left_is_still_named(run_tasks: Callable[..., list[dict[str, Any]]],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """-N2 -n4: node2's leader (rank 2) leaves normally at +0.5 s; rank 3 watches in its place, and
+    its death at +2 s is known on node1."""
+    monkeypatch.setenv("TEST_VICTIM", "3")
+    monkeypatch.setenv("TEST_HOW", "after its leader left")
+    rows = run_tasks(["srun", "-N2", "-n4", "--ntasks-per-node=2"], TASK, check=False)
+    assert sorted(r["rank"] for r in rows) == [0, 1], rows
+    for row in rows:
+        learned_at, why = row["failed"]["3"]
+        assert learned_at - 2.0 < 10 and "(rank 3)" in why and "died" in why, row
+        assert "2" not in row["failed"], row  # the leader that left is no failure
 
 
 def test_a_task_that_ends_normally_is_no_failure(run_tasks: Callable[..., list[dict[str, Any]]],

@@ -17,15 +17,15 @@ NODES, PER_NODE = 4, 2  # ranks 0, 2, 4, 6 lead their nodes; 0 is the root
 
 
 def run(scenario: Callable[[list[Bootstrapped]], Awaitable[object]], heartbeat: float = 0.1,
-        patience: float = 0.6) -> object:
+        patience: float = 0.6, nodes: int = NODES, per_node: int = PER_NODE, fanout: int = 8) -> object:
     """Bootstrap 4 nodes x 2 tasks with failure detection on, then run ``scenario`` on them."""
-    base = resolve(srun_environ(NODES, PER_NODE), resolves=lambda name: True)
+    base = resolve(srun_environ(nodes, per_node), resolves=lambda name: True)
 
     async def every_task() -> object:
         network = LocalNetwork()
         tasks = await asyncio.gather(*(
             bootstrap_async(base.as_rank(r), exchange="rendezvous", timeout=10, environ={}, network=network,
-                            heartbeat=heartbeat, patience=patience) for r in range(base.world_size)))
+                            heartbeat=heartbeat, patience=patience, fanout=fanout) for r in range(base.world_size)))
         try:
             return await scenario(list(tasks))
         finally:
@@ -72,7 +72,7 @@ def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone()
     async def scenario(tasks: list[Bootstrapped]) -> None:
         leader = tasks[4]  # leads node 3: rank 5 below it, reports to the root
         served, leader._served, tower, leader._tower = leader._served, None, leader._tower, None
-        tower._leaving = True  # its process dies: it says nothing, every call to it and from it breaks
+        tower.leaving = True  # its process dies: it says nothing, every call to it and from it breaks
         for running in tower._tasks:
             running.cancel()
         await served.stop(0)
@@ -122,6 +122,58 @@ def test_tasks_that_end_normally_are_no_failure() -> None:
         return tasks[0].failures()
 
     assert run(scenario) == {}
+
+
+def test_when_a_leader_leaves_normally_its_successor_watches_in_its_place() -> None:
+    """Node 2's leader (rank 4) ends its work early; rank 5, on its node, takes its place: a
+    later death of rank 5 is still known to everyone."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await tasks[4].astop(1.0)
+        await until(lambda: tasks[5]._tower.above == 0, 2.0)  # 5 now watches on the root, for node 2
+        await asyncio.sleep(1.0)  # longer than the patience: a successor is no failure, and beats
+        assert all(t.failures() == {} for t in tasks if t.rank != 4)
+        await tasks[5].afail("out of memory after the leader left")
+        others = [t for t in tasks if t.rank not in (4, 5)]
+        await until(lambda: all(5 in t.failures() for t in others), 2.0)
+        assert tasks[0].failures()[5] == "out of memory after the leader left"
+
+    run(scenario)
+
+
+def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
+    """3 nodes x 3 tasks, a chain (fan-out 1): node 0 (ranks 0-2) <- node 1 (3-5) <- node 2 (6-8).
+    The root leaves, then the leader of node 1: ranks 1 and 4 take over, and every death below
+    them is still known to every task left."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await tasks[0].astop(1.0)
+        await until(lambda: tasks[3]._tower.above == 1 and tasks[2]._tower.above == 1, 2.0)
+        await tasks[3].astop(1.0)
+        await until(lambda: tasks[6]._tower.above == 4 and tasks[5]._tower.above == 4, 2.0)
+        assert tasks[4]._tower.above == 1
+        await asyncio.sleep(1.0)
+        assert all(t.failures() == {} for t in tasks[4:]) and tasks[1].failures() == {}
+        await tasks[8].afail("a bad batch on node 2")
+        left = [t for t in tasks if t.rank not in (0, 3, 8)]
+        await until(lambda: all(8 in t.failures() for t in left), 2.0)
+        silent = tasks[2]._tower  # a task on node 0, watched by rank 1 now, hangs
+        silent.interval = 3600.0
+        await until(lambda: all(2 in t.failures() for t in left if t.rank != 2), 3.0)
+        assert "stopped beating" in tasks[7].failures()[2]
+
+    run(scenario, nodes=3, per_node=3, fanout=1)
+
+
+def test_a_job_whose_tasks_all_end_together_reports_no_failure() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> list[tuple[int, int, str]]:
+        heard: list[tuple[int, int, str]] = []
+        for t in tasks:
+            t.on_failure(lambda rank, why, me=t.rank: heard.append((me, rank, why)))
+        for order in (tasks[::2], tasks[1::2]):  # leaders and their node-mates, nearly at once
+            await asyncio.gather(*(t.astop(1.0) for t in order))
+        await asyncio.sleep(1.0)
+        return heard
+
+    assert run(scenario, nodes=3, per_node=3, fanout=1) == []
 
 
 def test_a_vote_is_yes_everywhere_when_any_task_votes_yes() -> None:
