@@ -8,6 +8,7 @@ for barriers after the bootstrap, and says how long each phase took.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Coroutine
 from functools import cached_property
 from typing import Any
@@ -28,6 +29,18 @@ def _round_name(name: str) -> str:
     if not isinstance(name, str) or not 0 < len(name) <= 200:
         raise ConfigurationError(f"{name!r} cannot name a barrier or a notice", "use a string of 1 to 200 characters")
     return name
+
+
+_reporting: weakref.WeakSet[Bootstrapped] = weakref.WeakSet()  # tasks whose crash is a failure
+_previous_hook: Callable[..., Any] | None = None  # the excepthook before _report_crash
+
+
+def _report_crash(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
+    """``sys.excepthook`` while a task reports crashes (see :meth:`Bootstrapped.report_crashes`)."""
+    if not (hasattr(sys, "ps1") or sys.flags.interactive):
+        for task in list(_reporting):
+            task._crashed(kind, value)
+    (_previous_hook or sys.__excepthook__)(kind, value, traceback)
 
 
 class Bootstrapped:
@@ -57,7 +70,6 @@ class Bootstrapped:
         self._token = token
         self._loop: LoopThread | None = None
         self._tower: Any = tower
-        self._hooks: tuple[Any, Any] | None = None  # report_crashes' excepthook, and the one it wraps
         assert cluster.rank is not None
         self.rank: int = cluster.rank
 
@@ -235,29 +247,29 @@ class Bootstrapped:
         """Make an uncaught exception in this process :meth:`fail` this task, naming it, before it ends.
 
         Without this a crashing interpreter would still leave normally (its exit handlers run),
-        and its peers would never hear that it failed.
+        and its peers would never hear that it failed. At an interactive prompt (``python -i``,
+        a REPL in ``srun --pty``) an exception ends nothing, and is not reported.
         """
-        previous = sys.excepthook
+        global _previous_hook
+        _reporting.add(self)
+        if sys.excepthook is not _report_crash:
+            _previous_hook, sys.excepthook = sys.excepthook, _report_crash
 
-        def hook(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
-            if self._tower is not None:
-                try:
-                    self.fail(f"{self.task_type}:{self.task_id} (rank {self.rank}) raised "
-                              f"{kind.__name__}: {str(value)[:300]}")
-                except Exception:  # noqa: BLE001 - the report is best effort; the traceback still shows
-                    pass
-            previous(kind, value, traceback)
-
-        sys.excepthook = hook
-        self._hooks = (hook, previous)
+    def _crashed(self, kind: type[BaseException], value: BaseException) -> None:
+        if self._tower is not None:
+            try:
+                self.fail(f"{self.task_type}:{self.task_id} (rank {self.rank}) raised "
+                          f"{kind.__name__}: {str(value)[:300]}")
+            except Exception:  # noqa: BLE001 - the report is best effort; the traceback still shows
+                pass
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop this task's server and its event loop; calls in flight get ``grace`` seconds."""
         if self._loop is None:
             return
-        if self._hooks is not None and sys.excepthook is self._hooks[0]:
-            sys.excepthook = self._hooks[1]  # stopped: an exception from here on is no failure of the job's
-        self._hooks = None
+        _reporting.discard(self)  # stopped: an exception from here on is no failure of the job's
+        if not _reporting and sys.excepthook is _report_crash:
+            sys.excepthook = _previous_hook or sys.__excepthook__
         try:
             self._loop.run(self.astop(grace))
         finally:

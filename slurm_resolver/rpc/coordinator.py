@@ -212,7 +212,7 @@ class Coordinator:
         server, with these contents (and log it)."""
         reason = ""
         if self.authority is not None and self.authority.enabled:
-            contents = digest(records, failure or Failure()) if records is not None else ""
+            contents = digest(records, failure if failure is not None else Failure()) if records is not None else ""
             reason = self.authority.check(header.credential, header, self.port, contents)
         if reason:
             self.refused += 1

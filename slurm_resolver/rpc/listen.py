@@ -81,8 +81,8 @@ async def _events(tower: Watchtower, above: int) -> pb.Event | None:
                 pending = asyncio.ensure_future(events.__anext__())
             done, _ = await asyncio.wait({pending}, timeout=tower.interval)
             now = time.monotonic()
-            if now - last > 2 * tower.interval + 0.5:  # this process was stopped: the silence is its own
-                heard = now
+            if now - last > 2 * tower.interval + 0.5:  # this process stood still: that silence is its own,
+                heard += now - last - tower.interval  # the silence before it still counts
             last = now
             if not done:
                 if now - heard > tower.patience:

@@ -106,15 +106,17 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
         raise AssertionError  # pragma: no cover - abort raises
 
     async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        events = coordinator.watch(requests)
+        events: Any = None
         try:
+            events = coordinator.watch(requests)
             async for event in events:
                 yield event
         except Refused as exc:
             await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
         finally:  # a cancelled call ends the watch at once (its end is the news)
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await events.aclose()  # type: ignore[attr-defined]
+            if events is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await events.aclose()
 
     methods = {JOIN: grpc.stream_stream_rpc_method_handler(join), WHO: grpc.unary_unary_rpc_method_handler(who),
                WATCH: grpc.stream_stream_rpc_method_handler(watch)}

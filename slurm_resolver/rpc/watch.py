@@ -12,8 +12,8 @@ hears from more than its node's tasks and its child leaders.
 
 A task that leaves normally says so first: its silence is no failure. A leader that leaves
 names a successor (the lowest task of its node still watching), which takes its place in
-the tree. A leader that was itself stopped (SIGSTOP, a long pause) gives the tasks below a
-fresh patience rather than blame them.
+the tree. A task that was itself stopped (SIGSTOP, a long pause) does not count the time it
+stood still as anyone's silence.
 """
 
 from __future__ import annotations
@@ -182,6 +182,11 @@ class Watchtower:
                                      f"{self.member.rank} closed")
 
     async def _read(self, source: int, beats: AsyncIterator[bytes], world: int) -> None:
+        """Read one task's beats until its call ends or breaks (then :meth:`serve` ends the call)."""
+        with contextlib.suppress(Exception):  # a broken call, a stopped server: the same end
+            await self._read_beats(source, beats, world)
+
+    async def _read_beats(self, source: int, beats: AsyncIterator[bytes], world: int) -> None:
         async for data in beats:
             try:
                 beat = _parse(pb.Beat(), data, world)
@@ -200,9 +205,11 @@ class Watchtower:
         while not self.leaving:
             await asyncio.sleep(self.interval)
             now = time.monotonic()
-            if now - last > 2 * self.interval + 0.5:  # this process was stopped or stalled: the silence is its own
-                self._heard = dict.fromkeys(self._heard, now)
-                self._since = last = now
+            if now - last > 2 * self.interval + 0.5:  # this process stood still: that silence is its own,
+                stalled = now - last - self.interval  # the silence before it still counts
+                self._heard = {source: heard + stalled for source, heard in self._heard.items()}
+                self._since += stalled
+                last = now
                 continue
             last = now
             for source in self.watched:

@@ -179,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work-dir", default=os.path.join(os.getcwd(), "tf-data-service-%j"),
                         help="the dispatcher's journal, on a shared file system (%%j: the job id)")
     parser.add_argument("--keep-work-dir", action="store_true",
-                        help="keep the work dir once every consumer finished (removed by default)")
+                        help="keep the work dir once every consumer finished (by default a work dir this "
+                             "job made is removed; one that existed before is left as it was)")
     parser.add_argument("--restart-dispatcher", action="store_true",
                         help="the dispatcher restarts (same port and work_dir) when trainer 0 is a quarter through")
     parser.add_argument("--batch", type=int, default=1, help="elements per batch in the train and local modes")
@@ -200,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     try:
         work_dir = args.work_dir.replace("%j", b.cluster.job_id or "local")
+        made_here = not os.path.exists(work_dir)  # only a work dir this job made is removed at the end
         service = start(b, work_dir)
         b.barrier("tf-data-service-up", args.timeout)
         if service.role == "consumer":
@@ -213,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 say("dispatcher restarted from its work_dir")
             service.serve()
             say("every consumer finished: stopped")
-            if service.role == "dispatcher" and not args.keep_work_dir:
+            if service.role == "dispatcher" and made_here and not args.keep_work_dir:
                 shutil.rmtree(work_dir, ignore_errors=True)  # nothing left to resume
     except SlurmResolverError as exc:
         say(f"FAILED: {exc.one_line()}")

@@ -196,6 +196,20 @@ def test_a_watch_that_never_beats_is_refused_after_a_while(monkeypatch: pytest.M
     assert took < 4
 
 
+def test_a_watch_where_nobody_watches_is_refused_as_such() -> None:
+    """Tasks started with failure detection off: a watch call gets a refusal, not an unknown error."""
+    results = run_all(2, step="13", timeout=20, heartbeat=None)
+    try:
+        beat = pb.Beat(job_key=results[1].job_key, source=1, node=0).SerializeToString()
+        with grpc.insecure_channel(f"localhost:{results[0].server.port}") as channel:
+            with pytest.raises(grpc.RpcError) as info:
+                list(channel.stream_stream(WATCH)(iter([beat]), timeout=5))
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION, info.value
+        assert "watches no task" in info.value.details()
+    finally:
+        stop(results)
+
+
 def test_oversized_and_endless_calls_are_cut_off() -> None:
     results = run_all(2, step="11", timeout=20, heartbeat=None)
     try:
