@@ -100,12 +100,15 @@ class GrpcNetwork:
     def __init__(self) -> None:
         self._grpc = grpc_module()
         self._links: dict[tuple[str, int], GrpcLink] = {}
+        self._closed = False
 
     async def serve(self, host: str, ports: Sequence[int], coordinator: Coordinator) -> Served:
         server, port = await open_server(host, ports, coordinator)
         return _Served(server, port)
 
     def connect(self, host: str, port: int) -> Link:
+        if self._closed:  # a channel made now would outlive the event loop (gRPC aborts at exit)
+            raise LinkError(UNAVAILABLE, "this task's network is closed: it is stopping")
         key = (host, port)
         if key not in self._links:
             self._links[key] = GrpcLink(self._grpc, f"{host}:{port}")
@@ -125,7 +128,8 @@ class GrpcNetwork:
             return int(sock.getsockname()[1])
 
     async def close(self) -> None:
-        """Close every channel."""
-        for link in self._links.values():
+        """Close every channel; none is made after this."""
+        self._closed = True
+        while self._links:  # a channel made while another closes is closed too
+            _, link = self._links.popitem()
             await link.channel.close()
-        self._links.clear()

@@ -130,8 +130,8 @@ async def _follow(tower: Watchtower) -> None:
                 continue  # has not yet seen its predecessor leave: ask again
             tower.declare([above], _why(tower, above, exc))
             return
-        if event is None or not event.successor:
-            return  # the task above ends normally and nobody takes over: nothing to watch on
+        if event is None or not event.successor or tower.leaving:
+            return  # the task above ends normally and nobody takes over (or this task leaves too)
         successor = event.successor - 1
         moved_at = time.monotonic()
         if successor == member.rank:

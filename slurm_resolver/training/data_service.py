@@ -205,7 +205,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         service = start(b, work_dir)
         b.barrier("tf-data-service-up", args.timeout)
         if service.role == "consumer":
-            print(json.dumps(_consume(b, service, say, args)), flush=True)
+            result = json.dumps(_consume(b, service, say, args))
+            turn = service.consumers.index(b.rank)  # one long line at a time: srun interleaves concurrent ones
+            if turn:
+                b.wait_for(f"printed {turn - 1}", args.timeout)
+            print(result, flush=True)
+            time.sleep(0.2)  # srun forwards it before the next consumer's
+            b.announce(f"printed {turn}", args.timeout)
             service.finish()
         else:
             say(f"{service.role} serving for {len(service.consumers)} consumers (dispatcher {service.target})")
