@@ -17,6 +17,7 @@ from importlib import resources
 from importlib.abc import Traversable
 
 from .errors import ConfigurationError
+from .parsing import parse_jobs
 from .template_schema import SCHEMA, SHELL_TEXT, Parameter, TemplateParameterError, check
 
 __all__ = ["Parameter", "SCHEMA", "Template", "available", "describe", "defaults", "render", "sbatch_header",
@@ -202,10 +203,10 @@ def _launch(values: Mapping[str, str]) -> str:
 def _tasks_of_jobs(merged: dict[str, str], given: set[str]) -> None:
     """A job layout with counts (``chief=1,ps=2,worker=13``) sets ``tasks`` to their sum,
     unless ``tasks`` is given too: then the two must agree."""
-    counts = [part.split("=", 1)[1] for part in merged["jobs"].split(",") if "=" in part]
-    if not counts or merged["hetjob"] == "1":
+    jobs = parse_jobs(merged["jobs"], "jobs") if merged["jobs"] else None
+    if not isinstance(jobs, dict) or merged["hetjob"] == "1":
         return
-    total = sum(map(int, counts))
+    total = sum(jobs.values())
     if "tasks" not in given:
         merged["tasks"] = str(total)
     elif merged["tasks"] != str(total):

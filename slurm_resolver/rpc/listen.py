@@ -12,16 +12,14 @@ that failure detection outlives a leader whose work is done (see
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from . import coordination_pb2 as pb
-from .coordinator import Refused
-from .transport import REFUSED, LinkError
-from .wire import Header, WireError
+from .transport import REFUSED, LinkError, end_call, stood_still
+from .wire import Header
 
 if TYPE_CHECKING:  # pragma: no cover
     from .watch import Watchtower
@@ -81,8 +79,7 @@ async def _events(tower: Watchtower, above: int) -> pb.Event | None:
                 pending = asyncio.ensure_future(events.__anext__())
             done, _ = await asyncio.wait({pending}, timeout=tower.interval)
             now = time.monotonic()
-            if now - last > 2 * tower.interval + 0.5:  # this process stood still: that silence is its own,
-                heard += now - last - tower.interval  # the silence before it still counts
+            heard += stood_still(now, last, tower.interval)  # the silence before a pause still counts
             last = now
             if not done:
                 if now - heard > tower.patience:
@@ -100,10 +97,7 @@ async def _events(tower: Watchtower, above: int) -> pb.Event | None:
         if pending is not None:
             pending.cancel()
             await asyncio.wait({pending})
-        closing = getattr(events, "aclose", None)
-        if closing is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await closing()
+        await end_call(events)
 
 
 async def listen(tower: Watchtower) -> None:
@@ -122,7 +116,7 @@ async def _follow(tower: Watchtower) -> None:
         tower.above = above
         try:
             event = await _events(tower, above)
-        except (Refused, WireError, _Silent, Exception) as exc:  # noqa: BLE001 - whatever broke it, it is broken
+        except Exception as exc:  # noqa: BLE001 - refused, malformed, silent, broken: the call is over
             if tower.leaving:
                 return
             if isinstance(exc, LinkError) and time.monotonic() - moved_at < tower.patience:

@@ -9,13 +9,12 @@ one network runs on one event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from .coordinator import Coordinator, Refused
-from .transport import DEADLINE, REFUSED, UNAVAILABLE, Link, LinkError, Served
+from .transport import DEADLINE, REFUSED, UNAVAILABLE, Link, LinkError, Served, end_call
 
 __all__ = ["LocalNetwork", "ServerStats"]
 
@@ -109,8 +108,7 @@ class _LocalLink:
             if coming is not None and not coming.done():
                 coming.cancel()
                 await asyncio.wait({coming})
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await events.aclose()  # type: ignore[attr-defined]  # as gRPC cancels the server's handler
+            await end_call(events)  # as gRPC cancels the server's handler
             stopped.cancel()
             self._network._watches.get(self._address, set()).discard(broken)
 

@@ -11,8 +11,6 @@ is made.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -23,6 +21,7 @@ from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
 from .coordinator import Coordinator, Identity, Refused
 from .loop import LoopThread
+from .transport import end_call
 from .wire import CHUNK, MAX_MESSAGE
 
 __all__ = ["Server", "TOKEN_KEY", "JOIN", "WHO", "WATCH", "grpc_module", "bindable", "open_server"]
@@ -114,9 +113,7 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
         except Refused as exc:
             await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
         finally:  # a cancelled call ends the watch at once (its end is the news)
-            if events is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await events.aclose()
+            await end_call(events)
 
     methods = {JOIN: grpc.stream_stream_rpc_method_handler(join), WHO: grpc.unary_unary_rpc_method_handler(who),
                WATCH: grpc.stream_stream_rpc_method_handler(watch)}

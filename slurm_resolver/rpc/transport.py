@@ -8,12 +8,15 @@ the scale benchmark). The protocol code is the same over both.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from .coordinator import Coordinator
 
-__all__ = ["Link", "Network", "Served", "LinkError", "UNAVAILABLE", "REFUSED", "DEADLINE"]
+__all__ = ["Link", "Network", "Served", "LinkError", "UNAVAILABLE", "REFUSED", "DEADLINE", "end_call",
+           "stood_still"]
 
 UNAVAILABLE = "unavailable"
 """Nobody answers there, or the connection broke."""
@@ -86,3 +89,23 @@ class Network(Protocol):
     async def close(self) -> None:
         """Close every link."""
         ...
+
+
+async def end_call(stream: Any) -> None:
+    """End a call's stream of messages (an async generator), whatever state it is in: the
+    other side sees the call end at once, as when its process dies."""
+    closing = getattr(stream, "aclose", None)
+    if closing is not None:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await closing()
+
+
+def stood_still(now: float, last: float, interval: float) -> float:
+    """Seconds this process stood still (SIGSTOP, a long pause) between two wake-ups due
+    ``interval`` apart; 0 for an ordinary delay. Nobody's silence is counted over that time.
+
+    >>> stood_still(10.0, 9.0, 1.0), stood_still(10.0, 4.0, 1.0)
+    (0.0, 5.0)
+    """
+    late = now - last
+    return late - interval if late > 2 * interval + 0.5 else 0.0

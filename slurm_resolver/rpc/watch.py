@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from . import coordination_pb2 as pb
 from .coordinator import Refused, node_source
 from .listen import WATCH, listen
+from .transport import stood_still
 from .wire import SHOWN, Header, WireError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -205,13 +206,12 @@ class Watchtower:
         while not self.leaving:
             await asyncio.sleep(self.interval)
             now = time.monotonic()
-            if now - last > 2 * self.interval + 0.5:  # this process stood still: that silence is its own,
-                stalled = now - last - self.interval  # the silence before it still counts
+            stalled = stood_still(now, last, self.interval)
+            last = now
+            if stalled:  # the silence before the pause still counts
                 self._heard = {source: heard + stalled for source, heard in self._heard.items()}
                 self._since += stalled
-                last = now
                 continue
-            last = now
             for source in self.watched:
                 if source in self._left:
                     continue
