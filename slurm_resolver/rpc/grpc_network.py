@@ -58,14 +58,11 @@ class GrpcLink:
             raise self._error(exc) from None
 
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        call = self._watch(beats)
         try:
-            async for event in call:
+            async for event in self._watch(beats):
                 yield bytes(event)
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
-        finally:  # ending the iteration ends the call: the server sees it end, no beat goes out after
-            call.cancel()
 
     async def who(self, token: str, timeout: float) -> bytes:
         try:

@@ -37,18 +37,25 @@ class _Silent(Exception):
 
 
 async def _beats(tower: Watchtower, port: int) -> AsyncIterator[bytes]:
-    """This task's beats on one call: a first beat with a credential for the server on ``port``."""
+    """This task's beats on one call: a first beat with a credential for the server on ``port``;
+    they end (and so does the call) once this task follows another call."""
     member = tower.member
+    tower.calls += 1
+    mine = tower.calls
     header = Header(member.coordinator.job_key, WATCH, member.rank, member.plan.position)
     authority = member.coordinator.authority
     credential = authority.mint(header, port) if authority is not None and authority.enabled else b""
     yield pb.Beat(job_key=header.job_key, source=member.rank, node=member.plan.position,
                   credential=credential).SerializeToString()
-    while True:
+    while tower.calls == mine:  # a call left behind takes no beat from the one that follows it
         try:
             beat = await asyncio.wait_for(tower.up.get(), tower.interval)
         except asyncio.TimeoutError:
             beat = pb.Beat()
+        if tower.calls != mine:  # taken while the next call started: it is that call's to carry
+            if beat.ListFields():
+                tower.up.put_nowait(beat)
+            return
         yield beat.SerializeToString()
         if beat.leaving:
             return
@@ -124,8 +131,11 @@ async def _follow(tower: Watchtower) -> None:
                 continue  # has not yet seen its predecessor leave: ask again
             tower.declare([above], _why(tower, above, exc))
             return
-        if event is None or not event.successor or tower.leaving:
-            return  # the task above ends normally and nobody takes over (or this task leaves too)
+        if event is None or not event.successor:
+            return  # the task above ends normally and nobody takes over
+        await asyncio.sleep(tower.interval)  # where the whole job ends together, nobody moves: no new call
+        if tower.leaving:
+            return
         successor = event.successor - 1
         moved_at = time.monotonic()
         if successor == member.rank:

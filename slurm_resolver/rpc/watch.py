@@ -88,6 +88,8 @@ class Watchtower:
         self.up: asyncio.Queue[pb.Beat] = asyncio.Queue()
         """What this task's next beats carry up."""
         self.leaving = False
+        self.calls = 0
+        """How many watch calls this task has made up (the beats of an earlier one stop)."""
         self._below: dict[int, asyncio.Queue[bytes]] = {}  # source key -> events to send down its call
         self._heard: dict[int, float] = {}  # source key -> when it last beat
         self._left: set[int] = set()
@@ -265,11 +267,6 @@ class Watchtower:
     async def leave(self, grace: float = 1.0) -> None:
         """This task ends normally: say so above and below, then stop."""
         self.leaving = True
-        deadline = time.monotonic() + min(grace, 1.0)
-        while time.monotonic() < deadline and any(  # a task below that has not called yet must hear it too
-                s not in self._below and s not in self._left and self._rank(s) not in self.failed
-                for s in self.watched):
-            await asyncio.sleep(0.02)
         self.up.put_nowait(pb.Beat(leaving=True))
         successor = self._successor()
         leaving = pb.Event(leaving=True).SerializeToString() if successor is None else pb.Event(

@@ -128,6 +128,7 @@ def test_when_a_leader_leaves_normally_its_successor_watches_in_its_place() -> N
     """Node 2's leader (rank 4) ends its work early; rank 5, on its node, takes its place: a
     later death of rank 5 is still known to everyone."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: 5 in tasks[4]._tower._below, 2.0)  # rank 5 watches on its leader
         await tasks[4].astop(1.0)
         await until(lambda: tasks[5]._tower.above == 0, 2.0)  # 5 now watches on the root, for node 2
         await asyncio.sleep(1.0)  # longer than the patience: a successor is no failure, and beats
@@ -145,6 +146,7 @@ def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
     The root leaves, then the leader of node 1: ranks 1 and 4 take over, and every death below
     them is still known to every task left."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: all(len(t._tower._below) == len(t._tower.watched) for t in tasks), 2.0)
         await tasks[0].astop(1.0)
         await until(lambda: tasks[3]._tower.above == 1 and tasks[2]._tower.above == 1, 2.0)
         await tasks[3].astop(1.0)
