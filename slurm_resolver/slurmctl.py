@@ -9,6 +9,7 @@ start-up path of a task, except :func:`node_addresses` where a node name does no
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -52,13 +53,19 @@ def run(args: Sequence[str], timeout: float, stdin: str | None = None) -> subpro
                                  "check that slurmctld is reachable (scontrol ping)") from None
 
 
+_FIELD_START = re.compile(r"\s+(?=[A-Za-z][\w.:/\[\]-]*=)")
+
+
 def parse_records(text: str) -> list[dict[str, str]]:
     """``scontrol show ... -o`` output as one dict per line.
 
-    >>> parse_records("NodeName=node1 NodeAddr=10.0.0.1 NodeHostName=n1\\n")
-    [{'NodeName': 'node1', 'NodeAddr': '10.0.0.1', 'NodeHostName': 'n1'}]
+    A value runs to the next ``Key=``, spaces included (``Reason=Not responding``,
+    ``OS=Linux 6.1.0 #1 SMP``); words before the first key are dropped.
+
+    >>> parse_records("NodeName=node1 NodeAddr=10.0.0.1 Reason=Not responding\\n")
+    [{'NodeName': 'node1', 'NodeAddr': '10.0.0.1', 'Reason': 'Not responding'}]
     """
-    return [dict(part.split("=", 1) for part in line.split() if "=" in part)
+    return [dict(part.split("=", 1) for part in _FIELD_START.split(line.strip()) if "=" in part)
             for line in text.splitlines() if line.strip()]
 
 

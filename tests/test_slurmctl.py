@@ -15,6 +15,12 @@ from slurm_resolver.errors import AddressError, ConfigurationError
     ("JobId=5 JobState=RUNNING Restarts=1 Reason=None",
      [{"JobId": "5", "JobState": "RUNNING", "Restarts": "1", "Reason": "None"}]),
     ("Comment=a=b=c", [{"Comment": "a=b=c"}]),
+    ("NodeName=node3 State=DOWN* Reason=Not responding [slurm@2026-11-23T01:02:03] OS=Linux 6.1.0-9 #1 SMP",
+     [{"NodeName": "node3", "State": "DOWN*", "Reason": "Not responding [slurm@2026-11-23T01:02:03]",
+       "OS": "Linux 6.1.0-9 #1 SMP"}]),
+    ("JobId=7 JobName=my run  Socks/Node=* NtasksPerN:B:S:C=0:0:*:* TRES=cpu=4,node=1  ",
+     [{"JobId": "7", "JobName": "my run", "Socks/Node": "*", "NtasksPerN:B:S:C": "0:0:*:*", "TRES": "cpu=4,node=1"}]),
+    ("words before the first key NodeName=n1", [{"NodeName": "n1"}]),
 ])
 def test_records_are_one_dict_per_line(text: str, records: list[dict[str, str]]) -> None:
     assert slurmctl.parse_records(text) == records

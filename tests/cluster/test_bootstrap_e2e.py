@@ -101,6 +101,7 @@ def test_two_jobs_at_once_on_the_same_nodes(slurm_cluster: dict[str, str], tmp_p
         for job in jobs:
             out, err = job.communicate(timeout=120)
             rows = sorted(json_objects(out), key=lambda r: r["truth_rank"])
+            assert len(rows) == 3, (rows, err[-4000:])
             specs.append(agreed(rows, 3))
             rank0_ports.append(rows[0]["rank0"])
         # Both jobs held their servers at once: never one server for both, never the same rendezvous.
