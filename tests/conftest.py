@@ -49,6 +49,24 @@ def slurm_cluster() -> dict[str, str]:
     return variables
 
 
+@pytest.fixture(autouse=True)
+def _nodes_idle(request: pytest.FixtureRequest) -> None:
+    """Before a test that uses the cluster, wait (up to 60 s) for the jobs of the tests before it to
+    end and every node to be idle again: Slurm's choice of nodes then starts at node1, as tests expect."""
+    if "slurm_cluster" not in request.fixturenames:
+        return
+    import time
+
+    request.getfixturevalue("slurm_cluster")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        jobs = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
+        states = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True).stdout.split()
+        if not jobs and states and all(state == "idle" for state in states):
+            return
+        time.sleep(0.2)
+
+
 def json_objects(text: str) -> list[dict[str, Any]]:
     """Every JSON object printed in ``text``, even where srun joined two tasks' lines."""
     decoder = json.JSONDecoder()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -29,7 +30,8 @@ TASK = textwrap.dedent("""
     try:
         b = bootstrap(timeout=float(os.environ.get("TEST_TIMEOUT", "30")))
     except SlurmResolverError as exc:
-        print(json.dumps({"error": str(exc), "truth_rank": rank, "after": time.monotonic() - start}), flush=True)
+        print(json.dumps({"error": str(exc), "truth_rank": rank, "truth_node": os.environ["SLURMD_NODENAME"],
+                          "after": time.monotonic() - start}), flush=True)
         sys.exit(0)
     print(json.dumps({"rank": b.rank, "truth_rank": rank, "node": b.me.node, "truth_node": os.environ["SLURMD_NODENAME"],
                       "spec": b.cluster_spec().as_dict(), "launcher": b.launcher, "rank0": b.task(0).port,
@@ -127,12 +129,15 @@ def test_a_dead_rank_is_named_within_the_timeout(run_tasks: Run, monkeypatch: py
     monkeypatch.setenv("TEST_TIMEOUT", "4")
     rows = run_tasks(["srun", "-N2", "-n3"], TASK)
     assert len(rows) == 2 and all("error" in r for r in rows), rows
+    # Block distribution: ranks 0 and 1 share the first node, rank 2 has the second (whichever nodes Slurm gave).
+    first = next(r["truth_node"] for r in rows if r["truth_rank"] == 1)
     for row in rows:
         assert row["after"] < 15
         if dead == 2:
-            assert "worker:2 (rank 2) on node2" in row["error"]
+            assert re.search(r"worker:2 \(rank 2\) on node\d", row["error"]), row
+            assert f"worker:2 (rank 2) on {first}" not in row["error"], row
         else:
-            assert "rank 0 (worker:0 on node1) did not answer" in row["error"]
+            assert f"rank 0 (worker:0 on {first}) did not answer" in row["error"], row
 
 
 TF_TASK = textwrap.dedent("""
