@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,6 @@ def _nodes_idle(request: pytest.FixtureRequest) -> None:
     end and every node to be idle again: Slurm's choice of nodes then starts at node1, as tests expect."""
     if "slurm_cluster" not in request.fixturenames:
         return
-    import time
-
     request.getfixturevalue("slurm_cluster")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -84,8 +83,6 @@ def json_objects(text: str) -> list[dict[str, Any]]:
 
 def sbatch_wait(script: Path, *args: str, timeout: float = 120) -> None:
     """Submit ``script`` and wait for the job to end (polling faster than ``sbatch --wait``)."""
-    import time
-
     out = subprocess.run(["sbatch", "--parsable", *args, str(script)], capture_output=True, text=True, check=True)
     job = out.stdout.strip().split(";")[0]
     deadline = time.monotonic() + timeout
