@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ def _nodes_idle(request: pytest.FixtureRequest) -> None:
         if not jobs and states and all(state == "idle" for state in states):
             return
         time.sleep(0.2)
+    warnings.warn(f"the cluster is not idle after 60 s (jobs {jobs}, node states {states}): "
+                  "this test may get other nodes than it expects", stacklevel=1)
 
 
 def json_objects(text: str) -> list[dict[str, Any]]:
