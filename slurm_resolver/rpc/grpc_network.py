@@ -16,8 +16,11 @@ __all__ = ["GrpcNetwork", "GrpcLink", "CHANNEL_OPTIONS"]
 
 CHANNEL_OPTIONS = (
     # A peer that is not up yet is retried soon, not after gRPC's default second of backoff.
+    # Not grpc.min_reconnect_backoff_ms: gRPC core also takes it as the least time a connection
+    # attempt may take (its handshake included), so 50 ms there failed every peer slower than
+    # 100 ms to answer its first handshake (a loaded node, a lost SYN); its default is 20 s, and
+    # each call's own deadline bounds the wait anyway.
     ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.enable_retries", 0),
     ("grpc.use_local_subchannel_pool", 1),  # one connection per channel, not shared behind our back
@@ -66,7 +69,8 @@ class GrpcLink:
 
     async def who(self, token: str, timeout: float) -> bytes:
         try:
-            return bytes(await self._who(b"", timeout=max(0.01, timeout), metadata=((TOKEN_KEY, token),)))
+            return bytes(await self._who(b"", timeout=max(0.01, timeout), metadata=((TOKEN_KEY, token),),
+                                         wait_for_ready=True))
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
 
@@ -76,7 +80,8 @@ class GrpcLink:
         if self._health is None:
             self._health = health_pb2_grpc.HealthStub(self.channel)
         try:
-            reply = await self._health.Check(health_pb2.HealthCheckRequest(), timeout=max(0.01, timeout))
+            reply = await self._health.Check(health_pb2.HealthCheckRequest(), timeout=max(0.01, timeout),
+                                             wait_for_ready=True)
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
