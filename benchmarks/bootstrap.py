@@ -8,7 +8,7 @@ its CPU seconds. Beside it, when installed: TensorFlow's way (its SlurmClusterRe
 a tf.distribute.Server per task: no exchange, no verification) and PyTorch's
 (init_process_group("gloo") + barrier, rank 0's node and a fixed port given to every
 task). The srun column is the wall time of the whole srun. Needs the test cluster
-(tests/cluster/testcluster up) and SLURM_CONF. Prints a Markdown table.
+(scripts/testcluster up) and SLURM_CONF. Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -53,8 +53,9 @@ THEIRS = PREAMBLE + textwrap.dedent("""
     import tensorflow as tf
     imported = time.perf_counter() - t
     t = time.perf_counter()
+    port_base = int(os.environ["PORT_BASE"]) + 10 * int(os.environ["SLURM_NODEID"])
     r = tf.distribute.cluster_resolver.SlurmClusterResolver(gpus_per_node=4, gpus_per_task=1, auto_set_gpu=False,
-                                                            port_base=int(os.environ["PORT_BASE"]) + 10 * int(os.environ["SLURM_NODEID"]))
+                                                            port_base=port_base)
     spec = r.cluster_spec()
     task_type, task_id = r.get_task_info()
     resolved = time.perf_counter() - t

@@ -5,7 +5,7 @@ One trainer reads N elements, in batches of 32, of an endless pipeline whose map
 CPU-heavy (``--work`` rounds of a 32x32 matrix product per element), through the service
 with 1, 2 and 3 data workers, and, to compare, running the same pipeline itself. Every task runs TensorFlow on
 one thread, so that a data worker is one core's worth of preprocessing. Every run is a real job on the
-test cluster (tests/cluster/testcluster up; SLURM_CONF set): the module
+test cluster (scripts/testcluster up; SLURM_CONF set): the module
 ``slurm_resolver.training.data_service`` under srun. Prints a Markdown table.
 
     python benchmarks/data_service.py [--elements 3000] [--work 40]

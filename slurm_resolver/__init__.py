@@ -62,13 +62,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster, Task
-    from .resolution import resolve
-    from .rpc.bootstrap import bootstrap, bootstrap_async
-    from .rpc.bootstrapped import Bootstrapped
-    from .rpc.server import Server
     from .cluster_spec import ClusterSpec
     from .environment import export, snapshot
-    from .preemption import Preemption, checkpoint_dir, requeue, restart_count
     from .errors import (
         AddressError,
         ConfigurationError,
@@ -78,7 +73,12 @@ if TYPE_CHECKING:  # pragma: no cover
         ResolutionError,
         SlurmResolverError,
     )
+    from .preemption import Preemption, checkpoint_dir, requeue, restart_count
+    from .resolution import resolve
     from .resolvers.base import ClusterResolver, SimpleClusterResolver, UnionClusterResolver
     from .resolvers.kubernetes import KubernetesClusterResolver
     from .resolvers.slurm import SlurmClusterResolver
     from .resolvers.tfconfig import TFConfigClusterResolver
+    from .rpc.bootstrap import bootstrap, bootstrap_async
+    from .rpc.bootstrapped import Bootstrapped
+    from .rpc.server import Server

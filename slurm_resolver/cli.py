@@ -12,7 +12,6 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
 from .errors import SlurmResolverError
@@ -78,9 +77,9 @@ def _variables_for(b: Bootstrapped, fmt: str) -> dict[str, str]:
 
 def _env(args: argparse.Namespace) -> int:
     from .adapters import shell
-    from .rpc.bootstrapped import Bootstrapped
     from .parsing import parse_jobs
     from .resolvers.slurm import SlurmClusterResolver
+    from .rpc.bootstrapped import Bootstrapped
 
     jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
     cluster = SlurmClusterResolver(jobs=jobs, port_base=args.port_base, auto_set_gpu=False, check_port=False).cluster
@@ -92,9 +91,9 @@ def _bootstrap(args: argparse.Namespace) -> int:
     import os
 
     from .adapters import apply
-    from .rpc.bootstrap import bootstrap
     from .parsing import parse_jobs
     from .resolvers.slurm import SlurmClusterResolver
+    from .rpc.bootstrap import bootstrap
 
     jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
     b = bootstrap(SlurmClusterResolver(jobs=jobs, check_port=False), timeout=args.timeout)
@@ -258,7 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--jobs", help="ps=1,worker=3")
     env.add_argument("--port-base", type=int)
     env.set_defaults(func=_env)
-    boot = sub.add_parser("bootstrap", help="bootstrap, export the adapter's variables, run COMMAND in this task's place")
+    boot = sub.add_parser("bootstrap",
+                          help="bootstrap, export the adapter's variables, run COMMAND in this task's place")
     boot.add_argument("--format", choices=("tf", "torch", "jax", "shell"), default="shell")
     boot.add_argument("--jobs", help="ps=1,worker=3, or ps,worker for a heterogeneous job")
     boot.add_argument("--timeout", type=float, default=60.0)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 from .errors import ConfigurationError
 
 __all__ = ["ClusterSpec", "ClusterDict"]
 
-ClusterDict = Mapping[str, Union[Sequence[str], Mapping[int, str]]]
+ClusterDict = Mapping[str, Sequence[str] | Mapping[int, str]]
 
 
 def _tasks_of(job: object, tasks: object) -> dict[int, str]:

@@ -31,7 +31,8 @@ class MungeError(ResolutionError):
     """MUNGE refused to mint or decode a credential; ``code`` is libmunge's error number."""
 
     def __init__(self, code: int, text: str) -> None:
-        super().__init__(f"MUNGE: {text} (error {code})", "check that munged runs on this node (systemctl status munge)")
+        super().__init__(f"MUNGE: {text} (error {code})",
+                         "check that munged runs on this node (systemctl status munge)")
         self.code = code
         self.text = text
 

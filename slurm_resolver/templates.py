@@ -2,9 +2,10 @@
 
 Templates live in ``sbatch_templates/`` (installed as ``slurm_resolver.sbatch_templates``):
 one comment line ``# defaults: key=value ...`` (the template's own defaults, each a
-parameter of :data:`SCHEMA`), and the body with ``${name}`` placeholders. The ``#SBATCH`` header is built here from :data:`SCHEMA`, so
-templates hold no logic: an option left empty is simply not written. Single-word values are
-quoted with :func:`shlex.quote`; ``command`` is shell text, taken as given (one line).
+parameter of :data:`SCHEMA`), and the body with ``${name}`` placeholders. The ``#SBATCH``
+header is built here from :data:`SCHEMA`, so templates hold no logic: an option left empty
+is simply not written. Single-word values are quoted with :func:`shlex.quote`; ``command``
+is shell text, taken as given (one line).
 """
 
 from __future__ import annotations
@@ -195,7 +196,8 @@ def _launch(values: Mapping[str, str]) -> str:
     python = shlex.quote(values["python"])
     jobs = f" --jobs {shlex.quote(values['jobs'])}" if values["jobs"] else ""
     if values["program"] and not values["command"]:
-        return f"{python} -m {values['program']}{jobs}" + (f" {values['program_args']}" if values["program_args"] else "")
+        args = f" {values['program_args']}" if values["program_args"] else ""
+        return f"{python} -m {values['program']}{jobs}{args}"
     command = values["command"] or f"{python} -m slurm_resolver show --bootstrapped"
     return f"{python} -m slurm_resolver bootstrap{jobs} --format {shlex.quote(values['format'])} -- {command}"
 

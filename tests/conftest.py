@@ -1,6 +1,6 @@
 """Shared fixtures: captured environments, and the real Slurm test cluster.
 
-Tests marked ``slurm`` use the cluster started by ``tests/cluster/testcluster``. They are
+Tests marked ``slurm`` use the cluster started by ``scripts/testcluster``. They are
 never skipped: if the cluster cannot start, they fail with the reason.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-TESTCLUSTER = ROOT / "tests" / "cluster" / "testcluster"
+TESTCLUSTER = ROOT / "scripts" / "testcluster"
 
 
 def captured(name: str) -> list[dict[str, str]]:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from slurm_resolver import adapters
-from slurm_resolver.resolution import resolve
 from slurm_resolver.errors import ConfigurationError
+from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 
 from .conftest import captured

@@ -40,10 +40,9 @@ def test_examples_run(page: Path) -> None:
 
 
 def test_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    import os
     import subprocess
     import sys
-
-    import os
 
     out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
                          cwd=ROOT, capture_output=True, text=True, timeout=300,

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_resolver.errors import (ConfigurationError, EnvironmentVariableError, MissingDependencyError,
-                                   SlurmResolverError)
+from slurm_resolver.errors import (
+    ConfigurationError,
+    EnvironmentVariableError,
+    MissingDependencyError,
+    SlurmResolverError,
+)
 from slurm_resolver.optional import import_optional
 
 

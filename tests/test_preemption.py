@@ -74,5 +74,5 @@ def test_the_checkpoint_directory_survives_requeues(tmp_path: Path) -> None:
     env = {"SLURM_JOB_ID": "41", "SLURM_SUBMIT_DIR": str(tmp_path), "SLURM_RESTART_COUNT": "1"}
     path = checkpoint_dir(environ=env)
     assert path == tmp_path / "checkpoints-41" and path.is_dir()
-    assert checkpoint_dir(tmp_path / "scratch", {"SLURM_JOB_ID": "43", "SLURM_ARRAY_JOB_ID": "40",
-                                                 "SLURM_ARRAY_TASK_ID": "3"}) == tmp_path / "scratch" / "checkpoints-40_3"
+    element = {"SLURM_JOB_ID": "43", "SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}
+    assert checkpoint_dir(tmp_path / "scratch", element) == tmp_path / "scratch" / "checkpoints-40_3"

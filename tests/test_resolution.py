@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from slurm_resolver.cluster import Cluster
-from slurm_resolver.resolution import resolve
 from slurm_resolver.errors import AddressError, ConfigurationError, PlacementError, ResolutionError
 from slurm_resolver.exchange import LocalExchange
+from slurm_resolver.resolution import resolve
 
 from .conftest import captured
 

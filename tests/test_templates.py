@@ -7,7 +7,15 @@ import subprocess
 import pytest
 
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.templates import SCHEMA, TemplateParameterError, _own_defaults, available, defaults, render, sbatch_header
+from slurm_resolver.templates import (
+    SCHEMA,
+    TemplateParameterError,
+    _own_defaults,
+    available,
+    defaults,
+    render,
+    sbatch_header,
+)
 
 from .conftest import DATA
 

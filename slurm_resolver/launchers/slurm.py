@@ -89,5 +89,6 @@ class SallocShell(Launcher):
         layout, components = job_layout(env)
         return Launch(
             launcher=cls.name, world_size=sum(layout[1]), rank=None, nodes=layout[0], counts=layout[1],
-            distribution="block", components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env), key=launch_key(env),
+            distribution="block", components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env),
+            key=launch_key(env),
         )

@@ -1,7 +1,7 @@
 """The resolver family: TensorFlow's contract, for Slurm, TF_CONFIG, Kubernetes and more."""
 
-from .kubernetes import KubernetesClusterResolver
 from .base import ClusterResolver, SimpleClusterResolver, UnionClusterResolver, format_master_url
+from .kubernetes import KubernetesClusterResolver
 from .slurm import SlurmClusterResolver
 from .tfconfig import TFConfigClusterResolver
 

@@ -11,12 +11,12 @@ from typing import Any
 
 from ..addresses import port_in_use
 from ..cluster import DEFAULT_PORT_BASE, Cluster
-from ..resolution import resolve
 from ..cluster_spec import ClusterSpec
 from ..environment import export
 from ..errors import ResolutionError
 from ..exchange import Exchange
 from ..gpus import format_devices
+from ..resolution import resolve
 from .base import ClusterResolver
 
 __all__ = ["SlurmClusterResolver"]

@@ -44,7 +44,8 @@ def parse_tf_config(text: str | None) -> dict[str, Any]:
         raise EnvironmentVariableError("TF_CONFIG", text, "'task' to be an object with 'type' and 'index'", _HINT)
     index = task.get("index")
     if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
-        raise EnvironmentVariableError("TF_CONFIG", text, f"'task.index' to be a whole number >= 0, not {index!r}", _HINT)
+        raise EnvironmentVariableError("TF_CONFIG", text, f"'task.index' to be a whole number >= 0, not {index!r}",
+                                       _HINT)
     kind = task.get("type")
     if kind is not None and spec and kind not in spec.jobs:
         raise EnvironmentVariableError(

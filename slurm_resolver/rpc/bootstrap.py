@@ -58,7 +58,8 @@ def verified_peers(rank: int, size: int, verify: str | int) -> list[int]:
     elif isinstance(verify, int) and not isinstance(verify, bool) and verify > 0:
         reach = verify
     elif verify not in ("all", "none"):
-        raise ConfigurationError(f"verify={verify!r} is not known", "use 'ring', 'all', 'none' or a count of neighbours")
+        raise ConfigurationError(f"verify={verify!r} is not known",
+                                 "use 'ring', 'all', 'none' or a count of neighbours")
     if verify == "none" or size == 1:
         return []
     if verify == "all":
@@ -215,7 +216,8 @@ async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exch
         member.use(done)
         lap("exchange")
         reasons = [await _check(network.connect(done.hosts[done.placement.node_of(peer)], done.ports[peer]), done,
-                                peer, token, min(timeout, 30.0)) for peer in verified_peers(rank, done.world_size, verify)]
+                                peer, token, min(timeout, 30.0))
+                   for peer in verified_peers(rank, done.world_size, verify)]
         failure = next((Failure.of(f"rank {rank} could not verify a peer: {r}") for r in reasons if r), Failure())
         lap("verify")
         tower = Watchtower(member, heartbeat, patience) if heartbeat else None

@@ -18,8 +18,7 @@ from typing import Any
 from ..addresses import first
 from .auth import Authority
 from .rounds import MOST_ROUNDS, NOTICE, Round, Rounds, RoundsFull, wait_until
-from .wire import (Failure, Header, Records, WireError, decode_contribution, digest, encode_identity,
-                   encode_result)
+from .wire import Failure, Header, Records, WireError, decode_contribution, digest, encode_identity, encode_result
 
 __all__ = ["Coordinator", "Refused", "Identity", "REFUSALS", "ANNOUNCE", "NOTICE", "node_source"]
 

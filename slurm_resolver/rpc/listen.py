@@ -76,7 +76,6 @@ def _call_to(tower: Watchtower, above: int) -> AsyncIterator[bytes]:
 async def _events(tower: Watchtower, above: int) -> pb.Event | None:
     """Follow one call to ``above`` until it ends: its last event if it left normally, else None
     (a death declared, or this task leaving). Raises Refused/LinkError/_Silent as the call broke."""
-    member = tower.member
     events = _call_to(tower, above).__aiter__()
     pending: asyncio.Future[bytes] | None = None
     heard = last = time.monotonic()

@@ -51,5 +51,6 @@ def candidates_of(env: Mapping[str, str], key: str, rendezvous: Sequence[int] | 
         return rendezvous_ports(key)
     ports = [p.strip() for p in text.split(",")]
     if not ports or not all(p.isascii() and p.isdigit() and 0 < int(p) < 65536 for p in ports) or len(ports) > 64:
-        raise EnvironmentVariableError("SLURM_RESOLVER_RENDEZVOUS_PORTS", text, "up to 64 TCP ports such as 30001,30002")
+        raise EnvironmentVariableError("SLURM_RESOLVER_RENDEZVOUS_PORTS", text,
+                                       "up to 64 TCP ports such as 30001,30002")
     return [int(p) for p in ports]

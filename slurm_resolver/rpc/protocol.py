@@ -25,8 +25,7 @@ from . import notices
 from .coordinator import NOTICE, Coordinator
 from .transport import REFUSED, UNAVAILABLE, Link, LinkError, Network
 from .tree import Plan
-from .wire import (Failure, Header, Records, Table, WireError, decode_result, digest, encode_contribution,
-                   encode_result)
+from .wire import Failure, Header, Records, Table, WireError, decode_result, digest, encode_contribution, encode_result
 
 __all__ = ["Member", "TABLE", "VERIFIED"]
 
@@ -156,11 +155,11 @@ class Member:
             raise ResolutionError(f"bootstrap: rank {self.up_rank} sent a malformed result ({exc})",
                                   "every task must run the same slurm_resolver version") from None
 
-    async def barrier(self, name: str, timeout: float, failure: Failure = Failure()) -> None:
+    async def barrier(self, name: str, timeout: float, failure: Failure | None = None) -> None:
         """Return once every task reached barrier ``name`` (the n-th call of a name meets the n-th)."""
         count = self._rounds.get(name, 0)
         self._rounds[name] = count + 1
-        await self.round(f"{name}#{count}", Records(), failure, timeout)
+        await self.round(f"{name}#{count}", Records(), failure or Failure(), timeout)
 
     async def vote(self, name: str, yes: bool, timeout: float) -> bool:
         """Whether any task votes yes (a barrier whose result counts the yes votes)."""

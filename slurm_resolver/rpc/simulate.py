@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster import Cluster
-from ..resolution import resolve
 from ..errors import SlurmResolverError
+from ..resolution import resolve
 from .bootstrap import bootstrap_async
 from .bootstrapped import Bootstrapped
 from .local import LocalNetwork
@@ -38,7 +38,8 @@ def srun_environ(nodes: int, tasks_per_node: int, rank: int = 0, job_id: str = "
         "SLURM_LOCALID": str(rank % tasks_per_node), "SLURM_NODEID": str(rank // tasks_per_node),
         "SLURMD_NODENAME": f"node{rank // tasks_per_node + 1}", "SLURM_STEP_NUM_TASKS": str(total),
         "SLURM_STEP_NODELIST": hostlist, "SLURM_JOB_NODELIST": hostlist,
-        "SLURM_STEP_TASKS_PER_NODE": f"{tasks_per_node}(x{nodes})", "SLURM_TASKS_PER_NODE": f"{tasks_per_node}(x{nodes})",
+        "SLURM_STEP_TASKS_PER_NODE": f"{tasks_per_node}(x{nodes})",
+        "SLURM_TASKS_PER_NODE": f"{tasks_per_node}(x{nodes})",
         "SLURM_DISTRIBUTION": "block", "CUDA_VISIBLE_DEVICES": "",
     }
 
@@ -117,7 +118,8 @@ def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: 
     stats = list(network.stats.values())
     shown = dict(sorted(errors.items())[:8])
     done = Simulation(
-        ranks=total, wall_s=wall, ok=not errors and all(r is not None for i, r in enumerate(results) if i not in absent),
+        ranks=total, wall_s=wall,
+        ok=not errors and all(r is not None for i, r in enumerate(results) if i not in absent),
         errors=shown, failed=len(errors),
         max_bytes_sent_by_one_server=max((s.bytes_sent for s in stats), default=0),
         max_bytes_received_by_one_server=max((s.bytes_received for s in stats), default=0),

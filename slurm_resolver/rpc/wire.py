@@ -19,7 +19,8 @@ from google.protobuf.message import DecodeError
 
 from . import coordination_pb2 as pb
 
-__all__ = ["CHUNK", "MAX_MESSAGE", "SHOWN", "REASON", "Records", "Table", "Failure", "Header", "WireError", "encode_contribution",
+__all__ = ["CHUNK", "MAX_MESSAGE", "SHOWN", "REASON", "Records", "Table", "Failure", "Header", "WireError",
+           "encode_contribution",
            "decode_contribution", "digest", "encode_result", "decode_result", "encode_identity", "decode_identity"]
 
 CHUNK = 4096

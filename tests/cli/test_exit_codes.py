@@ -27,8 +27,8 @@ def test_a_missing_variable_is_named_apart_from_the_text(cli: Any) -> None:
 
 def test_usage_error_exit_code_2(cli: Any) -> None:
     assert cli("frobnicate").returncode == 2
-    for args in (["render", "nope"], ["submit", "nope"], ["templates", "nope"], ["render", "ps_worker", "--set", "nodes"],
-                 ["render", "ps_worker", "--set", "nodes=four"]):
+    for args in (["render", "nope"], ["submit", "nope"], ["templates", "nope"],
+                 ["render", "ps_worker", "--set", "nodes"], ["render", "ps_worker", "--set", "nodes=four"]):
         out = cli(*args)
         assert out.returncode == 2 and out.stderr.count("\n") == 1, (args, out.stderr)
 

@@ -50,7 +50,7 @@ def complete(shell: str, script: str, words: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 def test_completion_of_commands_templates_and_parameters(cli: Any, shell: str) -> None:
-    assert shutil.which(shell), f"{shell} is installed by tests/cluster/testcluster up"
+    assert shutil.which(shell), f"{shell} is installed by scripts/testcluster up"
     script = cli("completion", shell).stdout
     assert "complete -F _slurm_resolver slurm-resolver" in script
     assert "submit" in complete(shell, script, ["slurm-resolver", "sub"])

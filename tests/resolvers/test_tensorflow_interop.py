@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from ..conftest import ROOT, require
 
 TASK = Path(__file__).with_name("tf_task.py")

@@ -188,7 +188,8 @@ def test_adapters() -> None:
         b = results[1]
         torch = adapters.torch_env(b)
         assert torch["MASTER_ADDR"] == "localhost" and torch["MASTER_PORT"] == str(results[0].me.spare_port)
-        assert (torch["RANK"], torch["WORLD_SIZE"], torch["LOCAL_RANK"], torch["LOCAL_WORLD_SIZE"]) == ("1", "2", "1", "2")
+        local = (torch["RANK"], torch["WORLD_SIZE"], torch["LOCAL_RANK"], torch["LOCAL_WORLD_SIZE"])
+        assert local == ("1", "2", "1", "2")
         assert adapters.jax_arguments(b) == {"coordinator_address": f"localhost:{results[0].me.spare_port}",
                                              "num_processes": 2, "process_id": 1, "local_device_ids": None}
         assert '"index": 1' in adapters.tensorflow_env(b)["TF_CONFIG"]

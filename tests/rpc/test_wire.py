@@ -7,9 +7,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_resolver.rpc import coordination_pb2 as pb
-from slurm_resolver.rpc.wire import (CHUNK, SHOWN, Failure, Header, Records, WireError, decode_contribution,
-                                     decode_identity, decode_result, encode_contribution, encode_identity,
-                                     encode_result)
+from slurm_resolver.rpc.wire import (
+    CHUNK,
+    SHOWN,
+    Failure,
+    Header,
+    Records,
+    WireError,
+    decode_contribution,
+    decode_identity,
+    decode_result,
+    encode_contribution,
+    encode_identity,
+    encode_result,
+)
 
 
 def test_contribution_round_trip_in_chunks() -> None:

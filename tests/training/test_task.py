@@ -23,7 +23,8 @@ def test_a_refused_layout_is_one_line(capsys: pytest.CaptureFixture[str]) -> Non
         raise ConfigurationError(f"no chief in {layout}", "add chief=1")
 
     assert start_task("parameter_server", "ps=1,worker=2", 5.0, refuse) is None
-    assert capsys.readouterr().err == "parameter_server: error: no chief in {'ps': 1, 'worker': 2} (hint: add chief=1)\n"
+    said = capsys.readouterr().err
+    assert said == "parameter_server: error: no chief in {'ps': 1, 'worker': 2} (hint: add chief=1)\n"
 
 
 def test_a_bad_layout_names_the_option(capsys: pytest.CaptureFixture[str]) -> None:

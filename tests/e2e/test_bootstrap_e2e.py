@@ -33,7 +33,8 @@ TASK = textwrap.dedent("""
         print(json.dumps({"error": str(exc), "truth_rank": rank, "truth_node": os.environ["SLURMD_NODENAME"],
                           "after": time.monotonic() - start}), flush=True)
         sys.exit(0)
-    print(json.dumps({"rank": b.rank, "truth_rank": rank, "node": b.me.node, "truth_node": os.environ["SLURMD_NODENAME"],
+    print(json.dumps({"rank": b.rank, "truth_rank": rank, "node": b.me.node,
+                      "truth_node": os.environ["SLURMD_NODENAME"],
                       "spec": b.cluster_spec().as_dict(), "launcher": b.launcher, "rank0": b.task(0).port,
                       "exchanged": b.exchanged, "timings": b.timings}),
           flush=True)
@@ -184,7 +185,8 @@ TORCH_TASK = textwrap.dedent("""
     t = torch.tensor([float(dist.get_rank() + 1)])
     dist.all_reduce(t)
     print(json.dumps({"rank": dist.get_rank(), "world": dist.get_world_size(), "sum": t.item(),
-                      "node": os.environ["SLURMD_NODENAME"], "truth_rank": int(os.environ["SLURM_PROCID"])}), flush=True)
+                      "node": os.environ["SLURMD_NODENAME"], "truth_rank": int(os.environ["SLURM_PROCID"])}),
+          flush=True)
     dist.destroy_process_group()
 """)
 
