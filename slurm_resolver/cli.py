@@ -18,6 +18,7 @@ from .errors import SlurmResolverError
 from .exchange import MODES
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .cluster import Cluster
     from .rpc.bootstrapped import Bootstrapped
 
 __all__ = ["main", "build_parser"]
@@ -29,9 +30,22 @@ def _gpus(ids: tuple[str, ...] | None, count: int) -> str:
     return ",".join(ids) or "-"
 
 
-def _show(args: argparse.Namespace) -> int:
+def _resolved(args: argparse.Namespace) -> Cluster:
+    """The cluster of this task with the command's --jobs (and --port-base, --exchange), every
+    rank placed (a layout only the step's tasks can tell is learned from them)."""
     from .parsing import parse_jobs
-    from .resolvers.slurm import SlurmClusterResolver
+    from .resolution import resolve
+
+    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
+    cluster = resolve(jobs=jobs, port_base=getattr(args, "port_base", None), exchange=getattr(args, "exchange", None))
+    if not cluster.placement.exact:
+        from .rpc.learn import learn_layout
+
+        cluster = learn_layout(cluster)
+    return cluster
+
+
+def _show(args: argparse.Namespace) -> int:
 
     if args.bootstrapped:
         from .environment import snapshot
@@ -44,9 +58,7 @@ def _show(args: argparse.Namespace) -> int:
                                      "`slurm-resolver bootstrap`", "run it as: slurm-resolver bootstrap -- COMMAND")
         print(task)
         return 0
-    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
-    cluster = SlurmClusterResolver(jobs=jobs, port_base=args.port_base, exchange=args.exchange,
-                                   auto_set_gpu=False, check_port=False).cluster
+    cluster = _resolved(args)
     if args.json:
         print(json.dumps(cluster.describe(), sort_keys=True))
         return 0
@@ -77,13 +89,9 @@ def _variables_for(b: Bootstrapped, fmt: str) -> dict[str, str]:
 
 def _env(args: argparse.Namespace) -> int:
     from .adapters import shell
-    from .parsing import parse_jobs
-    from .resolvers.slurm import SlurmClusterResolver
     from .rpc.bootstrapped import Bootstrapped
 
-    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
-    cluster = SlurmClusterResolver(jobs=jobs, port_base=args.port_base, auto_set_gpu=False, check_port=False).cluster
-    print(shell(_variables_for(Bootstrapped.from_cluster(cluster), args.format)), end="")
+    print(shell(_variables_for(Bootstrapped.from_cluster(_resolved(args)), args.format)), end="")
     return 0
 
 
@@ -92,11 +100,11 @@ def _bootstrap(args: argparse.Namespace) -> int:
 
     from .adapters import apply
     from .parsing import parse_jobs
-    from .resolvers.slurm import SlurmClusterResolver
+    from .resolution import resolve
     from .rpc.bootstrap import bootstrap
 
     jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
-    b = bootstrap(SlurmClusterResolver(jobs=jobs, check_port=False), timeout=args.timeout)
+    b = bootstrap(resolve(jobs=jobs), timeout=args.timeout)  # a layout to learn is learned in the bootstrap
     apply(_variables_for(b, args.format), overwrite=args.overwrite)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     from .mpi import finalize

@@ -17,7 +17,7 @@ from typing import Any
 from .addresses import OwnNames
 from .cluster_spec import ClusterSpec
 from .errors import ConfigurationError, ResolutionError
-from .gpus import GpuPlan
+from .gpus import GpuPlan, format_devices
 from .launchers.base import Launch
 from .packing import Packing
 from .placement import Placement
@@ -52,6 +52,11 @@ class Task:
     def address(self) -> str:
         """``host:port`` of the task's server."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def label(self) -> str:
+        """How messages name the task: ``worker:3 (rank 3) on node2``."""
+        return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,10 +174,27 @@ class Cluster:
         return Task(rank, job, index, node, self.hosts[node], port, local,
                     gpus if gpus is not None else self.gpu_plan.ids(rank), spare)
 
+    def label(self, rank: int) -> str:
+        """How messages name ``rank``: ``worker:3 (rank 3) on node2`` (without the node where the
+        layout is still to be learned and the rank is not on the caller's node)."""
+        job, index = self.packing.job_of(rank)
+        if not self.placement.exact and rank not in self.launch.gtids:
+            return f"{job}:{index} (rank {rank})"
+        return f"{job}:{index} (rank {rank}) on {self.placement.node_of(rank)}"
+
     @property
     def me(self) -> Task | None:
         """The calling task; None where the caller is not a task (salloc shell)."""
         return None if self.rank is None else self.task(self.rank)
+
+    def device_env(self) -> dict[str, str]:
+        """``CUDA_VISIBLE_DEVICES`` of the calling task, in Slurm's form, where this task sees the
+        node's GPUs and its own are a part of them (write it with :func:`~.environment.export`); ``{}``
+        where there is nothing to set."""
+        me = self.me
+        if me is None or me.gpus is None or not self.gpu_plan.visible.ids:
+            return {}
+        return {"CUDA_VISIBLE_DEVICES": format_devices(me.gpus)}
 
     def local_group(self, rank: int) -> tuple[str, Sequence[int]]:
         """The node of ``rank`` and every rank on that node, in local-rank order."""

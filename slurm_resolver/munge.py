@@ -25,6 +25,7 @@ log = logging.getLogger("slurm_resolver")
 
 DEFAULT_SOCKET = "/run/munge/munge.socket.2"
 _OPT_SOCKET = 8  # MUNGE_OPT_SOCKET in munge.h
+_OPT_UID_RESTRICTION = 9  # MUNGE_OPT_UID_RESTRICTION
 
 
 class MungeError(ResolutionError):
@@ -73,7 +74,7 @@ class Decoded:
 class Munge:
     """libmunge, talking to the munged at ``socket``."""
 
-    def __init__(self, library: Any, libc: Any, socket: str) -> None:
+    def __init__(self, library: Any, libc: Any, socket: str, decoder: int | None = None) -> None:
         self._lib = library
         self._libc = libc
         self.socket = socket
@@ -81,8 +82,15 @@ class Munge:
         if not self._ctx.value:
             raise MungeError(5, "cannot create a MUNGE context")
         code = library.munge_ctx_set(self._ctx, ctypes.c_int(_OPT_SOCKET), ctypes.c_char_p(socket.encode()))
+        if not code and decoder is not None:
+            code = library.munge_ctx_set(self._ctx, ctypes.c_int(_OPT_UID_RESTRICTION), ctypes.c_uint(decoder))
         if code:
             raise MungeError(code, self._text(code))
+
+    def restricted_to(self, uid: int) -> Munge:
+        """libmunge at the same munged, minting credentials that only ``uid`` (and root) can decode:
+        what they carry is private to that user."""
+        return Munge(self._lib, self._libc, self.socket, decoder=uid)
 
     def _text(self, code: int) -> str:
         text = self._lib.munge_ctx_strerror(self._ctx) or self._lib.munge_strerror(code)

@@ -118,7 +118,6 @@ def resolve(
     node_addresses: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
     hostname: Callable[[], str] = socket.gethostname,
     gpu_devices: Callable[[], Sequence[str] | None] | None = None,
-    provisional: bool = False,
 ) -> Cluster:
     """Resolve the cluster from ``environ`` (``os.environ`` by default), in one pass.
 
@@ -139,14 +138,14 @@ def resolve(
         node_addresses: seam for tests: Slurm's ``NodeAddr`` of nodes (``scontrol``).
         hostname: seam for tests: this host's name.
         gpu_devices: seam for tests: NVML's device ids.
-        provisional: where a heterogeneous step's layout is not in the environment, return
-            it provisional (this node exact) instead of learning it from the other tasks;
-            ``bootstrap()`` learns it in its own exchange.
 
-    A heterogeneous step whose components run several tasks on each of several nodes is
-    laid out with distributions the environment does not tell: every task learns the
-    layout from the others (through MPI where it initialises, else a rendezvous of the
-    step's tasks), so every task must resolve; ``exchange='none'`` refuses instead.
+    Resolution opens no socket. A heterogeneous step whose components run several tasks on
+    each of several nodes is laid out with distributions the environment does not tell:
+    under MPI the ranks exchange their nodes here; otherwise the cluster is returned
+    provisional (``placement.exact`` false: this task's node exact), and the layout is
+    learned from the other tasks by ``bootstrap()`` in its own exchange, or by
+    :func:`slurm_resolver.rpc.learn.learn_layout` (which ``SlurmClusterResolver`` calls);
+    ``exchange='none'`` refuses instead.
     """
     env = snapshot(environ)
     resolves = resolves or addresses.resolves
@@ -188,32 +187,7 @@ def resolve(
         node_addresses = ask_slurm
     hosts = addresses.address_map(where.nodes, checked, node_addresses)
     plan = GpuPlan(_visible_gpus(env, gpu_devices), rank, where, packing, gpus_per_task, gpus_per_node)
-    cluster = Cluster(launch, rank, where, packing, hosts, port_base, plan)
-    return cluster if where.exact or provisional else _learn(cluster, env, timeout)
-
-
-def _learn(cluster: Cluster, env: Mapping[str, str], timeout: float) -> Cluster:
-    """The layout the environment does not tell, learned from every task of the step: a bootstrap
-    of its own (its own key, so that a later bootstrap never meets it), whose exchange carries
-    each task's node; its servers stop when it is learned."""
-    from .rpc.bootstrap import bootstrap
-
-    learner = replace(cluster, launch=replace(cluster.launch, key=f"{cluster.launch.key}/layout"))
-    try:
-        learned = bootstrap(learner, exchange="rendezvous", verify="none", timeout=timeout, environ=env,
-                            heartbeat=None)
-    except PlacementError:
-        raise
-    except ResolutionError as exc:
-        raise PlacementError(
-            f"the layout of this {cluster.launcher} step is not in the environment (a het component with "
-            f"several tasks on each of several nodes), and learning it from the step's other tasks failed: "
-            f"{exc.message}", "resolve in every task of the step at once (each learns from the others); or give "
-            "each component one node, or one task per node; exchange='none' refuses at once") from None
-    learned.stop()
-    log.debug("resolution: learned the layout of the %s step from every task's node (SLURM_NODEID), through "
-              "a rendezvous of its tasks: %s", cluster.launcher, learned.cluster.placement.all_hosts[:64])
-    return cluster.with_placement(learned.cluster.placement)
+    return Cluster(launch, rank, where, packing, hosts, port_base, plan)
 
 
 def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None

@@ -205,7 +205,7 @@ def test_an_ambiguous_het_layout_is_refused_without_an_exchange_and_provisional_
     for env in captured(case):
         with pytest.raises(PlacementError, match=r"het component \d of this step runs several tasks"):
             resolve(env, exchange="none", resolves=always)
-        provisional = resolve(env, provisional=True, resolves=always)
+        provisional = resolve(env, resolves=always)
         assert not provisional.placement.exact
         mine = [r for r in range(provisional.world_size) if provisional.nodes[r] == env["SLURMD_NODENAME"]]
         assert mine == sorted(int(r) for r in env["SLURM_GTIDS"].split(","))  # this node's ranks are Slurm's
@@ -223,8 +223,10 @@ def test_a_lone_task_of_an_ambiguous_het_layout_is_told_why_it_cannot_learn_it(s
     """Only one task resolves (the others never do): the error is the layout's, not a bare timeout."""
     env = captured("srun_het")[0]
     started = time.monotonic()
+    from slurm_resolver.rpc.learn import learn_layout
+
     with pytest.raises(PlacementError) as info:
-        resolve(env, exchange="rendezvous", timeout=2.0, resolves=always)
+        learn_layout(resolve(env, exchange="rendezvous", timeout=2.0, resolves=always), env, timeout=2.0)
     assert time.monotonic() - started < 10
     assert "learning it from the step's other tasks failed: bootstrap:" in info.value.message
     assert "resolve in every task of the step at once" in (info.value.hint or "")

@@ -1,7 +1,9 @@
 """SlurmClusterResolver: TensorFlow's constructor and methods, right on every real launch.
 
 A thin view over one :class:`~slurm_resolver.cluster.Cluster`, resolved once in the
-constructor by :func:`slurm_resolver.resolution.resolve`; :meth:`cluster_spec` returns it.
+constructor by :func:`slurm_resolver.resolution.resolve` (and, where only the step's tasks can
+tell the layout, completed by :func:`slurm_resolver.rpc.learn.learn_layout`);
+:meth:`cluster_spec` returns it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from ..cluster_spec import ClusterSpec
 from ..environment import export
 from ..errors import ResolutionError
 from ..exchange import Exchange
-from ..gpus import format_devices
 from ..resolution import resolve
 from .base import ClusterResolver
 
@@ -72,16 +73,20 @@ class SlurmClusterResolver(ClusterResolver):
                  rpc_layer: str | None = "grpc", *, environ: Mapping[str, str] | None = None,
                  exchange: str | Exchange | None = None, timeout: float = 60.0,
                  check_port: bool = True) -> None:
-        self._cluster = resolve(environ, jobs=jobs, port_base=None if port_base is _PORT_BASE else port_base,
-                                tasks_per_node=tasks_per_node, gpus_per_task=gpus_per_task,
-                                gpus_per_node=gpus_per_node, exchange=exchange, timeout=timeout)
+        cluster = resolve(environ, jobs=jobs, port_base=None if port_base is _PORT_BASE else port_base,
+                          tasks_per_node=tasks_per_node, gpus_per_task=gpus_per_task,
+                          gpus_per_node=gpus_per_node, exchange=exchange, timeout=timeout)
+        if not cluster.placement.exact:  # a layout only the step's tasks can tell: learn it from them
+            from ..rpc.learn import learn_layout
+
+            cluster = learn_layout(cluster, environ, timeout)
+        self._cluster = cluster
         self._rpc_layer = rpc_layer
         me = self._cluster.me
         self._task_type = me.job if me else None
         self._task_id = me.index if me else None
-        if auto_set_gpu and me is not None and me.gpus is not None and self._cluster.gpu_plan.visible.ids:
-            if environ is None or isinstance(environ, dict):  # a read-only mapping is left alone
-                export({"CUDA_VISIBLE_DEVICES": format_devices(me.gpus)}, overwrite=True, environ=environ)
+        if auto_set_gpu and (environ is None or isinstance(environ, dict)):  # a read-only mapping is left alone
+            export(cluster.device_env(), overwrite=True, environ=environ)
         if check_port and me is not None and self._cluster.launch.is_task:
             _check_own_port(me.node, me.address)
 

@@ -1,32 +1,70 @@
-"""Who may join a launch's rounds: MUNGE credentials of the job's own uid, or the launch's key alone.
+"""Who may call, and who may answer: every call and every answer carries a seal a task of the job made.
 
-With MUNGE (wherever munged runs, as on every Slurm cluster), each call that joins a round
-carries a credential the caller minted for that very call: munged vouches for the caller's
-uid, and the payload names the launch, the rank and the round. A leader accepts only
-credentials of its own uid, for this launch, this rank and this round, within MUNGE's TTL,
-never twice (munged's replay cache); only then does the job's token travel down to the
-caller. Without MUNGE, any caller that presents the launch's key is believed (the token
-scheme): that isolates concurrent jobs, not a hostile user.
+Every message that opens a call or an answer is an envelope (:mod:`~slurm_resolver.rpc.wire`):
+a header and its seal. The header names the launch, the round, the caller's rank, a nonce
+fresh for every call (an answer carries it back) and the port of the server called, and it
+commits to the chunks that follow; the seal proves who wrote it:
+
+- **A secret** (``SLURM_RESOLVER_SECRET``, or a file only its owner can read,
+  ``SLURM_RESOLVER_SECRET_FILE``; the templates make one for every job): each seal is an HMAC
+  with a key derived from the secret and the launch. Another user cannot read the job's
+  environment, so cannot seal.
+- **MUNGE**, where no secret is given and munged answers (as on every Slurm cluster): the
+  calls and answers of the first round (the table) carry MUNGE credentials, which prove the
+  writer's uid; the root makes a random key for the launch, and every answer of the first
+  round carries it inside a credential only the job's uid can decode. Later seals are HMACs
+  with that key.
+- **None**: the first round is not sealed, and its result carries the launch's key in the
+  clear. That isolates concurrent jobs from each other, not from a hostile user: it is
+  said loudly, once, and ``slurm-resolver check`` says it too.
+
+A seal is good for one header only: its call (launch, round, rank, nonce, the server's port,
+the digests of its contents) or its answer (the call's nonce): a server that is not the one
+meant (a squatter on a candidate port) can pass a call on to no other, and cannot answer it.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
+import hashlib
+import hmac
 import logging
 import os
 import pwd
+import secrets
+import stat
 from collections.abc import Mapping
 
 from ..errors import ConfigurationError
 from ..munge import Munge, MungeError, open_munge
-from .wire import Header
 
-__all__ = ["Authority", "authority", "MODES"]
+__all__ = ["Authority", "AuthMode", "Purpose", "authority", "MODES", "SECRET", "SECRET_FILE"]
 
 log = logging.getLogger("slurm_resolver")
 
-MODES = ("auto", "munge", "none")
-"""``auth=`` and ``SLURM_RESOLVER_AUTH``: MUNGE where munged answers; MUNGE or an error; the key alone."""
+MODES = ("auto", "secret", "munge", "none")
+"""``auth=`` and ``SLURM_RESOLVER_AUTH``: a secret, else MUNGE, else none; or one of them, or an error."""
+SECRET = "SLURM_RESOLVER_SECRET"
+"""The job's secret, in every task's environment (srun passes it on; another user cannot read it)."""
+SECRET_FILE = "SLURM_RESOLVER_SECRET_FILE"
+"""A file holding the job's secret, readable by its owner only."""
+_VERSION = b"slurm-resolver/3"
+
+
+class AuthMode(enum.Enum):
+    """How seals are made."""
+
+    SECRET = "secret"
+    MUNGE = "munge"
+    NONE = "none"
+
+
+class Purpose(enum.Enum):
+    """What a sealed header opens: a call, or the answer to one (a call's seal is no answer's)."""
+
+    CALL = b"call"
+    ANSWER = b"answer"
 
 
 @functools.lru_cache(maxsize=64)
@@ -39,65 +77,150 @@ def _who(uid: int) -> str:
 
 
 class Authority:
-    """Mints this task's credentials and checks its callers'.
+    """Seals this task's calls and answers, and checks its peers'.
 
-    Attributes:
-        munge: libmunge, or None where calls are not authenticated.
-        how: how authentication was decided, for ``check`` and DEBUG logs.
+    Args:
+        mode: how seals are made.
+        how: how it was decided, for ``check`` and logs.
+        munge: libmunge (:attr:`AuthMode.MUNGE`).
+        secret: the job's secret (:attr:`AuthMode.SECRET`).
+        launch: the launch's key (``<job>.<step>``): a secret's seals are good for one launch.
     """
 
-    def __init__(self, munge: Munge | None, how: str, uid: int | None = None) -> None:
-        self.munge = munge
+    def __init__(self, mode: AuthMode, how: str, *, munge: Munge | None = None, secret: bytes | None = None,
+                 launch: str = "", uid: int | None = None) -> None:
+        self.mode = mode
         self.how = how
         self.uid = os.getuid() if uid is None else uid
+        self._munge = munge
+        self._restricted: Munge | None = None
+        self.key: bytes | None = None
+        """The key of this launch's HMAC seals, once known (a secret's: from the start)."""
+        if secret is not None:
+            self.key = hmac.digest(secret, _VERSION + b" launch " + launch.encode(), "sha256")
 
     @property
-    def enabled(self) -> bool:
-        """Whether callers must prove their uid."""
-        return self.munge is not None
+    def proves_callers(self) -> bool:
+        """Whether a caller of the first round must prove who it is (a secret, or MUNGE)."""
+        return self.mode is not AuthMode.NONE
 
-    @staticmethod
-    def _payload(header: Header, port: int, digest: str) -> bytes:
-        return f"slurm-resolver/2 {header.job_key} {header.source} {header.round} {port} {digest}".encode()
+    def new_key(self) -> bytes:
+        """The root's key for this launch's later seals (a secret's key stays)."""
+        if self.key is None:
+            self.key = secrets.token_bytes(32)
+        return self.key
 
-    def mint(self, header: Header, port: int, digest: str = "") -> bytes:
-        """A fresh credential for the call ``header`` describes, to the server on ``port``, carrying
-        the contents whose :func:`~.wire.digest` is ``digest`` (empty without MUNGE): a server
-        that is not the one meant (a squatter on a candidate port) cannot pass it on to the real
-        one, nor with other contents."""
-        return self.munge.encode(self._payload(header, port, digest)) if self.munge is not None else b""
+    def learn(self, key: bytes) -> None:
+        """The launch's key, learned from the first round's answer (or MPI)."""
+        if self.key is None and key:
+            self.key = bytes(key)
 
-    def check(self, credential: bytes, header: Header, port: int, digest: str = "") -> str:
-        """Why the caller of ``header`` to this server on ``port`` is refused; ``''`` when it is believed."""
-        if self.munge is None:
+    # Seals.
+
+    def seal(self, purpose: Purpose, header: bytes, first_round: bool = False) -> bytes:
+        """The seal of ``header``; ``first_round``: a call or answer of the table round (MUNGE
+        credentials where MUNGE proves callers; an answer's carries the launch's key, once the
+        root decided one)."""
+        if first_round and self.mode is AuthMode.MUNGE:
+            assert self._munge is not None
+            digest = hashlib.sha256(header).hexdigest().encode()
+            if purpose is Purpose.CALL:
+                return self._munge.encode(b" ".join((_VERSION, purpose.value, digest)))
+            key = self.key.hex().encode() if self.key is not None else b"-"  # a failed round decided no key
+            return self._restricted_munge().encode(b" ".join((_VERSION, purpose.value, digest, key)))
+        if self.key is None or (first_round and self.mode is AuthMode.NONE):
+            return b""
+        return hmac.digest(self.key, purpose.value + b"\0" + header, "sha256")
+
+    def check(self, purpose: Purpose, header: bytes, seal: bytes, first_round: bool = False) -> str:
+        """Why the writer of ``header`` is not believed; ``''`` when it is a task of this job
+        (an answer of the first round under MUNGE also teaches this task the launch's key)."""
+        if first_round and self.mode is AuthMode.MUNGE:
+            return self._check_munge(purpose, header, seal)
+        if first_round and self.mode is AuthMode.NONE:
             return ""
-        if not credential:
-            return f"rank {header.source} of {header.job_key[:64]} sent no MUNGE credential"
+        if self.key is None:
+            return "this task does not know the launch's key yet"
+        if not seal:
+            return "no seal: not a task of this launch, or of an older slurm_resolver"
+        if not hmac.compare_digest(seal, hmac.digest(self.key, purpose.value + b"\0" + header, "sha256")):
+            return "a seal not made with this launch's key: not a task of this launch"
+        return ""
+
+    def _restricted_munge(self) -> Munge:
+        """libmunge minting credentials only the job's uid can decode (they carry the launch's key)."""
+        if self._restricted is None:
+            assert self._munge is not None
+            self._restricted = self._munge.restricted_to(self.uid)
+        return self._restricted
+
+    def _check_munge(self, purpose: Purpose, header: bytes, seal: bytes) -> str:
+        assert self._munge is not None
+        if not seal:
+            return "no MUNGE credential"
         try:
-            decoded = self.munge.decode(credential)
+            decoded = self._munge.decode(seal)
         except MungeError as exc:
-            return f"rank {header.source} of {header.job_key[:64]} sent a credential MUNGE refuses: {exc.text}"
+            return f"a credential MUNGE refuses: {exc.text}"
         if decoded.uid != self.uid:
-            return (f"{_who(decoded.uid)}, not the job's {_who(self.uid)}, claimed rank {header.source} of "
-                    f"{header.job_key[:64]}")
-        if decoded.payload != self._payload(header, port, digest):
-            return (f"{_who(decoded.uid)} presented a credential minted for another call "
-                    f"({decoded.payload[:120].decode(errors='replace')!r}) as rank {header.source} of "
-                    f"{header.job_key[:64]}")
+            return f"{_who(decoded.uid)}, not the job's {_who(self.uid)}"
+        words = decoded.payload.split(b" ")
+        digest = hashlib.sha256(header).hexdigest().encode()
+        if words[:3] != [_VERSION, purpose.value, digest] or len(words) != (4 if purpose is Purpose.ANSWER else 3):
+            return f"{_who(decoded.uid)} presented a credential made for another message"
+        if purpose is Purpose.ANSWER and words[3] != b"-":
+            try:
+                self.learn(bytes.fromhex(words[3].decode()))
+            except ValueError:
+                return "a credential whose launch key is malformed"
         return ""
 
 
-def authority(mode: str | None, env: Mapping[str, str]) -> Authority:
-    """The authority of this task for ``mode`` (default ``SLURM_RESOLVER_AUTH``, else ``'auto'``)."""
+def _secret(env: Mapping[str, str]) -> tuple[bytes | None, str]:
+    """The job's secret and where it came from; None and why not."""
+    text = env.get(SECRET)
+    if text is not None:
+        if len(text) < 16:
+            raise ConfigurationError(f"{SECRET} holds {len(text)} characters: too short to be a secret",
+                                     "use 16 or more random characters, e.g. $(openssl rand -hex 24), or unset it")
+        return text.encode(), f"a secret in {SECRET}"
+    path = env.get(SECRET_FILE)
+    if path is None:
+        return None, f"no secret ({SECRET} and {SECRET_FILE} are unset)"
+    try:
+        with open(path, "rb") as f:
+            info = os.fstat(f.fileno())
+            data = f.read(4096).strip()
+    except OSError as exc:
+        raise ConfigurationError(f"{SECRET_FILE}={path!r} cannot be read: {exc.strerror}",
+                                 "point it at a file of this job's user, mode 0600") from None
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigurationError(f"{SECRET_FILE}={path!r} may be read by others (mode {stat.S_IMODE(info.st_mode):o})",
+                                 f"chmod 600 {path}: a secret others can read proves nothing")
+    if len(data) < 16:
+        raise ConfigurationError(f"{SECRET_FILE}={path!r} holds {len(data)} bytes: too short to be a secret",
+                                 "write 16 or more random characters into it")
+    return data, f"a secret in {path}"
+
+
+def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authority:
+    """The authority of a task of ``launch`` for ``mode`` (default ``SLURM_RESOLVER_AUTH``, else
+    ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none)."""
     mode = mode or env.get("SLURM_RESOLVER_AUTH") or "auto"
     if mode not in MODES:
         raise ConfigurationError(f"auth={mode!r} is not known", f"use one of {', '.join(MODES)}")
     if mode == "none":
-        return Authority(None, "not authenticated: auth='none'")
+        return Authority(AuthMode.NONE, "not authenticated: auth='none'")
+    if mode in ("auto", "secret"):
+        secret, where = _secret(env)
+        if secret is not None:
+            return Authority(AuthMode.SECRET, where, secret=secret, launch=launch)
+        if mode == "secret":
+            raise ConfigurationError(f"auth='secret' but {where}",
+                                     f"export {SECRET} in the job (the templates do), or use auth='auto'")
     munge, how = open_munge(env)
-    if munge is None and mode == "munge":
+    if munge is not None:
+        return Authority(AuthMode.MUNGE, how, munge=munge)
+    if mode == "munge":
         raise ConfigurationError(f"auth='munge' but {how}", "start munged on every node, or use auth='auto'")
-    if munge is None:
-        log.debug("bootstrap: calls are not authenticated: %s", how)
-        return Authority(None, f"not authenticated: {how}")
-    return Authority(munge, how)
+    return Authority(AuthMode.NONE, f"not authenticated: no secret, and {how}")

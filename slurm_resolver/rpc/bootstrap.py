@@ -1,14 +1,16 @@
 """bootstrap(): every task starts a real server, and all agree on one verified cluster.
 
-1. The task resolves the cluster (or is given one), starts its
-   :class:`~slurm_resolver.rpc.server.Server` on its node's address, and reserves a spare
-   free port for a framework.
-2. The tasks exchange what nobody can compute (bound port, spare port, GPUs Slurm bound
-   to one task): through MPI's allgather under an MPI launcher (and under srun with PMIx
-   where MPI initialises), otherwise up and down the tree of node leaders
-   (:mod:`~slurm_resolver.rpc.protocol`). Rank 0 adds the job's token.
-3. Each task checks its ring neighbours (health, then identity with the token), so every
-   server is checked by a peer; the last round proves every check passed.
+:func:`bootstrap_async` reads as its phases:
+
+1. **start**: the task's :class:`~slurm_resolver.rpc.server.Server` on its node's address, a
+   spare free port reserved for a framework, its place in the tree of node leaders;
+2. **exchange**: what nobody can compute (bound port, spare port, GPUs Slurm bound to one
+   task) through MPI's allgather under an MPI launcher (and under srun with PMIx where MPI
+   initialises), otherwise up and down the tree (:mod:`~slurm_resolver.rpc.member`); the
+   root decides the table and the launch's key;
+3. **verify**: each task asks the next task in rank order who it is, so every server is
+   checked by one peer;
+4. **agree**: a last round proves every check passed, and failure detection starts.
 
 Every wait is bounded by ``timeout``; a task that never comes, dies or cannot be reached
 makes every other task fail with an error naming it.
@@ -19,265 +21,289 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+import resource
 import secrets
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import ConfigurationError, ResolutionError
-from ..exchange import Exchange, check_mode, mpi_exchange
+from ..exchange import Exchange, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
 from ..resolution import resolve
-from .auth import Authority, authority
+from .auth import AuthMode, Authority, Purpose, authority
 from .bootstrapped import Bootstrapped
-from .coordinator import Coordinator, Identity
+from .coordinator import Coordinator
+from .detector import FailureDetector
 from .loop import LoopThread
-from .ports import candidates_of, rendezvous_ports
-from .protocol import TABLE, VERIFIED, Member
-from .transport import Link, LinkError, Network
-from .tree import DEFAULT_FANOUT, plan_of
-from .watch import Watchtower
-from .wire import Failure, Records, Table, WireError, decode_identity
+from .member import Member
+from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table, WireError
+from .options import BootstrapOptions
+from .transport import LinkError, Network, Refusal, Served, retrying
+from .tree import Plan, checked_peers, plan_of
+from .uplink import Uplink
+from .wire import NONCE, Identity, decode_identity, encode_who, unwrap
 
-__all__ = ["bootstrap", "bootstrap_async", "rendezvous_ports", "verified_peers"]
+__all__ = ["bootstrap", "bootstrap_async"]
 
 log = logging.getLogger("slurm_resolver")
 
-def verified_peers(rank: int, size: int, verify: str | int) -> list[int]:
-    """The peers ``rank`` checks: ring neighbours by default, so every server is checked.
 
-    >>> verified_peers(0, 5, "ring"), verified_peers(2, 5, 2), verified_peers(1, 3, "all")
-    ([1, 4], [0, 1, 3, 4], [0, 2])
-    """
-    if verify in ("ring", "auto"):
-        reach = 1
-    elif isinstance(verify, int) and not isinstance(verify, bool) and verify > 0:
-        reach = verify
-    elif verify not in ("all", "none"):
-        raise ConfigurationError(f"verify={verify!r} is not known",
-                                 "use 'ring', 'all', 'none' or a count of neighbours")
-    if verify == "none" or size == 1:
-        return []
-    if verify == "all":
-        return [r for r in range(size) if r != rank]
-    return sorted({(rank + d) % size for d in range(-reach, reach + 1)} - {rank})
-
-
-def _check_watch(heartbeat: float | None, patience: float) -> None:
-    """Refuse a heartbeat or patience that would declare live tasks dead or never beat."""
-    if heartbeat is None or heartbeat == 0:
-        return
-    if not isinstance(heartbeat, (int, float)) or isinstance(heartbeat, bool) or not 0.05 <= heartbeat <= 3600:
-        raise ConfigurationError(f"heartbeat={heartbeat!r} is not a number of seconds from 0.05 to 3600",
-                                 "use e.g. heartbeat=1.0 (the default), or heartbeat=None for no failure detection")
-    if not isinstance(patience, (int, float)) or isinstance(patience, bool) or not patience >= 2 * heartbeat:
-        raise ConfigurationError(f"patience={patience!r} must be at least twice the heartbeat ({heartbeat} s)",
-                                 "a silent task is declared dead after the patience: give it a few beats, "
-                                 "e.g. patience=5 * heartbeat")
-
-
-async def _check(link: Link, cluster: Cluster, rank: int, token: str, timeout: float) -> str:
-    """Why the server of ``rank`` is not who the table says; ``''`` if it is."""
-    task = cluster.task(rank)
-    try:
-        if not await link.healthy(timeout):
-            return f"the server of {task.job}:{task.index} (rank {rank}) at {task.address} is not SERVING"
-        job_key, their_rank, node, job, index = decode_identity(await link.who(token, timeout))
-    except LinkError as exc:
-        if exc.code == "unauthenticated":
-            return (f"the server at {task.address}, expected to be {task.job}:{task.index} (rank {rank}) on "
-                    f"{task.node}, belongs to another job (it refused this job's token)")
-        return f"task {task.job}:{task.index} (rank {rank}) on {task.node} does not answer at {task.address} ({exc})"
-    except WireError as exc:
-        return f"the server at {task.address} sent a malformed identity ({exc})"
-    if (job_key, their_rank) != (cluster.launch.key, rank) or (node, job, index) != (task.node, task.job, task.index):
-        return (f"rank {rank} at {task.address} says it is {job}:{index} (rank {their_rank}) on {node} of launch "
-                f"{job_key}, but the table has {task.job}:{task.index} on {task.node}")
-    return ""
-
-
-def bootstrap(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None, timeout: float = 60.0,
-              port: int = 0, verify: str | int = "ring", environ: Mapping[str, str] | None = None,
-              rendezvous: Sequence[int] | None = None, fanout: int = DEFAULT_FANOUT,
-              network: Network | None = None, auth: str | None = None, heartbeat: float | None = 1.0,
-              patience: float = 5.0) -> Bootstrapped:
+def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None = None, *,
+              environ: Mapping[str, str] | None = None, network: Network | None = None,
+              **keywords: object) -> Bootstrapped:
     """Start this task's server, agree with every other task on one cluster, verify it.
 
     Args:
-        cluster: a resolved :class:`~slurm_resolver.cluster.Cluster`, or a resolver with a
-            ``cluster`` (``SlurmClusterResolver(jobs=...)``); default: resolved from the
-            environment.
-        exchange: ``'auto'`` (MPI under an MPI launcher, and under srun with PMIx where MPI
-            initialises; else the rendezvous), ``'mpi'``, ``'rendezvous'``, or an
-            :class:`~slurm_resolver.exchange.Exchange`. Default: ``SLURM_RESOLVER_EXCHANGE``
-            or ``'auto'``.
-        timeout: seconds for the whole bootstrap.
-        port: the port every task binds (0: any free port; leaders then bind one of the
-            launch's rendezvous ports).
-        verify: ``'ring'`` (each task checks its two ring neighbours), ``'all'``,
-            ``'none'``, or how many neighbours on each side.
+        cluster: the resolved :class:`~slurm_resolver.cluster.Cluster`
+            (``slurm_resolver.resolve(jobs=...)``); default: resolved from the environment.
+        options: a :class:`~slurm_resolver.rpc.options.BootstrapOptions`; keywords of its
+            fields (``timeout=30``, ``verify='all'``, ``auth='munge'``...) override it.
         environ: variables instead of ``os.environ`` (tests, simulations).
-        rendezvous: the ports leaders try to bind (default: derived from the launch's
-            key, or ``SLURM_RESOLVER_RENDEZVOUS_PORTS``).
-        fanout: children per leader in the tree of node leaders.
         network: where servers listen (default: real gRPC).
-        auth: ``'auto'`` (MUNGE credentials where munged answers, else the launch's key
-            alone), ``'munge'`` (an error without it), ``'none'``. Default:
-            ``SLURM_RESOLVER_AUTH`` or ``'auto'``. See :mod:`slurm_resolver.rpc.auth`.
-        heartbeat: seconds between the heartbeats that detect a task dying after the
-            bootstrap (:meth:`Bootstrapped.failures`, :meth:`Bootstrapped.on_failure`);
-            None: no detection.
-        patience: seconds of silence after which a task is declared dead (one whose
-            process dies is declared at once).
 
     The server and its calls run on an event loop thread of this task, which lives until
     :meth:`Bootstrapped.stop`. :func:`bootstrap_async` is the same on a running loop.
     """
+    chosen = BootstrapOptions.of(options, keywords)
     loop = LoopThread()
     try:
-        done = loop.run(bootstrap_async(cluster, exchange=exchange, timeout=timeout, port=port, verify=verify,
-                                        environ=environ, rendezvous=rendezvous, fanout=fanout, network=network,
-                                        auth=auth, heartbeat=heartbeat, patience=patience))
+        done = loop.run(bootstrap_async(cluster, chosen, environ=environ, network=network))
     except BaseException:
         loop.close()
         raise
     done.attach(loop)
-    if heartbeat:
+    if chosen.heartbeat:
         done.report_crashes()  # an uncaught exception is a failure, with its reason ...
         atexit.register(done.stop)  # ... and an interpreter that ends normally leaves normally
     return done
 
 
-async def bootstrap_async(cluster: Cluster | Any = None, *, exchange: str | Exchange | None = None,
-                          timeout: float = 60.0, port: int = 0, verify: str | int = "ring",
-                          environ: Mapping[str, str] | None = None, rendezvous: Sequence[int] | None = None,
-                          fanout: int = DEFAULT_FANOUT, network: Network | None = None,
-                          auth: str | None = None, heartbeat: float | None = 1.0,
-                          patience: float = 5.0) -> Bootstrapped:
-    """:func:`bootstrap` as a coroutine on the running event loop (the scale simulation runs
-    thousands of tasks on one loop this way); the result's :meth:`~Bootstrapped.barrier` and
-    :meth:`~Bootstrapped.stop` have coroutine twins ``abarrier`` and ``astop``."""
-    clock = [time.perf_counter()]
-    timings: dict[str, float] = {}
+@dataclass
+class _Task:
+    """One task once started: its place, its server, and how it exchanges."""
 
-    def lap(phase: str) -> None:
+    cluster: Cluster
+    plan: Plan
+    network: Network
+    authority: Authority
+    served: Served
+    coordinator: Coordinator
+    member: Member
+    group: Exchange | None
+
+
+class _Laps:
+    """Seconds spent in each phase."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
         now = time.perf_counter()
-        timings[phase] = now - clock[0]
-        clock[0] = now
+        self.timings[phase] = now - self._last
+        self._last = now
 
+
+async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOptions | None = None, *,
+                          environ: Mapping[str, str] | None = None, network: Network | None = None,
+                          **keywords: object) -> Bootstrapped:
+    """:func:`bootstrap` as a coroutine on the running event loop (the scale simulation runs
+    thousands of tasks on one loop this way); the result's coroutines are on ``.aio``."""
+    chosen = BootstrapOptions.of(options, keywords)
+    lap = _Laps()
     env = snapshot(environ)
-    mode = exchange if exchange is not None else env.get("SLURM_RESOLVER_EXCHANGE", "auto")
-    check_mode(mode, "exchange" if exchange is not None else "SLURM_RESOLVER_EXCHANGE")
-    if mode == "none":
-        raise ConfigurationError("bootstrap needs an exchange between the tasks, not exchange='none'",
-                                 "use 'auto', 'mpi' or 'rendezvous'")
+    mode = chosen.mode(env)
     if cluster is None:  # where the layout is not in the environment, the exchange below learns it
-        cluster = resolve(env, exchange=mode, timeout=timeout, provisional=True)
-    elif not isinstance(cluster, Cluster):
-        cluster = cluster.cluster  # a resolver: SlurmClusterResolver(...)
+        cluster = resolve(env, exchange=mode, timeout=chosen.timeout)
+    if not isinstance(cluster, Cluster):
+        raise ConfigurationError(f"bootstrap() takes a Cluster, not {type(cluster).__name__}",
+                                 "pass slurm_resolver.resolve(...) (a resolver's .cluster), or nothing")
     if not cluster.launch.can_bootstrap or cluster.rank is None:
         raise ConfigurationError(
             f"bootstrap runs in every task of a launch, not in the {cluster.launcher} step",
             "start the tasks with srun (or mpirun) and call bootstrap() in each of them")
-    verified_peers(0, 1, verify)  # an unknown verify= fails before anything starts
-    _check_watch(heartbeat, patience)
-    candidates = candidates_of(env, cluster.launch.key, rendezvous, port)
-    authority = _authority(auth, env, network)
+    candidates = chosen.candidates(env, cluster.launch.key)
+    proof = _authority(chosen.auth, env, network, cluster)
     lap("resolve")
     if network is None:
         from .grpc_network import GrpcNetwork
 
+        _open_files()
         network = GrpcNetwork()  # imports grpc: timed apart, it is most of a small job's start-up
         lap("grpc")
-    rank = cluster.rank
-    me = cluster.task(rank)
-    plan = plan_of(cluster, rank, fanout)
-    group = mpi_exchange(cluster.launch, mode, timeout)
-    coordinator = Coordinator(Identity(cluster.launch.key, rank, me.node, me.job, me.index), cluster.world_size,
-                              plan.sources, root=plan.position == 0 and plan.is_leader, authority=authority)
-    bind = candidates if port or (plan.is_leader and group is None) else [0]
-    served = await network.serve(me.host, bind, coordinator)
-    coordinator.port = served.port
+    task = await _start(cluster, chosen, mode, network, proof, candidates)
     lap("server")
-    member = Member(cluster, rank, network, coordinator, plan, candidates)
     try:
-        spare = network.reserve(me.host)
-        gpus = format_devices(me.gpus) if cluster.gpu_plan.visible.bound and me.gpus else None
-        token, table = await _exchange(group, member, rank, served.port, spare, gpus, timeout)
-        coordinator.set_token(token)
-        reported = {r: parse_devices(g, "GPUs reported by a peer") for r, g in table.gpus.items()}
-        if not cluster.placement.exact:
-            cluster = _learned(cluster, table)
-        done = cluster.with_ports(table.ports, table.spares, reported)
-        member.use(done)
+        table = await _exchange(task, chosen.timeout)
+        done = _settled(task, table)
         lap("exchange")
-        reasons = [await _check(network.connect(done.hosts[done.placement.node_of(peer)], done.ports[peer]), done,
-                                peer, token, min(timeout, 30.0))
-                   for peer in verified_peers(rank, done.world_size, verify)]
-        failure = next((Failure.of(f"rank {rank} could not verify a peer: {r}") for r in reasons if r), Failure())
+        failure = await _verify(task, done, chosen)
         lap("verify")
-        tower = Watchtower(member, heartbeat, patience) if heartbeat else None
-        coordinator.tower = tower  # before the last round: the tasks below may start watching as soon as it ends
-        if group is None:
-            await member.round(VERIFIED, Records(), failure, timeout)
-        else:
-            rows = await asyncio.get_running_loop().run_in_executor(None, group.allgather, [failure.reason])
-            failed = [r[0] for r in rows if r[0]]
-            if failed:
-                more = f" ({len(failed) - 1} more tasks reported a failure)" if len(failed) > 1 else ""
-                raise ResolutionError(f"bootstrap: {failed[0]}{more}", "check the named task's output and network")
+        detector = None
+        if chosen.heartbeat:
+            detector = FailureDetector(done, task.plan, task.member.uplink.rank, task.member.uplink.link, network,
+                                       proof, chosen.heartbeat, chosen.patience)
+            task.coordinator.watch_below(detector.watch)  # before the last round: the tasks below may watch after it
+        await _agree(task, failure, chosen.timeout)
         lap("barrier")
     except BaseException:
-        await served.stop(2.0)  # calls in flight (a task below waiting for a result) still get their answer
+        await task.served.stop(2.0)  # calls in flight (a task below waiting for a result) still get their answer
         await network.close()
         raise
-    if tower is not None:
-        tower.start()
-    return Bootstrapped(done, member, served, token, timings, "tree" if group is None else "mpi", authority.how,
-                        tower)
+    if detector is not None:
+        detector.start()
+    return Bootstrapped(done, task.member, task.served, lap.timings, "tree" if task.group is None else "mpi",
+                        proof.how, detector)
 
 
-def _authority(auth: str | None, env: Mapping[str, str], network: Network | None) -> Authority:
-    """MUNGE for real networks (see :func:`~.auth.authority`); none in an in-process network, whose
-    simulated tasks share one uid and one process anyway."""
+def _authority(auth: str | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
+    """How this task's calls and answers are proven (see :mod:`~.auth`); in an in-process network, whose
+    simulated tasks share one process anyway, nothing unless asked. A job without proof says so, once."""
     from .local import LocalNetwork
 
-    if isinstance(network, LocalNetwork) and auth in (None, "auto"):
-        return Authority(None, "not authenticated: an in-process network")
-    return authority(auth, env)
+    if isinstance(network, LocalNetwork) and auth is None:
+        return Authority(AuthMode.NONE, "not authenticated: an in-process network")
+    found = authority(auth, env, cluster.launch.key)
+    if found.mode is AuthMode.NONE and auth is None and cluster.rank == 0:
+        log.warning("slurm_resolver: this job's tasks do not prove who they are (%s): any local user who can "
+                    "reach their ports can join or disturb the bootstrap. Give the job a secret "
+                    "(export SLURM_RESOLVER_SECRET; the templates do) or run munged.", found.how)
+    return found
 
 
-def _learned(cluster: Cluster, table: Table) -> Cluster:
-    """The cluster on the layout the tasks told each other (each its node), checked against Slurm's."""
+def _open_files() -> None:
+    """Raise this process's limit on open files to the hard limit, as servers do: a server must not
+    stop accepting its own tasks because strangers hold connections."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            return
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        log.warning("slurm_resolver: this process may open only %d files; a node leader needs a few per task of "
+                    "its node and its tree, and strangers' connections count too: raise the hard limit "
+                    "(ulimit -Hn, or LimitNOFILE= of slurmd)", hard)
+
+
+async def _start(cluster: Cluster, options: BootstrapOptions, mode: str | Exchange, network: Network,
+                 proof: Authority, candidates: list[int]) -> _Task:
+    """Start this task's server on its node, and its place in the tree."""
+    rank = cluster.rank
+    assert rank is not None
+    me = cluster.task(rank)
+    plan = plan_of(cluster, rank, options.fanout)
+    group = mpi_exchange(cluster.launch, mode, options.timeout)
+    uplink = Uplink(cluster, plan, network, proof, candidates)
+    identity = Identity(cluster.launch.key, rank, me.node, me.job, me.index)
+    root = uplink.position is None and plan.is_leader
+    made: list[Coordinator] = []
+
+    def coordinator(port: int) -> Coordinator:  # made once the port is bound: its seals name it
+        made.append(Coordinator(identity, cluster.world_size, plan.sources, root, proof, port,
+                                None if root else uplink.notice))
+        return made[-1]
+
+    bind = candidates if options.port or (plan.is_leader and group is None) else [0]
+    served = await network.serve(me.host, bind, coordinator)
+    return _Task(cluster, plan, network, proof, served, made[-1], Member(cluster, plan, uplink, made[-1]), group)
+
+
+async def _exchange(task: _Task, timeout: float) -> Table:
+    """The table: through MPI (on a worker thread: the server keeps serving), or up and down the tree."""
+    cluster, member = task.cluster, task.member
+    rank = task.plan.rank
+    port, spare = task.served.port, task.network.reserve(cluster.task(rank).host)
+    gpus = format_devices(cluster.task(rank).gpus or ()) if cluster.gpu_plan.visible.bound and \
+        cluster.task(rank).gpus else None
+    if task.group is None:
+        nodes = [] if cluster.placement.exact else [task.plan.position]
+        own = Records([rank], [port], [spare], {rank: gpus} if gpus else {}, nodes)
+        _, table = await member.round(TABLE_ROUND, Contribution(own), timeout)
+        return table
+    key = task.authority.new_key().hex() if rank == 0 else ""
+    rows = await asyncio.get_running_loop().run_in_executor(None, task.group.allgather, [port, spare, gpus or "", key])
+    if len(rows) != cluster.world_size:
+        raise ResolutionError(f"the MPI exchange has {len(rows)} ranks, the cluster {cluster.world_size}",
+                              "run one process per task of the launch")
+    task.authority.learn(bytes.fromhex(str(rows[0][3])))
+    return Table(tuple(int(r[0]) for r in rows), tuple(int(r[1]) for r in rows),
+                 {i: str(r[2]) for i, r in enumerate(rows) if r[2]})
+
+
+def _settled(task: _Task, table: Table) -> Cluster:
+    """The cluster with the ports every task bound (and the layout they told, where Slurm's did not)."""
+    cluster = task.cluster
+    reported = {r: parse_devices(g, "GPUs reported by a peer") for r, g in table.gpus.items()}
+    if not cluster.placement.exact:
+        cluster = cluster.with_placement(_learned(cluster, table))
+    done = cluster.with_ports(table.ports, table.spares, reported)
+    task.member.settle(done)
+    return done
+
+
+def _learned(cluster: Cluster, table: Table) -> Placement:
+    """The layout the tasks told each other (each its node), checked against Slurm's counts."""
     nodes = cluster.placement.nodes
     if len(table.nodes) != cluster.world_size:
         raise ResolutionError("bootstrap: the tasks did not tell their nodes, and the layout is not in the environment",
                               "every task must run the same slurm_resolver version")
-    learned = Placement(nodes, cluster.placement.counts, tuple(nodes[p] for p in table.nodes))
     told = Counter(table.nodes)
-    if any(told.get(p, 0) != count for p, count in enumerate(learned.counts)):
+    if any(told.get(p, 0) != count for p, count in enumerate(cluster.placement.counts)):
         raise ResolutionError("bootstrap: the nodes the tasks reported do not add up to Slurm's tasks per node",
                               "every task must belong to the same step")
     log.debug("bootstrap: learned the layout of %s from every task's node (SLURM_NODEID)", cluster.launcher)
-    return cluster.with_placement(learned)
+    return Placement(nodes, cluster.placement.counts, tuple(nodes[p] for p in table.nodes))
 
 
-async def _exchange(group: Exchange | None, member: Member, rank: int, port: int, spare: int, gpus: str | None,
-                    timeout: float) -> tuple[str, Table]:
-    """The token and the table: through MPI (on a worker thread: the server keeps serving), or the tree."""
-    if group is None:
-        nodes = [] if member.cluster.placement.exact else [member.plan.position]
-        own = Records([rank], [port], [spare], {rank: gpus} if gpus else {}, nodes)
-        return await member.round(TABLE, own, Failure(), timeout)
-    token = secrets.token_urlsafe(24) if rank == 0 else ""
-    rows = await asyncio.get_running_loop().run_in_executor(None, group.allgather, [port, spare, gpus or "", token])
-    if len(rows) != member.cluster.world_size:
-        raise ResolutionError(f"the MPI exchange has {len(rows)} ranks, the cluster {member.cluster.world_size}",
-                              "run one process per task of the launch")
-    table = Table(tuple(int(r[0]) for r in rows), tuple(int(r[1]) for r in rows),
-                  {i: str(r[2]) for i, r in enumerate(rows) if r[2]})
-    return str(rows[0][3]), table
+async def _verify(task: _Task, done: Cluster, options: BootstrapOptions) -> Failure:
+    """Ask the peers this task checks who they are; the first mismatch, as a failure."""
+    peers = checked_peers(task.plan.rank, done.world_size, options.verify)
+    deadline = time.monotonic() + min(options.timeout, 30.0)
+    reasons = await asyncio.gather(*(_check(task, done, peer, deadline) for peer in peers))
+    return next((Failure.of(f"rank {task.plan.rank} could not verify a peer: {r}") for r in reasons if r), Failure())
+
+
+async def _check(task: _Task, cluster: Cluster, rank: int, deadline: float) -> str:
+    """Why the server of ``rank`` is not who the table says; ``''`` if it is."""
+    peer = cluster.task(rank)
+    nonce = secrets.token_bytes(NONCE)
+    question = encode_who(cluster.launch.key, task.plan.rank, nonce, peer.port,
+                          lambda header: task.authority.seal(Purpose.CALL, header))
+    link = task.network.connect(peer.host, peer.port)
+    try:
+        reply = await retrying(lambda left: link.who(question, left), deadline)
+        header, seal = unwrap(reply)
+        said, echoed = decode_identity(header)
+    except LinkError as exc:
+        if exc.code in (Refusal.UNAUTHENTICATED, Refusal.FOREIGN):
+            return f"the server at {peer.address}, expected to be {peer.label}, belongs to another job ({exc.detail})"
+        return f"task {peer.label} does not answer at {peer.address} ({exc})"
+    except WireError as exc:
+        return f"the server at {peer.address} sent a malformed identity ({exc})"
+    why = task.authority.check(Purpose.ANSWER, header, seal) or ("" if echoed == nonce else "an answer to another call")
+    if why:
+        return f"what answers at {peer.address}, expected to be {peer.label}, is not a task of this job ({why})"
+    if said != Identity(cluster.launch.key, rank, peer.node, peer.job, peer.index):
+        return (f"rank {rank} at {peer.address} says it is {said.job}:{said.index} (rank {said.rank}) on {said.node}"
+                f"{'' if said.job_key == cluster.launch.key else ' of another launch'}, but the table has "
+                f"{peer.label}")
+    return ""
+
+
+async def _agree(task: _Task, failure: Failure, timeout: float) -> None:
+    """The last round: every check passed, or every task fails naming the first that did not."""
+    if task.group is None:
+        await task.member.round(VERIFIED_ROUND, Contribution(failure=failure), timeout)
+        return
+    rows = await asyncio.get_running_loop().run_in_executor(None, task.group.allgather, [failure.reason])
+    failed = [r[0] for r in rows if r[0]]
+    if failed:
+        more = f" ({len(failed) - 1} more tasks reported a failure)" if len(failed) > 1 else ""
+        raise ResolutionError(f"bootstrap: {failed[0]}{more}", "check the named task's output and network")

@@ -11,23 +11,27 @@ import sys
 import weakref
 from collections.abc import Callable, Coroutine
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from ..cluster import Cluster, Task
 from ..cluster_spec import ClusterSpec
 from ..errors import ConfigurationError
+from .detector import FailureDetector
 from .loop import LoopThread
-from .protocol import Member
+from .member import Member
+from .messages import NAME
 from .transport import Served
 
-__all__ = ["Bootstrapped"]
+__all__ = ["Bootstrapped", "Coroutines"]
 
 _FOREVER = 30 * 24 * 3600.0
+T = TypeVar("T")
 
 
 def _round_name(name: str) -> str:
-    if not isinstance(name, str) or not 0 < len(name) <= 200:
-        raise ConfigurationError(f"{name!r} cannot name a barrier or a notice", "use a string of 1 to 200 characters")
+    if not isinstance(name, str) or not 0 < len(name) <= NAME:
+        raise ConfigurationError(f"{name!r} cannot name a barrier, a vote or a notice",
+                                 f"use a string of 1 to {NAME} characters")
     return name
 
 
@@ -51,27 +55,30 @@ class Bootstrapped:
         timings: seconds spent in each phase: resolve, grpc (its import), server, exchange,
             verify, barrier.
         exchanged: how the tasks exchanged their records: ``'tree'`` or ``'mpi'``.
-        authenticated: how callers proved who they are (``MUNGE through ...``), or why
-            they did not (``not authenticated: ...``).
+        authenticated: how tasks proved who they are (a secret, MUNGE), or why they did not
+            (``not authenticated: ...``).
+        aio: the coroutines of :meth:`barrier`, :meth:`vote`, :meth:`wait_for`,
+            :meth:`announce`, :meth:`fail` and :meth:`stop`, for the running event loop
+            (:func:`~slurm_resolver.rpc.bootstrap.bootstrap_async`'s).
     """
 
     rpc_layer = "grpc"
     environment = ""
 
-    def __init__(self, cluster: Cluster, member: Member | None, served: Served | None, token: str,
+    def __init__(self, cluster: Cluster, member: Member | None, served: Served | None,
                  timings: dict[str, float] | None = None, exchanged: str = "", authenticated: str = "",
-                 tower: Any = None) -> None:
+                 detector: FailureDetector | None = None) -> None:
         self.cluster = cluster
         self.timings = dict(timings or {})
         self.exchanged = exchanged
         self.authenticated = authenticated
         self._member = member
         self._served = served
-        self._token = token
         self._loop: LoopThread | None = None
-        self._tower: Any = tower
+        self._detector = detector
         assert cluster.rank is not None
         self.rank: int = cluster.rank
+        self.aio = Coroutines(self)
 
     def attach(self, loop: LoopThread) -> None:
         """The event loop thread that serves this task (made by :func:`bootstrap`)."""
@@ -83,7 +90,7 @@ class Bootstrapped:
         if cluster.me is None:
             raise ConfigurationError(f"the {cluster.launcher} step is not a task of the job",
                                      "run this inside srun or mpirun")
-        return cls(cluster.with_ports(cluster.ports, cluster.ports), None, None, "")
+        return cls(cluster.with_ports(cluster.ports, cluster.ports), None, None)
 
     @property
     def me(self) -> Task:
@@ -163,17 +170,19 @@ class Bootstrapped:
         """This task and the cluster as plain data (``SLURM_RESOLVER_TASK``, ``show --bootstrapped``)."""
         return self.cluster.describe()
 
+    # After the bootstrap: rounds through the same tree.
+
     def barrier(self, name: str, timeout: float = 60.0) -> None:
         """Return once every task has reached the barrier ``name``, through the tree of leaders.
 
         The n-th call of a name meets every task's n-th call of it. A task that never
         comes makes every other task's call fail within ``timeout``, naming it.
         """
-        self._run(self.abarrier(name, timeout))
+        self._run(self.aio.barrier(name, timeout))
 
-    async def abarrier(self, name: str, timeout: float = 60.0) -> None:
-        """:meth:`barrier` on the running event loop."""
-        await self._joined().barrier(_round_name(name), timeout)
+    def vote(self, name: str, yes: bool, timeout: float = 60.0) -> bool:
+        """Whether any task votes yes in the n-th vote called ``name`` (every task must vote)."""
+        return self._run(self.aio.vote(name, yes, timeout))
 
     def wait_for(self, name: str, timeout: float | None = None) -> None:
         """Block until some task calls :meth:`announce` with ``name`` (every task may wait).
@@ -182,19 +191,11 @@ class Bootstrapped:
         to its node's leader, whatever the size of the job. A leader that dies makes its
         tasks' waits fail, naming it; ``timeout=None`` waits as long as the job runs.
         """
-        self._run(self.await_notice(name, timeout))
+        self._run(self.aio.wait_for(name, timeout))
 
     def announce(self, name: str, timeout: float = 60.0) -> None:
         """Tell every task in :meth:`wait_for` of ``name`` (e.g. the chief: training is done)."""
-        self._run(self.await_announce(name, timeout))
-
-    async def await_notice(self, name: str, timeout: float | None = None) -> None:
-        """:meth:`wait_for` on the running event loop."""
-        await self._joined().wait_for(_round_name(name), _FOREVER if timeout is None else timeout)
-
-    async def await_announce(self, name: str, timeout: float = 60.0) -> None:
-        """:meth:`announce` on the running event loop."""
-        await self._joined().announce(_round_name(name), timeout)
+        self._run(self.aio.announce(name, timeout))
 
     def _joined(self) -> Member:
         if self._member is None or self._served is None:
@@ -202,46 +203,33 @@ class Bootstrapped:
                                      "call slurm_resolver.bootstrap() first")
         return self._member
 
-    def _run(self, coroutine: Coroutine[Any, Any, None]) -> None:
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         if self._loop is None:
             coroutine.close()
-            raise ConfigurationError("this cluster has no event loop of its own: await the coroutine on yours",
+            raise ConfigurationError("this cluster has no event loop of its own: await b.aio's coroutines on yours",
                                      "call slurm_resolver.bootstrap() (not bootstrap_async) for blocking calls")
-        self._loop.run(coroutine)
+        return self._loop.run(coroutine)
+
+    # Failures.
 
     def failures(self) -> dict[int, str]:
         """Every task known to have died since the bootstrap, by rank, with why (``{}``: none)."""
-        return dict(self._tower.failed) if self._tower is not None else {}
+        return dict(self._detector.failed) if self._detector is not None else {}
 
     def on_failure(self, callback: Callable[[int, str], None]) -> None:
         """Call ``callback(rank, why)`` (on this task's event loop thread) for every task found dead:
         at once for those already known, as they are found for the others."""
-        if self._tower is None:
+        if self._detector is None:
             raise ConfigurationError("failure detection is off", "bootstrap(heartbeat=1.0) (the default)")
         if self._loop is not None:
-            self._loop.loop.call_soon_threadsafe(self._tower.add_callback, callback)
+            self._loop.loop.call_soon_threadsafe(self._detector.add_callback, callback)
         else:
-            self._tower.add_callback(callback)
-
-    def vote(self, name: str, yes: bool, timeout: float = 60.0) -> bool:
-        """Whether any task votes yes in the n-th vote called ``name`` (every task must vote)."""
-        if self._loop is None:
-            raise ConfigurationError("this cluster has no event loop of its own", "use slurm_resolver.bootstrap()")
-        return self._loop.run(self.avote(name, yes, timeout))
-
-    async def avote(self, name: str, yes: bool, timeout: float = 60.0) -> bool:
-        """:meth:`vote` on the running event loop."""
-        return await self._joined().vote(_round_name(name), yes, timeout)
+            self._detector.add_callback(callback)
 
     def fail(self, why: str) -> None:
         """Tell every task that this one fails (``why``), then stop: the others' failure callbacks run."""
         if self._loop is not None:
-            self._loop.run(self.afail(why))
-
-    async def afail(self, why: str) -> None:
-        """:meth:`fail` on the running event loop."""
-        if self._tower is not None:
-            await self._tower.fail(why)
+            self._loop.run(self.aio.fail(why))
 
     def report_crashes(self) -> None:
         """Make an uncaught exception in this process :meth:`fail` this task, naming it, before it ends.
@@ -256,10 +244,9 @@ class Bootstrapped:
             _previous_hook, sys.excepthook = sys.excepthook, _report_crash
 
     def _crashed(self, kind: type[BaseException], value: BaseException) -> None:
-        if self._tower is not None:
+        if self._detector is not None:
             try:
-                self.fail(f"{self.task_type}:{self.task_id} (rank {self.rank}) raised "
-                          f"{kind.__name__}: {str(value)[:300]}")
+                self.fail(f"{self.me.label} raised {kind.__name__}: {str(value)[:300]}")
             except Exception:  # noqa: BLE001 - the report is best effort; the traceback still shows
                 pass
 
@@ -271,21 +258,50 @@ class Bootstrapped:
         if not _reporting and sys.excepthook is _report_crash:
             sys.excepthook = _previous_hook or sys.__excepthook__
         try:
-            self._loop.run(self.astop(grace))
+            self._loop.run(self.aio.stop(grace))
         finally:
             self._loop.close()
             self._loop = None
 
-    async def astop(self, grace: float | None = 1.0) -> None:
-        """:meth:`stop` on the running event loop (the loop itself is the caller's)."""
-        tower, self._tower = self._tower, None
-        if tower is not None:
-            await tower.leave(1.0 if grace is None else grace)  # this task ends normally: no failure
-        served, self._served = self._served, None
-        if served is not None:
-            await served.stop(grace)
-        if self._member is not None:
-            await self._member.network.close()
-
     def __repr__(self) -> str:
         return f"Bootstrapped(rank={self.rank}, world_size={self.world_size}, launcher={self.launcher!r})"
+
+
+class Coroutines:
+    """The blocking calls of a :class:`Bootstrapped` as coroutines, for the running event loop."""
+
+    def __init__(self, task: Bootstrapped) -> None:
+        self._task = task
+
+    async def barrier(self, name: str, timeout: float = 60.0) -> None:
+        """:meth:`Bootstrapped.barrier`."""
+        await self._task._joined().barrier(_round_name(name), timeout)
+
+    async def vote(self, name: str, yes: bool, timeout: float = 60.0) -> bool:
+        """:meth:`Bootstrapped.vote`."""
+        return await self._task._joined().vote(_round_name(name), yes, timeout)
+
+    async def wait_for(self, name: str, timeout: float | None = None) -> None:
+        """:meth:`Bootstrapped.wait_for`."""
+        await self._task._joined().wait_for(_round_name(name), _FOREVER if timeout is None else timeout)
+
+    async def announce(self, name: str, timeout: float = 60.0) -> None:
+        """:meth:`Bootstrapped.announce`."""
+        await self._task._joined().announce(_round_name(name), timeout)
+
+    async def fail(self, why: str) -> None:
+        """:meth:`Bootstrapped.fail`."""
+        if self._task._detector is not None:
+            await self._task._detector.fail(why)
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        """:meth:`Bootstrapped.stop`, on the running event loop (the loop itself is the caller's)."""
+        task = self._task
+        detector, task._detector = task._detector, None
+        if detector is not None:
+            await detector.leave(1.0 if grace is None else grace)  # this task ends normally: no failure
+        served, task._served = task._served, None
+        if served is not None:
+            await served.stop(grace)
+        if task._member is not None:
+            await task._member.uplink.network.close()

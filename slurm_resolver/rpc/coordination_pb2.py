@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%slurm_resolver/rpc/coordination.proto\x12\x11slurm_resolver.v2\"\xbb\x01\n\x07Records\x12\r\n\x05ranks\x18\x01 \x03(\r\x12\r\n\x05ports\x18\x02 \x03(\r\x12\x13\n\x0bspare_ports\x18\x03 \x03(\r\x12\x32\n\x04gpus\x18\x04 \x03(\x0b\x32$.slurm_resolver.v2.Records.GpusEntry\x12\r\n\x05\x66irst\x18\x05 \x01(\r\x12\r\n\x05nodes\x18\x06 \x03(\r\x1a+\n\tGpusEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"W\n\x07\x46\x61ilure\x12\x0f\n\x07missing\x18\x01 \x03(\r\x12\x15\n\rmissing_count\x18\x02 \x01(\r\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x14\n\x0c\x66\x61iled_count\x18\x04 \x01(\r\"\xba\x01\n\x0c\x43ontribution\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\r\n\x05round\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\r\x12+\n\x07records\x18\x04 \x01(\x0b\x32\x1a.slurm_resolver.v2.Records\x12+\n\x07\x66\x61ilure\x18\x05 \x01(\x0b\x32\x1a.slurm_resolver.v2.Failure\x12\x0c\n\x04node\x18\x06 \x01(\r\x12\x12\n\ncredential\x18\x07 \x01(\x0c\"\x80\x01\n\x06Result\x12\r\n\x05token\x18\x01 \x01(\t\x12+\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1a.slurm_resolver.v2.Failure\x12+\n\x07records\x18\x03 \x01(\x0b\x32\x1a.slurm_resolver.v2.Records\x12\r\n\x05total\x18\x04 \x01(\r\"S\n\x08Identity\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x0b\n\x03job\x18\x04 \x01(\t\x12\r\n\x05index\x18\x05 \x01(\r\"\x07\n\x05\x45mpty\"z\n\x04\x42\x65\x61t\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\r\x12\x0c\n\x04node\x18\x03 \x01(\r\x12\x12\n\ncredential\x18\x04 \x01(\x0c\x12\x0e\n\x06\x66\x61iled\x18\x05 \x03(\r\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x0f\n\x07leaving\x18\x07 \x01(\x08\"h\n\x05\x45vent\x12\x0e\n\x06\x66\x61iled\x18\x01 \x03(\r\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07leaving\x18\x03 \x01(\x08\x12\x11\n\tsuccessor\x18\x04 \x01(\r\x12\r\n\x05\x61\x62ove\x18\x05 \x01(\r\x12\x0c\n\x04gone\x18\x06 \x03(\x11\x32\xda\x01\n\x0c\x43oordination\x12\x46\n\x04Join\x12\x1f.slurm_resolver.v2.Contribution\x1a\x19.slurm_resolver.v2.Result(\x01\x30\x01\x12\x42\n\tWhoAreYou\x12\x18.slurm_resolver.v2.Empty\x1a\x1b.slurm_resolver.v2.Identity\x12>\n\x05Watch\x12\x17.slurm_resolver.v2.Beat\x1a\x18.slurm_resolver.v2.Event(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%slurm_resolver/rpc/coordination.proto\x12\x11slurm_resolver.v3\"(\n\x08\x45nvelope\x12\x0e\n\x06header\x18\x01 \x01(\x0c\x12\x0c\n\x04seal\x18\x02 \x01(\x0c\"2\n\x05Round\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\r\"\xbb\x01\n\x07Records\x12\r\n\x05ranks\x18\x01 \x03(\r\x12\r\n\x05ports\x18\x02 \x03(\r\x12\x13\n\x0bspare_ports\x18\x03 \x03(\r\x12\x32\n\x04gpus\x18\x04 \x03(\x0b\x32$.slurm_resolver.v3.Records.GpusEntry\x12\r\n\x05\x66irst\x18\x05 \x01(\r\x12\r\n\x05nodes\x18\x06 \x03(\r\x1a+\n\tGpusEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"W\n\x07\x46\x61ilure\x12\x0f\n\x07missing\x18\x01 \x03(\r\x12\x15\n\rmissing_count\x18\x02 \x01(\r\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x14\n\x0c\x66\x61iled_count\x18\x04 \x01(\r\"\xf4\x01\n\x04\x43\x61ll\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\'\n\x05round\x18\x02 \x01(\x0b\x32\x18.slurm_resolver.v3.Round\x12\x0e\n\x06source\x18\x03 \x01(\r\x12\x0c\n\x04node\x18\x04 \x01(\r\x12\r\n\x05nonce\x18\x05 \x01(\x0c\x12\x0c\n\x04port\x18\x06 \x01(\r\x12+\n\x07\x66\x61ilure\x18\x07 \x01(\x0b\x32\x1a.slurm_resolver.v3.Failure\x12+\n\x07records\x18\x08 \x01(\x0b\x32\x1a.slurm_resolver.v3.Records\x12\x0e\n\x06\x63hunks\x18\t \x03(\x0c\x12\r\n\x05votes\x18\n \x01(\r\"\x8f\x01\n\x06\x41nswer\x12\r\n\x05nonce\x18\x01 \x01(\x0c\x12\x0e\n\x06source\x18\x02 \x01(\r\x12+\n\x07\x66\x61ilure\x18\x03 \x01(\x0b\x32\x1a.slurm_resolver.v3.Failure\x12\r\n\x05total\x18\x04 \x01(\r\x12\x0e\n\x06\x63hunks\x18\x05 \x03(\x0c\x12\x0b\n\x03key\x18\x06 \x01(\x0c\x12\r\n\x05votes\x18\x07 \x01(\r\"C\n\x03Who\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\r\x12\r\n\x05nonce\x18\x03 \x01(\x0c\x12\x0c\n\x04port\x18\x04 \x01(\r\"b\n\x08Identity\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x0b\n\x03job\x18\x04 \x01(\t\x12\r\n\x05index\x18\x05 \x01(\r\x12\r\n\x05nonce\x18\x06 \x01(\x0c\"\x83\x01\n\x04\x42\x65\x61t\x12\x0f\n\x07job_key\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\r\x12\x0c\n\x04node\x18\x03 \x01(\r\x12\r\n\x05nonce\x18\x04 \x01(\x0c\x12\x0c\n\x04port\x18\x05 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x06 \x03(\r\x12\x0e\n\x06reason\x18\x07 \x01(\t\x12\x0f\n\x07leaving\x18\x08 \x01(\x08\"c\n\x08HandOver\x12\x11\n\tsuccessor\x18\x01 \x01(\r\x12\x12\n\x05\x61\x62ove\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x12\n\ngone_ranks\x18\x03 \x03(\r\x12\x12\n\ngone_nodes\x18\x04 \x03(\rB\x08\n\x06_above\"\x87\x01\n\x05\x45vent\x12\r\n\x05nonce\x18\x01 \x01(\x0c\x12\x0e\n\x06source\x18\x02 \x01(\r\x12\x0e\n\x06\x66\x61iled\x18\x03 \x03(\r\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x0f\n\x07leaving\x18\x05 \x01(\x08\x12.\n\thand_over\x18\x06 \x01(\x0b\x32\x1b.slurm_resolver.v3.HandOver2\xe2\x01\n\x0c\x43oordination\x12\x44\n\x04Join\x12\x1b.slurm_resolver.v3.Envelope\x1a\x1b.slurm_resolver.v3.Envelope(\x01\x30\x01\x12\x45\n\tWhoAreYou\x12\x1b.slurm_resolver.v3.Envelope\x1a\x1b.slurm_resolver.v3.Envelope\x12\x45\n\x05Watch\x12\x1b.slurm_resolver.v3.Envelope\x1a\x1b.slurm_resolver.v3.Envelope(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,24 +33,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RECORDS_GPUSENTRY']._loaded_options = None
   _globals['_RECORDS_GPUSENTRY']._serialized_options = b'8\001'
-  _globals['_RECORDS']._serialized_start=61
-  _globals['_RECORDS']._serialized_end=248
-  _globals['_RECORDS_GPUSENTRY']._serialized_start=205
-  _globals['_RECORDS_GPUSENTRY']._serialized_end=248
-  _globals['_FAILURE']._serialized_start=250
-  _globals['_FAILURE']._serialized_end=337
-  _globals['_CONTRIBUTION']._serialized_start=340
-  _globals['_CONTRIBUTION']._serialized_end=526
-  _globals['_RESULT']._serialized_start=529
-  _globals['_RESULT']._serialized_end=657
-  _globals['_IDENTITY']._serialized_start=659
-  _globals['_IDENTITY']._serialized_end=742
-  _globals['_EMPTY']._serialized_start=744
-  _globals['_EMPTY']._serialized_end=751
-  _globals['_BEAT']._serialized_start=753
-  _globals['_BEAT']._serialized_end=875
-  _globals['_EVENT']._serialized_start=877
-  _globals['_EVENT']._serialized_end=981
-  _globals['_COORDINATION']._serialized_start=984
-  _globals['_COORDINATION']._serialized_end=1202
+  _globals['_ENVELOPE']._serialized_start=60
+  _globals['_ENVELOPE']._serialized_end=100
+  _globals['_ROUND']._serialized_start=102
+  _globals['_ROUND']._serialized_end=152
+  _globals['_RECORDS']._serialized_start=155
+  _globals['_RECORDS']._serialized_end=342
+  _globals['_RECORDS_GPUSENTRY']._serialized_start=299
+  _globals['_RECORDS_GPUSENTRY']._serialized_end=342
+  _globals['_FAILURE']._serialized_start=344
+  _globals['_FAILURE']._serialized_end=431
+  _globals['_CALL']._serialized_start=434
+  _globals['_CALL']._serialized_end=678
+  _globals['_ANSWER']._serialized_start=681
+  _globals['_ANSWER']._serialized_end=824
+  _globals['_WHO']._serialized_start=826
+  _globals['_WHO']._serialized_end=893
+  _globals['_IDENTITY']._serialized_start=895
+  _globals['_IDENTITY']._serialized_end=993
+  _globals['_BEAT']._serialized_start=996
+  _globals['_BEAT']._serialized_end=1127
+  _globals['_HANDOVER']._serialized_start=1129
+  _globals['_HANDOVER']._serialized_end=1228
+  _globals['_EVENT']._serialized_start=1231
+  _globals['_EVENT']._serialized_end=1366
+  _globals['_COORDINATION']._serialized_start=1369
+  _globals['_COORDINATION']._serialized_end=1595
 # @@protoc_insertion_point(module_scope)

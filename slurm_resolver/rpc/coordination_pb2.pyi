@@ -6,6 +6,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Envelope(_message.Message):
+    __slots__ = ("header", "seal")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    SEAL_FIELD_NUMBER: _ClassVar[int]
+    header: bytes
+    seal: bytes
+    def __init__(self, header: _Optional[bytes] = ..., seal: _Optional[bytes] = ...) -> None: ...
+
+class Round(_message.Message):
+    __slots__ = ("kind", "name", "count")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    count: int
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
 class Records(_message.Message):
     __slots__ = ("ranks", "ports", "spare_ports", "gpus", "first", "nodes")
     class GpusEntry(_message.Message):
@@ -41,84 +59,120 @@ class Failure(_message.Message):
     failed_count: int
     def __init__(self, missing: _Optional[_Iterable[int]] = ..., missing_count: _Optional[int] = ..., reason: _Optional[str] = ..., failed_count: _Optional[int] = ...) -> None: ...
 
-class Contribution(_message.Message):
-    __slots__ = ("job_key", "round", "source", "records", "failure", "node", "credential")
+class Call(_message.Message):
+    __slots__ = ("job_key", "round", "source", "node", "nonce", "port", "failure", "records", "chunks", "votes")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_FIELD_NUMBER: _ClassVar[int]
-    FAILURE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
-    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
-    job_key: str
-    round: str
-    source: int
-    records: Records
-    failure: Failure
-    node: int
-    credential: bytes
-    def __init__(self, job_key: _Optional[str] = ..., round: _Optional[str] = ..., source: _Optional[int] = ..., records: _Optional[_Union[Records, _Mapping]] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., node: _Optional[int] = ..., credential: _Optional[bytes] = ...) -> None: ...
-
-class Result(_message.Message):
-    __slots__ = ("token", "failure", "records", "total")
-    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
-    TOTAL_FIELD_NUMBER: _ClassVar[int]
-    token: str
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    VOTES_FIELD_NUMBER: _ClassVar[int]
+    job_key: str
+    round: Round
+    source: int
+    node: int
+    nonce: bytes
+    port: int
     failure: Failure
     records: Records
+    chunks: _containers.RepeatedScalarFieldContainer[bytes]
+    votes: int
+    def __init__(self, job_key: _Optional[str] = ..., round: _Optional[_Union[Round, _Mapping]] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., records: _Optional[_Union[Records, _Mapping]] = ..., chunks: _Optional[_Iterable[bytes]] = ..., votes: _Optional[int] = ...) -> None: ...
+
+class Answer(_message.Message):
+    __slots__ = ("nonce", "source", "failure", "total", "chunks", "key", "votes")
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VOTES_FIELD_NUMBER: _ClassVar[int]
+    nonce: bytes
+    source: int
+    failure: Failure
     total: int
-    def __init__(self, token: _Optional[str] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., records: _Optional[_Union[Records, _Mapping]] = ..., total: _Optional[int] = ...) -> None: ...
+    chunks: _containers.RepeatedScalarFieldContainer[bytes]
+    key: bytes
+    votes: int
+    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., total: _Optional[int] = ..., chunks: _Optional[_Iterable[bytes]] = ..., key: _Optional[bytes] = ..., votes: _Optional[int] = ...) -> None: ...
+
+class Who(_message.Message):
+    __slots__ = ("job_key", "source", "nonce", "port")
+    JOB_KEY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    job_key: str
+    source: int
+    nonce: bytes
+    port: int
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ...) -> None: ...
 
 class Identity(_message.Message):
-    __slots__ = ("job_key", "rank", "node", "job", "index")
+    __slots__ = ("job_key", "rank", "node", "job", "index", "nonce")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     rank: int
     node: str
     job: str
     index: int
-    def __init__(self, job_key: _Optional[str] = ..., rank: _Optional[int] = ..., node: _Optional[str] = ..., job: _Optional[str] = ..., index: _Optional[int] = ...) -> None: ...
-
-class Empty(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    nonce: bytes
+    def __init__(self, job_key: _Optional[str] = ..., rank: _Optional[int] = ..., node: _Optional[str] = ..., job: _Optional[str] = ..., index: _Optional[int] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class Beat(_message.Message):
-    __slots__ = ("job_key", "source", "node", "credential", "failed", "reason", "leaving")
+    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
-    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     source: int
     node: int
-    credential: bytes
+    nonce: bytes
+    port: int
     failed: _containers.RepeatedScalarFieldContainer[int]
     reason: str
     leaving: bool
-    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., credential: _Optional[bytes] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ...) -> None: ...
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ...) -> None: ...
+
+class HandOver(_message.Message):
+    __slots__ = ("successor", "above", "gone_ranks", "gone_nodes")
+    SUCCESSOR_FIELD_NUMBER: _ClassVar[int]
+    ABOVE_FIELD_NUMBER: _ClassVar[int]
+    GONE_RANKS_FIELD_NUMBER: _ClassVar[int]
+    GONE_NODES_FIELD_NUMBER: _ClassVar[int]
+    successor: int
+    above: int
+    gone_ranks: _containers.RepeatedScalarFieldContainer[int]
+    gone_nodes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, successor: _Optional[int] = ..., above: _Optional[int] = ..., gone_ranks: _Optional[_Iterable[int]] = ..., gone_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("failed", "reason", "leaving", "successor", "above", "gone")
+    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over")
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
-    SUCCESSOR_FIELD_NUMBER: _ClassVar[int]
-    ABOVE_FIELD_NUMBER: _ClassVar[int]
-    GONE_FIELD_NUMBER: _ClassVar[int]
+    HAND_OVER_FIELD_NUMBER: _ClassVar[int]
+    nonce: bytes
+    source: int
     failed: _containers.RepeatedScalarFieldContainer[int]
     reason: str
     leaving: bool
-    successor: int
-    above: int
-    gone: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., successor: _Optional[int] = ..., above: _Optional[int] = ..., gone: _Optional[_Iterable[int]] = ...) -> None: ...
+    hand_over: HandOver
+    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., hand_over: _Optional[_Union[HandOver, _Mapping]] = ...) -> None: ...

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from .coordinator import REFUSALS, Coordinator
-from .server import JOIN, TOKEN_KEY, WATCH, WHO, bindable, grpc_module, open_server
-from .transport import DEADLINE, REFUSED, UNAVAILABLE, Link, LinkError, Served
+from .server import JOIN_METHOD, WATCH_METHOD, WHO_METHOD, bindable, grpc_module, open_server
+from .transport import Failed, Handlers, Link, LinkError, Refusal, Served
 from .wire import MAX_MESSAGE
 
 __all__ = ["GrpcNetwork", "GrpcLink", "CHANNEL_OPTIONS"]
+
+_REFUSALS = {r.value: r for r in Refusal}
 
 CHANNEL_OPTIONS = (
     # A peer that is not up yet is retried soon, not after gRPC's default second of backoff.
@@ -36,55 +37,47 @@ class GrpcLink:
 
         self._grpc = grpc
         self.channel = aio.insecure_channel(target, options=CHANNEL_OPTIONS)
-        self._join = self.channel.stream_stream(JOIN)
-        self._watch = self.channel.stream_stream(WATCH)
-        self._who = self.channel.unary_unary(WHO)
-        self._health: Any = None
+        self._join = self.channel.stream_stream(JOIN_METHOD)
+        self._watch = self.channel.stream_stream(WATCH_METHOD)
+        self._who = self.channel.unary_unary(WHO_METHOD)
 
     def _error(self, exc: Any) -> LinkError:
         code = exc.code()
         details = exc.details() or ""
-        said, _, why = details.partition(": ")  # "<refusal code>: why", where our server refused
-        if said not in REFUSALS:
-            said, why = "", details
+        said, _, why = details.partition(": ")  # "<refusal>: why", where our server refused
+        refusal = _REFUSALS.get(said)
+        if refusal is None:
+            why = details
         codes = self._grpc.StatusCode
-        if code in (codes.FAILED_PRECONDITION, codes.INVALID_ARGUMENT, codes.UNAUTHENTICATED):
-            return LinkError(REFUSED, why, said)
+        if refusal is not None and refusal is not Refusal.DEADLINE:
+            return LinkError(Failed.REFUSED, why, refusal)
+        if code in (codes.FAILED_PRECONDITION, codes.INVALID_ARGUMENT, codes.UNAUTHENTICATED, codes.UNIMPLEMENTED):
+            return LinkError(Failed.REFUSED, f"{code.name}: {details}", Refusal.FOREIGN)  # not our server
+        if code == codes.RESOURCE_EXHAUSTED:
+            return LinkError(Failed.REFUSED, f"{code.name}: {details}", Refusal.BUSY)
         if code == codes.DEADLINE_EXCEEDED:  # the server says who was still missing, where it could
-            return LinkError(DEADLINE, why or "the call did not end in time", said)
-        return LinkError(UNAVAILABLE, f"{code.name}: {details}")
+            return LinkError(Failed.DEADLINE, why or "the call did not end in time", refusal)
+        return LinkError(Failed.UNAVAILABLE, f"{code.name}: {details}")
 
-    async def join(self, chunks: Sequence[bytes], timeout: float) -> list[bytes]:
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
         try:
-            return [bytes(chunk) async for chunk in self._join(iter(chunks), timeout=max(0.01, timeout))]
+            return [bytes(m) async for m in self._join(iter(messages), timeout=max(0.01, timeout),
+                                                       wait_for_ready=not probe)]
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
 
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         try:
-            async for event in self._watch(beats):
+            async for event in self._watch(beats, wait_for_ready=True):
                 yield bytes(event)
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
 
-    async def who(self, token: str, timeout: float) -> bytes:
+    async def who(self, message: bytes, timeout: float) -> bytes:
         try:
-            return bytes(await self._who(b"", timeout=max(0.01, timeout), metadata=((TOKEN_KEY, token),),
-                                         wait_for_ready=True))
+            return bytes(await self._who(message, timeout=max(0.01, timeout), wait_for_ready=True))
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
-
-    async def healthy(self, timeout: float) -> bool:
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-        if self._health is None:
-            self._health = health_pb2_grpc.HealthStub(self.channel)
-        try:
-            reply = await self._health.Check(health_pb2.HealthCheckRequest(), timeout=max(0.01, timeout),
-                                             wait_for_ready=True)
-        except self._grpc.RpcError as exc:
-            raise self._error(exc) from None
-        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 class _Served:
@@ -104,13 +97,13 @@ class GrpcNetwork:
         self._links: dict[tuple[str, int], GrpcLink] = {}
         self._closed = False
 
-    async def serve(self, host: str, ports: Sequence[int], coordinator: Coordinator) -> Served:
-        server, port = await open_server(host, ports, coordinator)
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> Served:
+        server, port = await open_server(host, ports, handlers)
         return _Served(server, port)
 
     def connect(self, host: str, port: int) -> Link:
         if self._closed:  # a channel made now would outlive the event loop (gRPC aborts at exit)
-            raise LinkError(UNAVAILABLE, "this task's network is closed: it is stopping")
+            raise LinkError(Failed.UNAVAILABLE, "this task's network is closed: it is stopping")
         key = (host, port)
         if key not in self._links:
             self._links[key] = GrpcLink(self._grpc, f"{host}:{port}")

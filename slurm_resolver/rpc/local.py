@@ -1,22 +1,24 @@
 """An in-process network: many tasks' servers in one event loop, for tests and the scale benchmark.
 
-Calls run the same coordinator coroutines as gRPC calls do, with the same bytes on the
-wire; the network counts what every server receives and sends and how many peers connect
-to it, so a simulation can check the bootstrap's bounds. Not thread-safe: every task of
-one network runs on one event loop.
+Calls run the same handlers as gRPC calls do (:class:`~slurm_resolver.rpc.transport.Handlers`),
+with the same bytes; the network counts what every server receives and sends and how many
+peers connect to it, so a simulation can check the bootstrap's bounds. Every host has its
+own ports, as real nodes do. Not thread-safe: every task of one network runs on one event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from .coordinator import Coordinator, Refused
-from .transport import DEADLINE, REFUSED, UNAVAILABLE, Link, LinkError, Served, end_call
+from .transport import Failed, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
 
 __all__ = ["LocalNetwork", "ServerStats"]
+
+_FIRST_PORT = 40000
+_LAST_PORT = 65535
 
 
 @dataclass
@@ -47,10 +49,10 @@ class _LocalLink:
         self._network = network
         self._address = address
 
-    def _server(self) -> tuple[Coordinator, ServerStats]:
+    def _server(self) -> tuple[Handlers, ServerStats]:
         found = self._network._servers.get(self._address)
         if found is None:
-            raise LinkError(UNAVAILABLE, f"nothing listens at {self._address[0]}:{self._address[1]}")
+            raise LinkError(Failed.UNAVAILABLE, f"nothing listens at {self._address[0]}:{self._address[1]}")
         return found
 
     @staticmethod
@@ -60,32 +62,32 @@ class _LocalLink:
         stats.bytes_sent += sum(map(len, sent))
         stats.largest_message = max([stats.largest_message, *map(len, received), *map(len, sent)])
 
-    async def join(self, chunks: Sequence[bytes], timeout: float) -> list[bytes]:
-        coordinator, stats = self._server()
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
+        handlers, stats = self._server()
         try:
-            name, result = await coordinator.join(chunks, time.monotonic() + timeout)
-            coordinator.rounds.sent(name)
+            call = handlers.open_call(messages[0] if messages else b"")
+            if len(messages) != 1 + len(call.chunks):
+                raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
+            round, answer = await handlers.join(call, messages[1:], time.monotonic() + timeout)
+            handlers.sent(round)
         except Refused as exc:
-            self._count(stats, chunks, ())
-            raise LinkError(DEADLINE if exc.code == "deadline" else REFUSED, exc.detail, exc.code) from None
-        self._count(stats, chunks, result)
-        return result
+            self._count(stats, messages, ())
+            raise LinkError.of(exc) from None
+        self._count(stats, messages, answer)
+        return answer
 
-    async def who(self, token: str, timeout: float) -> bytes:
-        coordinator, stats = self._server()
+    async def who(self, message: bytes, timeout: float) -> bytes:
+        handlers, stats = self._server()
         try:
-            reply = await coordinator.who(token, time.monotonic() + timeout)
+            reply = await handlers.who(message, time.monotonic() + timeout)
         except Refused as exc:
-            raise LinkError(REFUSED, exc.detail, exc.code) from None
-        self._count(stats, (token.encode(),), (reply,))
+            raise LinkError.of(exc) from None
+        self._count(stats, (message,), (reply,))
         return reply
 
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        coordinator, stats = self._server()
-        try:
-            events = coordinator.watch(beats).__aiter__()
-        except Refused as exc:
-            raise LinkError(REFUSED, exc.detail, exc.code) from None
+        handlers, stats = self._server()
+        events = handlers.watch(beats).__aiter__()
         broken = asyncio.Event()
         self._network._watches.setdefault(self._address, set()).add(broken)
         stopped = asyncio.ensure_future(broken.wait())
@@ -95,13 +97,13 @@ class _LocalLink:
                 coming = asyncio.ensure_future(events.__anext__())
                 await asyncio.wait({coming, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 if not coming.done():
-                    raise LinkError(UNAVAILABLE, f"{self._address[0]}:{self._address[1]} stopped serving")
+                    raise LinkError(Failed.UNAVAILABLE, f"{self._address[0]}:{self._address[1]} stopped serving")
                 try:
                     event = coming.result()
                 except StopAsyncIteration:
                     return
                 except Refused as exc:
-                    raise LinkError(REFUSED, exc.detail, exc.code) from None
+                    raise LinkError.of(exc) from None
                 self._count(stats, (), (event,))
                 yield event
         finally:  # the caller went away, or the server: the other side sees its call end
@@ -112,34 +114,36 @@ class _LocalLink:
             stopped.cancel()
             self._network._watches.get(self._address, set()).discard(broken)
 
-    async def healthy(self, timeout: float) -> bool:
-        self._count(self._server()[1], (), (b"\x08\x01",))  # SERVING
-        return True
-
 
 class LocalNetwork:
     """Servers of many simulated tasks in one process; every host is reachable.
 
-    Ports are handed out from ``first_port`` up where a server asks for any port.
+    Where a server asks for any port, each host hands out its own, from 40,000 up.
     """
 
-    def __init__(self, first_port: int = 40000) -> None:
-        self._servers: dict[tuple[str, int], tuple[Coordinator, ServerStats]] = {}
+    def __init__(self) -> None:
+        self._servers: dict[tuple[str, int], tuple[Handlers, ServerStats]] = {}
         self._watches: dict[tuple[str, int], set[asyncio.Event]] = {}  # what breaks each server's watch calls
-        self._next = first_port
+        self._next: dict[str, int] = {}
         self.stats: dict[tuple[str, int], ServerStats] = {}
 
-    async def serve(self, host: str, ports: Sequence[int], coordinator: Coordinator) -> Served:
+    def _free(self, host: str) -> int:
+        port = self._next.get(host, _FIRST_PORT)
+        while (host, port) in self._servers:
+            port += 1
+        if port > _LAST_PORT:
+            raise LinkError(Failed.UNAVAILABLE, f"no free port left on {host}")
+        self._next[host] = port + 1
+        return port
+
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> Served:
         for port in ports:
-            if port == 0:
-                while (host, self._next) in self._servers:
-                    self._next += 1
-                port = self._next
+            port = port or self._free(host)
             if (host, port) not in self._servers:
                 stats = self.stats[(host, port)] = ServerStats()
-                self._servers[(host, port)] = (coordinator, stats)
+                self._servers[(host, port)] = (handlers(port), stats)
                 return _LocalServed(self, (host, port))
-        raise LinkError(UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")
+        raise LinkError(Failed.UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")
 
     def connect(self, host: str, port: int) -> Link:
         if (host, port) in self.stats:
@@ -150,8 +154,7 @@ class LocalNetwork:
         return (host, port) in self._servers
 
     def reserve(self, host: str) -> int:
-        self._next += 1
-        return self._next
+        return self._free(host)
 
     async def close(self) -> None:
         """Nothing to close: links hold no connection."""

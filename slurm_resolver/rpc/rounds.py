@@ -13,27 +13,26 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from .wire import Failure, Records
+from .messages import Contribution, Round, RoundKind, Source
+from .wire import Outcome
 
-__all__ = ["Round", "Rounds", "RoundsFull", "wait_until", "MOST_OPEN_ROUNDS", "MOST_ROUNDS", "NOTICE"]
+__all__ = ["RoundState", "Rounds", "RoundsFull", "wait_until", "MOST_OPEN_ROUNDS", "MOST_ROUNDS"]
 
 MOST_OPEN_ROUNDS = 1024
 """Rounds a server keeps open (undecided) at once."""
 MOST_ROUNDS = 8192
 """Rounds a server remembers: beyond, the oldest finished ones are forgotten (notices are kept)."""
-NOTICE = "notice:"
-"""Round prefix of waiting for an announcement: decided by the root, passed down the tree."""
 
 
 @dataclass
-class Round:
+class RoundState:
     """One round at one server."""
 
-    received: dict[int, tuple[Records, Failure]] = field(default_factory=dict)
+    received: dict[Source, Contribution] = field(default_factory=dict)
     """Each source's contribution."""
     closed: bool = False
     """Whether this task gathered the round (later contributions are not counted)."""
-    result: list[bytes] | None = None
+    result: Outcome | None = None
     forwarded: bool = False
     """Whether this leader already asked upward for the round's result (notices)."""
     started: bool = False
@@ -67,41 +66,41 @@ class Rounds:
     """The rounds of one server, by name."""
 
     def __init__(self) -> None:
-        self._rounds: dict[str, Round] = {}
+        self._rounds: dict[Round, RoundState] = {}
         self.open = 0
         """Rounds without a result."""
 
     def __len__(self) -> int:
         return len(self._rounds)
 
-    def __contains__(self, name: str) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._rounds
 
-    def get(self, name: str) -> Round:
+    def get(self, name: Round) -> RoundState:
         """Round ``name``, made if it is new."""
         found = self._rounds.get(name)
         if found is None:
-            found = self._rounds[name] = Round()
+            found = self._rounds[name] = RoundState()
             self.open += 1
         return found
 
-    def for_caller(self, name: str, most_waiting: int) -> Round:
+    def for_caller(self, name: Round, most_waiting: int) -> RoundState:
         """Round ``name`` for a caller to wait on; :class:`RoundsFull` beyond the bounds."""
         if name not in self._rounds and self.open >= MOST_OPEN_ROUNDS:
             raise RoundsFull(f"{MOST_OPEN_ROUNDS} rounds are open here already")
         this = self.get(name)
         if this.waiting >= most_waiting:
-            raise RoundsFull(f"{this.waiting} callers already wait for round {name[:64]!r} here")
+            raise RoundsFull(f"{this.waiting} callers already wait for round {name.label[:64]} here")
         return this
 
-    def wait(self, name: str) -> Round:
+    def wait(self, name: Round) -> RoundState:
         """A caller starts waiting for the result of round ``name``."""
         this = self.get(name)
         this.waiting += 1
         this.answered.clear()
         return this
 
-    def sent(self, name: str) -> None:
+    def sent(self, name: Round) -> None:
         """The result of round ``name`` went out to one caller (or the caller went away)."""
         found = self._rounds.get(name)
         if found is None:
@@ -110,7 +109,7 @@ class Rounds:
         if found.waiting == 0:
             found.answered.set()
 
-    def gave_up(self, name: str) -> None:
+    def gave_up(self, name: Round) -> None:
         """A caller of round ``name`` gave up: forget the round if nobody here needs it."""
         self.sent(name)
         this = self._rounds.get(name)
@@ -118,12 +117,12 @@ class Rounds:
             del self._rounds[name]
             self.open -= 1
 
-    async def delivered(self, name: str, deadline: float) -> bool:
+    async def delivered(self, name: Round, deadline: float) -> bool:
         """Wait until every caller of round ``name`` has been sent its result (before a leader leaves)."""
         this = self.get(name)
         return this.waiting == 0 or await wait_until(this.answered, deadline)
 
-    def claim(self, name: str) -> bool:
+    def claim(self, name: Round) -> bool:
         """Whether the caller is the first to ask the task above for round ``name`` (then it must)."""
         this = self.get(name)
         if this.forwarded or this.result is not None:
@@ -131,17 +130,19 @@ class Rounds:
         this.forwarded = True
         return True
 
-    def decided(self, name: str) -> bool:
+    def decided(self, name: Round) -> bool:
         """Whether round ``name`` has its result here."""
         found = self._rounds.get(name)
         return found is not None and found.result is not None
 
-    async def result(self, name: str, deadline: float) -> list[bytes] | None:
-        """The result of round ``name`` once it is decided here; None if not before ``deadline``."""
+    async def result(self, name: Round, deadline: float) -> Outcome | None:
+        """The result of round ``name`` for this server's own task, once it is decided here; None if
+        not before ``deadline`` (the task is in the round: its callers giving up do not forget it)."""
         this = self.get(name)
+        this.started = True
         return this.result if await wait_until(this.decided, deadline) else None
 
-    def publish(self, name: str, result: list[bytes]) -> None:
+    def publish(self, name: Round, result: Outcome) -> None:
         """The result of round ``name``: every caller waiting for it gets it."""
         this = self.get(name)
         if this.result is None:
@@ -154,6 +155,6 @@ class Rounds:
     def _forget(self, count: int) -> None:
         """Forget up to ``count`` of the oldest rounds that ended and have no caller left (not notices)."""
         done = [name for name, r in self._rounds.items()
-                if r.result is not None and r.waiting == 0 and not name.startswith(NOTICE)]
+                if r.result is not None and r.waiting == 0 and name.kind is not RoundKind.NOTICE]
         for name in done[:count]:
             del self._rounds[name]

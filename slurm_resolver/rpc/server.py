@@ -1,43 +1,59 @@
-"""A gRPC server per task, shaped like ``tf.train.Server``.
+"""A gRPC server per task, shaped like ``tf.train.Server``, and the bounds it holds for any caller.
 
-It serves gRPC health checking (``grpc.health.v1``, open to any client) and the
-coordination service of ``coordination.proto`` through generic handlers on raw bytes, so
-that the same :class:`~slurm_resolver.rpc.coordinator.Coordinator` coroutines answer here
-and in the in-process network. ``WhoAreYou`` needs the job's token; any other method (a
-framework's) is answered ``UNAVAILABLE``. The server is gRPC's asyncio server, on an event
-loop thread (:class:`~slurm_resolver.rpc.loop.LoopThread`); grpc is imported when a server
-is made.
+It serves gRPC health checking (``grpc.health.v1.Health/Check``, open to any client: it
+answers ``SERVING``) and the coordination service of ``coordination.proto`` through generic
+handlers on raw bytes, so that the same :class:`~slurm_resolver.rpc.transport.Handlers` (the
+coordinator) answer here and in the in-process network. Any other method (a framework's) is
+answered ``UNAVAILABLE``. The server is gRPC's asyncio server, on an event loop thread
+(:class:`~slurm_resolver.rpc.loop.LoopThread`); grpc is imported when a server is made.
+
+Whoever connects meets bounds: the first message of a call within :data:`FIRST_MESSAGE`
+seconds and at most ``MAX_MESSAGE`` bytes, at most :data:`MOST_UNPROVEN` calls at once that
+have not yet proven they come from the job, and nothing more of a call read before its first
+message is checked. Refused calls are counted, not logged one by one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
 from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
-from .coordinator import Coordinator, Identity, Refused
 from .loop import LoopThread
-from .transport import end_call
-from .wire import CHUNK, MAX_MESSAGE
+from .transport import Handlers, Refusal, Refused, end_call
+from .wire import MAX_MESSAGE
 
-__all__ = ["Server", "TOKEN_KEY", "JOIN", "WHO", "WATCH", "grpc_module", "bindable", "open_server"]
+__all__ = ["Server", "JOIN_METHOD", "WHO_METHOD", "WATCH_METHOD", "HEALTH_METHOD", "grpc_module", "bindable",
+           "open_server", "MOST_UNPROVEN", "FIRST_MESSAGE"]
 
-TOKEN_KEY = "x-slurm-resolver-token"
-SERVICE = "slurm_resolver.v2.Coordination"
-JOIN = f"/{SERVICE}/Join"
-WHO = f"/{SERVICE}/WhoAreYou"
-WATCH = f"/{SERVICE}/Watch"
+log = logging.getLogger("slurm_resolver")
 
+SERVICE = "slurm_resolver.v3.Coordination"
+JOIN_METHOD = f"/{SERVICE}/Join"
+WHO_METHOD = f"/{SERVICE}/WhoAreYou"
+WATCH_METHOD = f"/{SERVICE}/Watch"
+HEALTH_METHOD = "/grpc.health.v1.Health/Check"
+_SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
+
+MOST_UNPROVEN = 32
+"""Calls at once, on one server, that have not yet proven they come from the job; beyond, ``busy``."""
+FIRST_MESSAGE = 5.0
+"""Seconds a caller has to send a call's first message (and each further one)."""
+MOST_CALLS = 512
+"""Calls at once on one server, whoever makes them (gRPC answers RESOURCE_EXHAUSTED beyond)."""
 
 SERVER_OPTIONS = (
     ("grpc.so_reuseport", 0),  # a port another launch bound is not shared with it
     ("grpc.max_receive_message_length", MAX_MESSAGE),
     ("grpc.max_concurrent_streams", 64),  # calls of one connection; a task makes a few at once
     ("grpc.max_connection_idle_ms", 600_000),  # an idle peer's connection closes (its channel reconnects)
+    ("grpc.server_handshake_timeout_ms", 10_000),  # a connection that never speaks HTTP/2 is closed
 )
 """Options of every task's server: bounded messages and calls, whoever connects."""
 
@@ -58,47 +74,77 @@ def bindable(host: str) -> str:
     return f"[{ip}]" if info[0] == socket.AF_INET6 else ip
 
 
-def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
-    codes = {"foreign": grpc.StatusCode.FAILED_PRECONDITION, "not_leader": grpc.StatusCode.FAILED_PRECONDITION,
-             "invalid": grpc.StatusCode.INVALID_ARGUMENT, "unauthenticated": grpc.StatusCode.UNAUTHENTICATED,
-             "deadline": grpc.StatusCode.DEADLINE_EXCEEDED}
-    most_chunks = coordinator.world_size // CHUNK + 2
-    most_bytes = MAX_MESSAGE + 512 * coordinator.world_size  # a whole table, with GPU lists, fits
+class _Guard:
+    """The bounds of one server on calls not yet proven: how many at once, and refusals counted."""
+
+    def __init__(self) -> None:
+        self.unproven = 0
+        self.refused = 0
+
+    def refuse(self, what: str) -> None:
+        self.refused += 1
+        if self.refused in (1, 10, 100) or self.refused % 10_000 == 0:
+            log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
+
+
+def _handlers(grpc: Any, handlers: Handlers) -> Any:
+    status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
+              Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
+              Refusal.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+              Refusal.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+              Refusal.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
+              Refusal.UNREADY: grpc.StatusCode.UNAVAILABLE,
+              Refusal.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED}
+    guard = _Guard()
 
     def deadline(context: Any) -> float:
         left = context.time_remaining()
         return time.monotonic() + (3600.0 if left is None else max(0.0, left))
 
+    async def refuse(context: Any, exc: Refused) -> None:
+        guard.refuse(exc.detail)
+        await context.abort(status[exc.code], f"{exc.code.value}: {exc.detail}")
+
+    async def next_message(requests: AsyncIterator[bytes], what: str) -> bytes:
+        try:
+            return await asyncio.wait_for(requests.__anext__(), FIRST_MESSAGE)
+        except asyncio.TimeoutError:
+            raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
+        except StopAsyncIteration:
+            raise Refused(Refusal.INVALID, f"the call ended before its {what}") from None
+
     async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in requests:
-            if not chunks:
-                try:
-                    coordinator.precheck(chunk)  # another launch's call is refused before the rest is read
-                except Refused as exc:
-                    await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
-            chunks.append(chunk)
-            size += len(chunk)
-            if len(chunks) > most_chunks or size > most_bytes:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: more than the job's tasks could send")
+        round = None
         try:
-            name, result = await coordinator.join(chunks, deadline(context))
+            if guard.unproven >= MOST_UNPROVEN:
+                raise Refused(Refusal.BUSY, f"{MOST_UNPROVEN} calls not yet proven wait here: ask again")
+            guard.unproven += 1
+            try:
+                call = handlers.open_call(await next_message(requests, "first message"))
+            finally:
+                guard.unproven -= 1
+            more = [await next_message(requests, "announced chunk") for _ in call.chunks]
+            round, answer = await handlers.join(call, more, deadline(context))
         except Refused as exc:
-            await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
+            await refuse(context, exc)
         try:
-            for chunk in result:
-                yield chunk
+            for message in answer:
+                yield message
         finally:
-            coordinator.rounds.sent(name)
+            handlers.sent(round)
 
     async def who(request: bytes, context: Any) -> bytes:
-        token = dict(context.invocation_metadata() or ()).get(TOKEN_KEY, "")
         try:
-            return await coordinator.who(token, deadline(context))
+            return await handlers.who(request, deadline(context))
         except Refused as exc:
-            await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
+            await refuse(context, exc)
             raise  # pragma: no cover - abort raises
+
+    async def health(request: bytes, context: Any) -> bytes:
+        if len(request) > 256:  # a HealthCheckRequest names a service, no more
+            guard.refuse("an oversized health check")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: not a health check")
+        return _SERVING
 
     async def reject(request: bytes, context: Any) -> bytes:  # a framework's method, before its server
         await context.abort(grpc.StatusCode.UNAVAILABLE, "not served here yet (slurm_resolver's bootstrap server)")
@@ -107,47 +153,67 @@ def _handlers(grpc: Any, coordinator: Coordinator) -> Any:
     async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         events: Any = None
         try:
-            events = coordinator.watch(requests)
+            events = handlers.watch(requests)
             async for event in events:
                 yield event
         except Refused as exc:
-            await context.abort(codes[exc.code], f"{exc.code}: {exc.detail}")
+            await refuse(context, exc)
         finally:  # a cancelled call ends the watch at once (its end is the news)
             await end_call(events)
 
-    methods = {JOIN: grpc.stream_stream_rpc_method_handler(join), WHO: grpc.unary_unary_rpc_method_handler(who),
-               WATCH: grpc.stream_stream_rpc_method_handler(watch)}
+    methods = {JOIN_METHOD: grpc.stream_stream_rpc_method_handler(join),
+               WHO_METHOD: grpc.unary_unary_rpc_method_handler(who),
+               WATCH_METHOD: grpc.stream_stream_rpc_method_handler(watch),
+               HEALTH_METHOD: grpc.unary_unary_rpc_method_handler(health)}
     other = grpc.unary_unary_rpc_method_handler(reject)
 
-    class Handlers(grpc.GenericRpcHandler):  # type: ignore[misc]
+    class Generic(grpc.GenericRpcHandler):  # type: ignore[misc]
         def service(self, details: Any) -> Any:
             return methods.get(details.method, other)
 
-    return Handlers()
+    return Generic()
 
 
-async def open_server(host: str, ports: Sequence[int], coordinator: Coordinator) -> tuple[Any, int]:
-    """A started gRPC asyncio server for ``coordinator`` on the first free port of ``ports``."""
+async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> tuple[Any, int]:
+    """A started gRPC asyncio server on the first free port of ``ports``, answering with the
+    handlers made for the port it bound."""
     grpc = grpc_module()
     from grpc import aio
-    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
     address = bindable(host)
     for port in ports:
-        server = aio.server(options=SERVER_OPTIONS)
-        checks = health.aio.HealthServicer()
-        await checks.set("", health_pb2.HealthCheckResponse.SERVING)
-        health_pb2_grpc.add_HealthServicer_to_server(checks, server)
-        server.add_generic_rpc_handlers((_handlers(grpc, coordinator),))
+        server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=MOST_CALLS)
         try:
             bound = server.add_insecure_port(f"{address}:{port}")
         except RuntimeError:
             bound = 0
         if bound:
+            server.add_generic_rpc_handlers((_handlers(grpc, handlers(bound)),))
             await server.start()
             return server, bound
     raise ResolutionError(f"no port among {list(ports)[:8]} could be bound on {host} ({address})",
                           "free a port, or pass another port range")
+
+
+class _Unused:
+    """The handlers of a server made for a framework's shape only: it answers health checks."""
+
+    world_size = 1
+
+    def open_call(self, first: bytes) -> Any:
+        raise Refused(Refusal.NOT_LEADER, "this server leads no round")
+
+    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
+        raise Refused(Refusal.NOT_LEADER, "this server leads no round")  # pragma: no cover - open_call refuses
+
+    def sent(self, round: Any) -> None:
+        """Nothing was sent."""
+
+    async def who(self, message: bytes, deadline: float) -> bytes:
+        raise Refused(Refusal.NOT_LEADER, "this server belongs to no launch")
+
+    def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        raise Refused(Refusal.NOT_LEADER, "this server watches no task")
 
 
 class Server:
@@ -162,7 +228,8 @@ class Server:
         protocol: only ``'grpc'``.
         config: unused (TensorFlow's ``ConfigProto``), accepted for compatibility.
         start: start serving at once.
-        coordinator: what the coordination service answers (a fresh one by default).
+        handlers: what the coordination service answers, made for the port bound (by
+            default it answers health checks only).
         bind_host: address to bind instead of the host in the cluster (never ``0.0.0.0``
             unless asked).
         ports: ports to try in order instead of the cluster's.
@@ -171,7 +238,7 @@ class Server:
 
     def __init__(self, server_or_cluster_def: Any, job_name: str | None = None, task_index: int | None = None,
                  protocol: str | None = "grpc", config: Any = None, start: bool = True, *,
-                 coordinator: Coordinator | None = None, bind_host: str | None = None,
+                 handlers: Callable[[int], Handlers] | None = None, bind_host: str | None = None,
                  ports: Sequence[int] | None = None, loop: LoopThread | None = None) -> None:
         del config
         if protocol not in (None, "grpc"):
@@ -190,11 +257,11 @@ class Server:
         self.task_index = task_index
         host, _, port = spec.task_address(job_name, task_index).rpartition(":")
         self.host = host
-        self.coordinator = coordinator or Coordinator(Identity("local", 0, host, job_name, task_index), 1)
         self._own_loop = loop is None
         self._loop = loop or LoopThread()
         self._server, self.port = self._loop.run(
-            open_server(bind_host or host, [int(port)] if ports is None else list(ports), self.coordinator))
+            open_server(bind_host or host, [int(port)] if ports is None else list(ports),
+                        handlers or (lambda port: _Unused())))
         del start  # gRPC's asyncio server serves once bound; start() is kept for TensorFlow's shape
 
     @property

@@ -59,6 +59,8 @@ class Simulation:
     max_connections_one_server: int = 0
     max_calls_one_server: int = 0
     largest_message: int = 0
+    cpu_s: float = 0.0
+    """CPU seconds the run took (every process of a run over gRPC)."""
     results: list[Bootstrapped | None] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -67,7 +69,8 @@ class Simulation:
                 "max_bytes_sent_by_one_server": self.max_bytes_sent_by_one_server,
                 "max_bytes_received_by_one_server": self.max_bytes_received_by_one_server,
                 "max_connections_one_server": self.max_connections_one_server,
-                "max_calls_one_server": self.max_calls_one_server, "largest_message": self.largest_message}
+                "max_calls_one_server": self.max_calls_one_server, "largest_message": self.largest_message,
+                "cpu_s": round(self.cpu_s, 2)}
 
 
 def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: int = DEFAULT_FANOUT,
@@ -102,7 +105,7 @@ def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: 
         await asyncio.gather(*(task(r) for r in range(total) if r not in absent))
         wall = time.perf_counter() - start
         if not keep:
-            await asyncio.gather(*(r.astop(0) for r in results if r is not None))
+            await asyncio.gather(*(r.aio.stop(0) for r in results if r is not None))
         return wall
 
     # The cyclic collector is paused while the tasks run: a real task holds a few thousand

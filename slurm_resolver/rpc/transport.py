@@ -1,59 +1,129 @@
-"""The contract between the bootstrap's protocol and a network: serve, connect, call.
+"""The contract between the bootstrap's protocol and a network: what a server answers, how a task calls.
 
 Two networks implement it: :class:`~slurm_resolver.rpc.grpc_network.GrpcNetwork` (real
 gRPC servers and channels, one process per task) and
 :class:`~slurm_resolver.rpc.local.LocalNetwork` (many tasks in one process, for tests and
-the scale benchmark). The protocol code is the same over both.
+the scale benchmark). A server answers through :class:`Handlers` (the
+:class:`~slurm_resolver.rpc.coordinator.Coordinator`); a task calls through :class:`Link`.
+The protocol code is the same over both networks; every message is bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+import enum
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
-from .coordinator import Coordinator
+__all__ = ["Refusal", "Refused", "Failed", "LinkError", "Link", "Handlers", "Network", "Served", "end_call",
+           "retrying"]
 
-__all__ = ["Link", "Network", "Served", "LinkError", "UNAVAILABLE", "REFUSED", "DEADLINE", "end_call",
-           "stood_still"]
+T = TypeVar("T")
 
-UNAVAILABLE = "unavailable"
-"""Nobody answers there, or the connection broke."""
-REFUSED = "refused"
-"""A server answered and refused the call (another launch, not a leader, a bad message...)."""
-DEADLINE = "deadline"
-"""The call did not end in time."""
+
+class Refusal(enum.Enum):
+    """Why a server refused a call (its reply says which, before a colon)."""
+
+    FOREIGN = "foreign"
+    """The call belongs to another launch."""
+    NOT_LEADER = "not_leader"
+    """This task leads no round the caller may join (the caller looks further)."""
+    INVALID = "invalid"
+    """A malformed or impossible call, or one beyond a bound."""
+    UNAUTHENTICATED = "unauthenticated"
+    """The caller did not prove it is a task of this job."""
+    DEADLINE = "deadline"
+    """The round did not end in time (the reply says who was missing)."""
+    UNREADY = "unready"
+    """The server cannot answer yet (it does not know the launch's key): ask again."""
+    BUSY = "busy"
+    """Too many calls not yet proven wait here: ask again."""
+
+
+class Refused(Exception):
+    """A call a server refuses, with a :class:`Refusal` and one bounded line of why."""
+
+    def __init__(self, code: Refusal, detail: str) -> None:
+        super().__init__(f"{code.value}: {detail}")
+        self.code = code
+        self.detail = detail[:500]
+
+
+class Failed(enum.Enum):
+    """How a call failed, seen from the caller."""
+
+    UNAVAILABLE = "unavailable"
+    """Nobody answers there, or the connection broke."""
+    REFUSED = "refused"
+    """A server answered and refused the call (see :attr:`LinkError.code`)."""
+    DEADLINE = "deadline"
+    """The call did not end in time."""
 
 
 class LinkError(Exception):
-    """A call that failed: ``kind`` is :data:`UNAVAILABLE`, :data:`REFUSED` or :data:`DEADLINE`;
-    ``code`` is the server's refusal code where it refused (see :class:`~.coordinator.Refused`)."""
+    """A call that failed: how (``kind``), and the server's :class:`Refusal` where it refused."""
 
-    def __init__(self, kind: str, detail: str, code: str = "") -> None:
-        super().__init__(f"{kind}: {detail}")
+    def __init__(self, kind: Failed, detail: str, code: Refusal | None = None) -> None:
+        super().__init__(f"{kind.value}: {detail}")
         self.kind = kind
         self.code = code
         self.detail = detail[:500]
+
+    @property
+    def again(self) -> bool:
+        """Whether asking again may succeed: nobody answered yet, or the server was not ready."""
+        return self.kind is Failed.UNAVAILABLE or self.code in (Refusal.UNREADY, Refusal.BUSY)
+
+    @classmethod
+    def of(cls, refused: Refused) -> LinkError:
+        """What the caller sees of a server's refusal."""
+        kind = Failed.DEADLINE if refused.code is Refusal.DEADLINE else Failed.REFUSED
+        return cls(kind, refused.detail, refused.code)
 
 
 class Link(Protocol):
     """Calls to one peer's server, over one connection reused for every call."""
 
-    async def join(self, chunks: Sequence[bytes], timeout: float) -> list[bytes]:
-        """Contribute to a round (``chunks``) and return the round's result chunks."""
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
+        """Contribute to a round and return the answer's messages; ``probe``: fail at once where
+        nothing answers (a candidate port), instead of waiting for the peer within ``timeout``."""
         ...
 
-    async def who(self, token: str, timeout: float) -> bytes:
-        """The peer's identity (needs the job's token)."""
+    async def who(self, message: bytes, timeout: float) -> bytes:
+        """Ask the peer who it is."""
         ...
 
     def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """Keep a heartbeat (``beats``) with the peer; its events come back, until either side ends."""
         ...
 
-    async def healthy(self, timeout: float) -> bool:
-        """Whether the peer answers its health check with ``SERVING``."""
+
+class Handlers(Protocol):
+    """What one task's server answers (the coordinator); every message is bytes."""
+
+    world_size: int
+
+    def open_call(self, first: bytes) -> Any:
+        """Check a Join call from its first message (before more is read); raises :class:`Refused`."""
+        ...
+
+    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
+        """The round of ``call`` and its answer's messages, once decided; raises :class:`Refused`."""
+        ...
+
+    def sent(self, round: Any) -> None:
+        """The answer of ``round`` went out to one caller (or the caller went away)."""
+        ...
+
+    async def who(self, message: bytes, deadline: float) -> bytes:
+        """This server's identity, to a task of the job; raises :class:`Refused`."""
+        ...
+
+    def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A task below keeps its heartbeat here; raises :class:`Refused`."""
         ...
 
 
@@ -70,8 +140,9 @@ class Served(Protocol):
 class Network(Protocol):
     """Where servers listen and how peers reach them. Coroutines run on the task's event loop."""
 
-    async def serve(self, host: str, ports: Sequence[int], coordinator: Coordinator) -> Served:
-        """Serve ``coordinator`` on ``host``, on the first free port of ``ports`` (``[0]``: any port)."""
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> Served:
+        """Serve on ``host``, on the first free port of ``ports`` (``[0]``: any port), with the
+        handlers made for the port bound."""
         ...
 
     def connect(self, host: str, port: int) -> Link:
@@ -91,6 +162,22 @@ class Network(Protocol):
         ...
 
 
+async def retrying(call: Callable[[float], Awaitable[T]], deadline: float, first_pause: float = 0.02) -> T:
+    """``call(seconds left)``, asked again while it fails with :attr:`LinkError.again` (nobody
+    answers yet, or the server is not ready), with jittered backoff up to 0.25 s, until
+    ``deadline`` (``time.monotonic()``); then its last error."""
+    pause = first_pause
+    while True:
+        try:
+            return await call(max(0.01, deadline - time.monotonic()))
+        except LinkError as exc:
+            left = deadline - time.monotonic()
+            if not exc.again or left <= 0:
+                raise
+        await asyncio.sleep(min(left, pause * random.uniform(0.5, 1.5)))
+        pause = min(pause * 2, 0.25)
+
+
 async def end_call(stream: Any) -> None:
     """End a call's stream of messages (an async generator), whatever state it is in: the
     other side sees the call end at once, as when its process dies."""
@@ -98,14 +185,3 @@ async def end_call(stream: Any) -> None:
     if closing is not None:
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await closing()
-
-
-def stood_still(now: float, last: float, interval: float) -> float:
-    """Seconds this process stood still (SIGSTOP, a long pause) between two wake-ups due
-    ``interval`` apart; 0 for an ordinary delay. Nobody's silence is counted over that time.
-
-    >>> stood_still(10.0, 9.0, 1.0), stood_still(10.0, 4.0, 1.0)
-    (0.0, 5.0)
-    """
-    late = now - last
-    return late - interval if late > 2 * interval + 0.5 else 0.0

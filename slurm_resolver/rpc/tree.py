@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .coordinator import node_source
+from .messages import Source
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cluster import Cluster
 
-__all__ = ["Tree", "DEFAULT_FANOUT", "Plan", "plan_of"]
+__all__ = ["Tree", "DEFAULT_FANOUT", "Plan", "plan_of", "checked_peers"]
 
 DEFAULT_FANOUT = 8
 
@@ -105,9 +105,9 @@ class Plan:
     """Its node's position in Slurm's node order."""
     leader: int
     """The rank of its node's leader (the node's lowest rank)."""
-    sources: tuple[int, ...]
-    """Who joins rounds at this task (leaders only): its node's other ranks, and its child nodes'
-    leaders as :func:`~.coordinator.node_source` keys."""
+    sources: frozenset[Source]
+    """Who joins rounds at this task (leaders only): its node's other tasks, and its child nodes'
+    leaders (known by their node's position)."""
     rank: int
     """The task itself."""
 
@@ -131,7 +131,23 @@ def plan_of(cluster: Cluster, rank: int, fanout: int) -> Plan:
     else:
         position, local = cluster.launch.node_index, tuple(sorted(cluster.launch.gtids))
     leader = local[0]
-    sources: tuple[int, ...] = ()
+    sources: frozenset[Source] = frozenset()
     if rank == leader:
-        sources = local[1:] + tuple(node_source(c) for c in tree.children(position))
+        sources = frozenset([*map(Source.task, local[1:]), *map(Source.node, tree.children(position))])
     return Plan(tree, position, leader, sources, rank)
+
+
+def checked_peers(rank: int, size: int, verify: str | int) -> list[int]:
+    """The peers whose servers ``rank`` checks: the next rank in a ring by default (every server
+    is then checked by exactly one peer, which verifies the whole table); ``k``: the next k;
+    ``'all'``: every other; ``'none'``: nobody.
+
+    >>> checked_peers(4, 5, "ring"), checked_peers(1, 5, 2), checked_peers(1, 3, "all"), checked_peers(0, 1, 1)
+    ([0], [2, 3], [0, 2], [])
+    """
+    if verify == "none" or size == 1:
+        return []
+    if verify == "all":
+        return [r for r in range(size) if r != rank]
+    reach = 1 if verify == "ring" else int(verify)
+    return sorted({(rank + d) % size for d in range(1, reach + 1)} - {rank})

@@ -1,168 +1,126 @@
-"""The bootstrap's messages on the wire: records, failures, chunks, and their checks.
+"""Every message of the bootstrap, built and read here (and nowhere else), bounded and checked.
 
-Every message is built and read here, from the classes generated from
-``coordination.proto``. Sizes are bounded whatever the job's size: a chunk carries at
-most :data:`CHUNK` records, a failure at most :data:`SHOWN` ranks and :data:`REASON`
-characters. Bytes from the network are checked before they are believed: a malformed,
-oversized or out-of-range message is a :class:`WireError`, never a crash.
+The messages are those of ``coordination.proto``. Every call and every answer opens with an
+envelope: a header and its seal (:mod:`~slurm_resolver.rpc.auth` makes and checks seals; this
+module only carries them). A header commits to the records chunks that follow it by their
+digests, so a server checks who calls from the first message alone, and a chunk that is not
+the one committed to is refused. Bytes from the network are checked before they are
+believed: a malformed, oversized or out-of-range message is a
+:class:`~slurm_resolver.rpc.messages.WireError`, never a crash. Sizes do not grow with the
+job: a chunk carries at most :data:`CHUNK` records and :data:`CHUNK_BYTES` bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
 from . import coordination_pb2 as pb
+from .messages import REASON, SHOWN, Failure, HandOver, Records, Round, RoundKind, Source, SourceKind, Table, WireError
 
-__all__ = ["CHUNK", "MAX_MESSAGE", "SHOWN", "REASON", "Records", "Table", "Failure", "Header", "WireError",
-           "encode_contribution",
-           "decode_contribution", "digest", "encode_result", "decode_result", "encode_identity", "decode_identity"]
+__all__ = ["CHUNK", "CHUNK_BYTES", "MAX_MESSAGE", "Call", "Answer", "Outcome", "Identity", "Beat", "Event",
+           "unwrap", "encode_call", "decode_call", "read_records", "decide", "encode_answer", "decode_answer",
+           "read_table", "encode_who", "decode_who", "encode_identity", "decode_identity", "encode_first_beat",
+           "encode_beat", "decode_beat", "encode_first_event", "encode_event", "decode_event", "Seal"]
 
 CHUNK = 4096
-"""Records per chunk: about 45 kB of ports; with the longest GPU lists still under :data:`MAX_MESSAGE`."""
-MAX_MESSAGE = 4 * 1024 * 1024
-"""gRPC's default limit on a received message; no chunk comes near it."""
-SHOWN = 8
-"""Ranks a failure names; the rest is a count."""
-REASON = 1000
-"""Characters of a failure's reason."""
+"""Records per chunk at most: about 50 kB of ports."""
+CHUNK_BYTES = 256 * 1024
+"""Bytes per chunk at most (long GPU lists make smaller chunks)."""
+MAX_MESSAGE = 1024 * 1024
+"""The largest message a server or a caller reads: a chunk, a header, with room to spare."""
+NONCE = 16
+"""Bytes of a call's nonce."""
 _GPU_TEXT = 800
 _NAME = 256
+_SEAL = 4096
+_DIGEST = 16
+
+Seal = Callable[[bytes], bytes]
+"""What seals a header: its bytes in, the seal out (see :mod:`~slurm_resolver.rpc.auth`)."""
 
 
-class WireError(ValueError):
-    """A message that is malformed, too large, or names what cannot exist in this job."""
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()[:_DIGEST]
 
 
-@dataclass
-class Records:
-    """Ports, spare ports and (where not computable) GPUs of some ranks, as columns."""
-
-    ranks: list[int] = field(default_factory=list)
-    ports: list[int] = field(default_factory=list)
-    spares: list[int] = field(default_factory=list)
-    gpus: dict[int, str] = field(default_factory=dict)
-    nodes: list[int] = field(default_factory=list)
-    """Each task's node position, only where the layout does not tell (then one per rank)."""
-
-    def extend(self, other: Records) -> None:
-        """Add ``other``'s records to these."""
-        self.ranks.extend(other.ranks)
-        self.ports.extend(other.ports)
-        self.spares.extend(other.spares)
-        self.gpus.update(other.gpus)
-        self.nodes.extend(other.nodes)
-
-
-@dataclass(frozen=True)
-class Table:
-    """A round's result records, in rank order (shared and read-only)."""
-
-    ports: tuple[int, ...] = ()
-    spares: tuple[int, ...] = ()
-    gpus: Mapping[int, str] = field(default_factory=dict)
-    nodes: tuple[int, ...] = ()
-    """Each rank's node position, where the tasks exchanged it; else ()."""
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What went wrong: the lowest missing ranks (at most :data:`SHOWN`), their count, one reason.
-
-    >>> Failure.missing_ranks(range(20)).merge(Failure.of("rank 3 failed")).missing_count
-    20
-    """
-
-    missing: tuple[int, ...] = ()
-    missing_count: int = 0
-    reason: str = ""
-    failed_count: int = 0
-
-    @classmethod
-    def missing_ranks(cls, ranks: Iterable[int], count: int | None = None) -> Failure:
-        """A failure naming ``ranks`` as missing (``count`` of them, when they are a sample)."""
-        listed = sorted(ranks)
-        return cls(tuple(listed[:SHOWN]), len(listed) if count is None else count)
-
-    @classmethod
-    def of(cls, reason: str) -> Failure:
-        """One task's failure, with its reason."""
-        return cls(reason=reason[:REASON], failed_count=1)
-
-    def __bool__(self) -> bool:
-        return bool(self.missing_count or self.failed_count)
-
-    def merge(self, other: Failure) -> Failure:
-        """Both failures in one, still bounded."""
-        if not other:
-            return self
-        if not self:
-            return other
-        return Failure(tuple(sorted(set(self.missing) | set(other.missing))[:SHOWN]),
-                       self.missing_count + other.missing_count, self.reason or other.reason,
-                       self.failed_count + other.failed_count)
-
-    def to_pb(self) -> Any:
-        """As the generated message."""
-        return pb.Failure(missing=self.missing, missing_count=self.missing_count, reason=self.reason,
-                          failed_count=self.failed_count)
-
-    @classmethod
-    def from_pb(cls, message: Any, world_size: int) -> Failure:
-        """From the generated message, checked against a job of ``world_size`` tasks."""
-        missing = tuple(message.missing)
-        if len(missing) > SHOWN or len(message.reason) > REASON or any(r >= world_size for r in missing) \
-                or message.missing_count > world_size or message.failed_count > world_size:
-            raise WireError("a failure names more than a job can have")
-        return cls(missing, message.missing_count, message.reason, message.failed_count)
-
-
-@dataclass(frozen=True)
-class Header:
-    """Who sends a contribution, to which round of which launch."""
-
-    job_key: str
-    round: str
-    source: int
-    node: int = 0
-    """The sender's node: its position in the step's node list."""
-    credential: bytes = b""
-    """The sender's MUNGE credential for this call (empty where calls are not authenticated)."""
-
-
-def _chunks(count: int) -> range:
-    return range(0, max(count, 1), CHUNK)
-
-
-def encode_contribution(header: Header, records: Records, failure: Failure) -> list[bytes]:
-    """A contribution as chunks of bytes (header and failure in the first)."""
-    out = []
-    for start in _chunks(len(records.ranks)):
-        ranks = records.ranks[start:start + CHUNK]
-        message = pb.Contribution(records=pb.Records(
-            ranks=ranks, ports=records.ports[start:start + CHUNK], spare_ports=records.spares[start:start + CHUNK],
-            gpus={r: records.gpus[r] for r in ranks if r in records.gpus}, nodes=records.nodes[start:start + CHUNK]))
-        if start == 0:
-            message.job_key, message.round, message.source = header.job_key, header.round, header.source
-            message.node, message.credential = header.node, header.credential
-            message.failure.CopyFrom(failure.to_pb())
-        out.append(message.SerializeToString())
-    return out
-
-
-def _parse(message: Any, data: bytes) -> Any:
+def _parse(message: Any, data: object) -> Any:
     if not isinstance(data, bytes) or len(data) > MAX_MESSAGE:
-        raise WireError("a message larger than any chunk")
+        raise WireError("a message larger than any this protocol sends")
     try:
         message.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise WireError(f"a malformed message ({exc.__class__.__name__})") from None
     return message
+
+
+def unwrap(data: object) -> tuple[bytes, bytes]:
+    """An envelope's header (bytes, for its seal to be checked) and seal."""
+    envelope = _parse(pb.Envelope(), data)
+    if len(envelope.seal) > _SEAL:
+        raise WireError("a seal larger than any")
+    return bytes(envelope.header), bytes(envelope.seal)
+
+
+def _envelope(header: Any, seal: Seal) -> bytes:
+    data = header.SerializeToString()
+    return bytes(pb.Envelope(header=data, seal=seal(data)).SerializeToString())
+
+
+# Rounds, failures and records.
+
+def _round_pb(round: Round) -> Any:
+    return pb.Round(kind=round.kind.value, name=round.name, count=round.count)
+
+
+def _round(message: Any) -> Round:
+    try:
+        return Round(RoundKind(message.kind), message.name, message.count)
+    except ValueError:
+        raise WireError(f"a round that cannot be ({message.kind[:32]!r})") from None
+
+
+def _failure_pb(failure: Failure) -> Any:
+    return pb.Failure(missing=failure.missing, missing_count=failure.missing_count, reason=failure.reason,
+                      failed_count=failure.failed_count)
+
+
+def _failure(message: Any, world_size: int) -> Failure:
+    missing = tuple(message.missing)
+    if len(missing) > SHOWN or len(message.reason) > REASON or any(r >= world_size for r in missing) \
+            or message.missing_count > world_size or message.failed_count > world_size:
+        raise WireError("a failure names more than a job can have")
+    return Failure(missing, message.missing_count, message.reason, message.failed_count)
+
+
+def _spans(records: Records) -> list[tuple[int, int]]:
+    """Where the records are cut into chunks: at most :data:`CHUNK` records and about
+    :data:`CHUNK_BYTES` bytes each (GPU lists are what makes records long)."""
+    n = len(records.ranks) if records.ranks else len(records.ports)
+    if not records.gpus:
+        return [(start, min(n, start + CHUNK)) for start in range(0, n, CHUNK)]
+    spans, start, size = [], 0, 0
+    ranks = records.ranks or range(n)
+    for i, rank in enumerate(ranks):
+        size += 16 + len(records.gpus.get(rank, ""))
+        if i - start >= CHUNK or size > CHUNK_BYTES:
+            spans.append((start, i))
+            start, size = i, 16 + len(records.gpus.get(rank, ""))
+    spans.append((start, n))
+    return [s for s in spans if s[1] > s[0]]
+
+
+def _records_pb(records: Records, start: int, end: int, listed: bool) -> Any:
+    ranks = records.ranks[start:end] if listed else range(start, end)
+    return pb.Records(ranks=ranks if listed else (), ports=records.ports[start:end],
+                      spare_ports=records.spares[start:end], first=0 if listed else start,
+                      gpus={r: records.gpus[r] for r in ranks if r in records.gpus},
+                      nodes=records.nodes[start:end])
 
 
 def _check_records(message: Any, world_size: int, listed: bool) -> None:
@@ -180,99 +138,304 @@ def _check_records(message: Any, world_size: int, listed: bool) -> None:
         raise WireError("GPUs of a rank beyond the job, or too long")
 
 
-def digest(records: Records, failure: Failure) -> str:
-    """A short fingerprint of a contribution's contents, which its credential carries."""
-    body = pb.Contribution(records=pb.Records(ranks=records.ranks, ports=records.ports, spare_ports=records.spares,
-                                              gpus=records.gpus, nodes=records.nodes))
-    body.failure.CopyFrom(failure.to_pb())
-    return hashlib.sha256(body.SerializeToString(deterministic=True)).hexdigest()[:32]
+def _add(records: Records, message: Any) -> None:
+    records.ranks.extend(message.ranks)
+    records.ports.extend(message.ports)
+    records.spares.extend(message.spare_ports)
+    records.gpus.update(message.gpus)
+    records.nodes.extend(message.nodes)
 
 
-def decode_contribution(chunks: Iterable[bytes], world_size: int) -> tuple[Header, Records, Failure]:
-    """Read a contribution's chunks, checked against a job of ``world_size`` tasks."""
-    header: Header | None = None
-    failure = Failure()
+def _most_chunks(world_size: int) -> int:
+    return world_size // 256 + 2
+
+
+# Join: a call.
+
+@dataclass(frozen=True)
+class Call:
+    """The first message of a Join call: who calls, to which server, for which round."""
+
+    job_key: str
+    round: Round
+    source: int
+    """The caller's rank."""
+    node: int
+    """The caller's node position."""
+    nonce: bytes
+    port: int
+    """The port of the server called."""
+    failure: Failure
+    first: Records
+    """The first chunk of the caller's records."""
+    chunks: tuple[bytes, ...] = ()
+    """The digests of the chunks that follow."""
+    votes: int = 0
+    """A vote: how many of the tasks the caller stands for vote yes."""
+
+    def source_at(self, sources: frozenset[Source]) -> Source:
+        """Who the caller is among a leader's ``sources``: a task of its node, else its node's
+        leader (which the leader knows by position)."""
+        task = Source.task(self.source)
+        return task if task in sources else Source.node(self.node)
+
+
+def encode_call(call: Call, records: Records, seal: Seal) -> list[bytes]:
+    """``call`` with ``records`` (``call.first`` is ignored) as the messages of a Join call."""
+    spans = _spans(records) or [(0, 0)]
+    more = [_records_pb(records, s, e, True).SerializeToString() for s, e in spans[1:]]
+    header = pb.Call(job_key=call.job_key, round=_round_pb(call.round), source=call.source, node=call.node,
+                     nonce=call.nonce, port=call.port, failure=_failure_pb(call.failure),
+                     records=_records_pb(records, *spans[0], True), chunks=[_digest(c) for c in more],
+                     votes=call.votes)
+    return [_envelope(header, seal), *more]
+
+
+def decode_call(header: bytes, world_size: int) -> Call:
+    """A call's first message (its header, unwrapped), checked against a job of ``world_size`` tasks."""
+    message = _parse(pb.Call(), header)
+    if len(message.job_key) > _NAME or message.source >= world_size or message.node >= world_size \
+            or len(message.nonce) > 64 or len(message.chunks) > _most_chunks(world_size) \
+            or any(len(d) != _DIGEST for d in message.chunks) or message.port > 65535 \
+            or message.votes > world_size:
+        raise WireError("a call that names no task of this job")
+    _check_records(message.records, world_size, listed=True)
+    first = Records()
+    _add(first, message.records)
+    return Call(message.job_key, _round(message.round), message.source, message.node, bytes(message.nonce),
+                message.port, _failure(message.failure, world_size), first, tuple(message.chunks), message.votes)
+
+
+def read_records(call: Call, more: Iterable[bytes], world_size: int) -> Records:
+    """The call's records: its first chunk, then each further chunk, checked against its digest."""
     records = Records()
-    for data in chunks:
-        message = _parse(pb.Contribution(), data)
-        _check_records(message.records, world_size, listed=True)
-        if header is None:
-            if len(message.job_key) > _NAME or len(message.round) > _NAME or message.source >= world_size \
-                    or message.node >= world_size or len(message.credential) > 4096:
-                raise WireError("a header that names no task of this job")
-            header = Header(message.job_key, message.round, message.source, message.node, message.credential)
-            failure = Failure.from_pb(message.failure, world_size)
-        records.ranks.extend(message.records.ranks)
-        records.ports.extend(message.records.ports)
-        records.spares.extend(message.records.spare_ports)
-        records.gpus.update(message.records.gpus)
-        records.nodes.extend(message.records.nodes)
-        if len(records.nodes) not in (0, len(records.ranks)):
-            raise WireError("node positions for some records only")
+    records.extend(call.first)
+    count = 0
+    for data in more:
+        if count >= len(call.chunks) or _digest(data) != call.chunks[count]:
+            raise WireError("a chunk the call did not announce")
+        message = _parse(pb.Records(), data)
+        _check_records(message, world_size, listed=True)
+        _add(records, message)
+        count += 1
         if len(records.ranks) > world_size:
             raise WireError(f"more records than the job's {world_size} tasks")
-    if header is None:
-        raise WireError("an empty contribution")
-    return header, records, failure
+    if count != len(call.chunks):
+        raise WireError("fewer chunks than the call announced")
+    if len(records.nodes) not in (0, len(records.ranks)):
+        raise WireError("node positions for some records only")
+    return records
 
 
-def encode_result(token: str, failure: Failure, ports: Sequence[int] = (), spares: Sequence[int] = (),
-                  gpus: Mapping[int, str] | None = None, nodes: Sequence[int] = ()) -> list[bytes]:
-    """A round's result as chunks (token and failure in the first); the records are in rank order."""
-    out = []
-    gpus = gpus or {}
-    for start in _chunks(len(ports)):
-        end = start + CHUNK
-        message = pb.Result(records=pb.Records(
-            ports=ports[start:end], spare_ports=spares[start:end], first=start, nodes=nodes[start:end],
-            gpus={r: g for r, g in gpus.items() if start <= r < end}), total=len(ports))
-        if start == 0:
-            message.token = token
-            message.failure.CopyFrom(failure.to_pb())
-        out.append(message.SerializeToString())
-    return out
+# Join: the answer.
+
+@dataclass(frozen=True)
+class Outcome:
+    """A round's result as a server keeps it: what went wrong, and the table's chunks (encoded
+    once, and sent as they are to every caller)."""
+
+    failure: Failure
+    chunks: tuple[bytes, ...] = ()
+    total: int = 0
+    key: bytes = b""
+    """The table round without a secret or MUNGE: the key of later calls (see :mod:`~.auth`)."""
+    votes: int = 0
+    """A vote: how many tasks voted yes."""
+
+
+def decide(failure: Failure, table: Table | None = None, key: bytes = b"", votes: int = 0) -> Outcome:
+    """A round's outcome: its failure, the table in rank order (where it has one), the yes votes."""
+    if table is None or not table.ports:
+        return Outcome(failure, key=key, votes=votes)
+    records = Records([], list(table.ports), list(table.spares), dict(table.gpus), list(table.nodes))
+    chunks = tuple(_records_pb(records, s, e, False).SerializeToString() for s, e in _spans(records))
+    return Outcome(failure, chunks, len(table.ports), key, votes)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The first message of Join's answer."""
+
+    nonce: bytes
+    source: int
+    failure: Failure
+    total: int
+    chunks: tuple[bytes, ...]
+    key: bytes
+    votes: int
+
+    def outcome(self, chunks: Sequence[bytes]) -> Outcome:
+        """The outcome this answer (with its ``chunks``) tells, to pass on to the tasks below."""
+        return Outcome(self.failure, tuple(chunks), self.total, self.key, self.votes)
+
+
+def encode_answer(outcome: Outcome, nonce: bytes, source: int, seal: Seal) -> list[bytes]:
+    """The messages that answer the call of ``nonce`` with ``outcome``, from rank ``source``."""
+    header = pb.Answer(nonce=nonce, source=source, failure=_failure_pb(outcome.failure), total=outcome.total,
+                       chunks=[_digest(c) for c in outcome.chunks], key=outcome.key, votes=outcome.votes)
+    return [_envelope(header, seal), *outcome.chunks]
+
+
+def decode_answer(header: bytes, world_size: int) -> Answer:
+    """An answer's first message (its header, unwrapped), checked."""
+    message = _parse(pb.Answer(), header)
+    if message.total not in (0, world_size) or len(message.chunks) > _most_chunks(world_size) \
+            or any(len(d) != _DIGEST for d in message.chunks) or len(message.key) > 64 \
+            or message.source >= world_size or len(message.nonce) > 64 or message.votes > world_size:
+        raise WireError("an answer for another job's size")
+    return Answer(bytes(message.nonce), message.source, _failure(message.failure, world_size), message.total,
+                  tuple(message.chunks), bytes(message.key), message.votes)
+
+
+def read_table(answer: Answer, chunks: Sequence[bytes], world_size: int) -> Table:
+    """The table an answer's chunks hold, each checked against its digest: all of it, in order."""
+    if len(chunks) != len(answer.chunks) or any(_digest(c) != d for c, d in zip(chunks, answer.chunks)):
+        raise WireError("chunks the answer did not announce")
+    return _table(tuple(chunks), answer.total, world_size)
 
 
 @lru_cache(maxsize=4)
-def decode_result(chunks: tuple[bytes, ...], world_size: int) -> tuple[str, Failure, Table]:
-    """Read a result's chunks, checked: records come in order, and all of them or none.
-
-    The result is shared between callers that pass the same chunks (many simulated tasks
-    in one process read one table once): treat it as read-only.
-    """
-    token, failure, records, total = "", Failure(), Records(), -1
+def _table(chunks: tuple[bytes, ...], total: int, world_size: int) -> Table:
+    """The table of ``chunks`` (shared between callers that pass the same chunks: many simulated
+    tasks in one process read one table once; treat it as read-only)."""
+    records = Records()
     for data in chunks:
-        message = _parse(pb.Result(), data)
-        _check_records(message.records, world_size, listed=False)
-        if total < 0:
-            if len(message.token) > _NAME or message.total not in (0, world_size):
-                raise WireError("a result for another job's size")
-            token, total = message.token, message.total
-            failure = Failure.from_pb(message.failure, world_size)
-        if message.records.first != len(records.ports):
+        message = _parse(pb.Records(), data)
+        _check_records(message, world_size, listed=False)
+        if message.first != len(records.ports):
             raise WireError("result chunks out of order")
-        records.ports.extend(message.records.ports)
-        records.spares.extend(message.records.spare_ports)
-        records.gpus.update(message.records.gpus)
-        records.nodes.extend(message.records.nodes)
-    if total < 0 or len(records.ports) != total or len(records.nodes) not in (0, total):
+        _add(records, message)
+    if len(records.ports) != total or len(records.nodes) not in (0, total):
         raise WireError("an incomplete result")
-    return token, failure, Table(tuple(records.ports), tuple(records.spares), records.gpus, tuple(records.nodes))
+    return Table(tuple(records.ports), tuple(records.spares), records.gpus, tuple(records.nodes))
 
 
-def encode_identity(job_key: str, rank: int, node: str, job: str, index: int) -> bytes:
-    """What a server says of itself."""
-    return bytes(pb.Identity(job_key=job_key, rank=rank, node=node, job=job, index=index).SerializeToString())
+# WhoAreYou.
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a server belongs to: its launch and task."""
+
+    job_key: str
+    rank: int
+    node: str
+    job: str
+    index: int
 
 
-def decode_identity(data: bytes) -> tuple[str, int, str, str, int]:
-    """``(job_key, rank, node, job, index)`` from a server's identity."""
-    message = _parse(pb.Identity(), data)
-    if max(len(message.job_key), len(message.node), len(message.job)) > _NAME:
+def encode_who(job_key: str, source: int, nonce: bytes, port: int, seal: Seal) -> bytes:
+    """Rank ``source``'s question to the server on ``port``."""
+    return _envelope(pb.Who(job_key=job_key, source=source, nonce=nonce, port=port), seal)
+
+
+def decode_who(header: bytes, world_size: int) -> tuple[str, int, bytes, int]:
+    """``(job_key, source, nonce, port)`` of a question, checked."""
+    message = _parse(pb.Who(), header)
+    if len(message.job_key) > _NAME or message.source >= world_size or len(message.nonce) > 64:
+        raise WireError("a question from no task of this job")
+    return message.job_key, message.source, bytes(message.nonce), message.port
+
+
+def encode_identity(identity: Identity, nonce: bytes, seal: Seal) -> bytes:
+    """What a server says of itself, to the question of ``nonce``."""
+    return _envelope(pb.Identity(job_key=identity.job_key, rank=identity.rank, node=identity.node,
+                                 job=identity.job, index=identity.index, nonce=nonce), seal)
+
+
+def decode_identity(header: bytes) -> tuple[Identity, bytes]:
+    """A server's identity and the nonce it answers, checked."""
+    message = _parse(pb.Identity(), header)
+    if max(len(message.job_key), len(message.node), len(message.job)) > _NAME or len(message.nonce) > 64:
         raise WireError("an identity with overlong names")
-    return message.job_key, message.rank, message.node, message.job, message.index
+    return Identity(message.job_key, message.rank, message.node, message.job, message.index), bytes(message.nonce)
 
 
-def chunked(items: Sequence[bytes]) -> Iterator[bytes]:
-    """``items`` as an iterator (what a streaming call takes)."""
-    return iter(items)
+# Watch: beats up, events down.
+
+@dataclass(frozen=True)
+class Beat:
+    """A heartbeat: the first of a call says who beats; later ones may carry news."""
+
+    job_key: str = ""
+    source: int = 0
+    node: int = 0
+    nonce: bytes = b""
+    port: int = 0
+    failed: tuple[int, ...] = ()
+    reason: str = ""
+    leaving: bool = False
+
+
+@dataclass(frozen=True)
+class Event:
+    """What the task above tells: the first of a call answers the first beat; later ones carry news."""
+
+    nonce: bytes = b""
+    source: int = 0
+    failed: tuple[int, ...] = ()
+    reason: str = ""
+    leaving: bool = False
+    hand_over: HandOver | None = None
+
+
+def _news(failed: Sequence[int], reason: str, world_size: int) -> tuple[tuple[int, ...], str]:
+    if len(failed) > SHOWN or any(r >= world_size for r in failed) or len(reason) > REASON:
+        raise WireError("news naming more than a job has")
+    return tuple(failed), reason
+
+
+def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
+    """A watch call's first beat: who beats, to which server."""
+    return _envelope(pb.Beat(job_key=beat.job_key, source=beat.source, node=beat.node, nonce=beat.nonce,
+                             port=beat.port), seal)
+
+
+def encode_beat(failed: Sequence[int] = (), reason: str = "", leaving: bool = False) -> bytes:
+    """A later beat: ranks found dead below (at most :data:`SHOWN`), or that this task leaves."""
+    return bytes(pb.Beat(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving).SerializeToString())
+
+
+def decode_beat(data: bytes, world_size: int) -> Beat:
+    """A beat (a first beat's header, unwrapped, or a later beat), checked."""
+    message = _parse(pb.Beat(), data)
+    if len(message.job_key) > _NAME or message.source >= world_size or message.node >= world_size \
+            or len(message.nonce) > 64:
+        raise WireError("a heartbeat from no task of this job")
+    failed, reason = _news(message.failed, message.reason, world_size)
+    return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
+                message.leaving)
+
+
+def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:
+    """A watch call's first event: rank ``source`` watches the caller of ``nonce``."""
+    return _envelope(pb.Event(nonce=nonce, source=source), seal)
+
+
+def encode_event(failed: Sequence[int] = (), reason: str = "", leaving: bool = False,
+                 hand_over: HandOver | None = None) -> bytes:
+    """A later event: deaths (at most :data:`SHOWN`), or that the task above leaves (and who takes over)."""
+    event = pb.Event(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving)
+    if hand_over is not None:
+        gone = sorted(hand_over.gone)[:1024]
+        event.hand_over.CopyFrom(pb.HandOver(
+            successor=hand_over.successor, above=hand_over.above,
+            gone_ranks=[s.number for s in gone if s.kind is SourceKind.TASK],
+            gone_nodes=[s.number for s in gone if s.kind is SourceKind.NODE]))
+    return bytes(event.SerializeToString())
+
+
+def decode_event(data: bytes, world_size: int) -> Event:
+    """An event (a first event's header, unwrapped, or a later event), checked."""
+    message = _parse(pb.Event(), data)
+    failed, reason = _news(message.failed, message.reason, world_size)
+    if message.source >= world_size or len(message.nonce) > 64:
+        raise WireError("an event from no task of this job")
+    hand_over = None
+    if message.HasField("hand_over"):
+        h = message.hand_over
+        named = [h.successor, *([h.above] if h.HasField("above") else []), *h.gone_ranks, *h.gone_nodes]
+        if len(h.gone_ranks) + len(h.gone_nodes) > 1024 or any(r >= world_size for r in named):
+            raise WireError("a hand-over naming more than a job has")
+        hand_over = HandOver(h.successor, h.above if h.HasField("above") else None,
+                             frozenset([*map(Source.task, h.gone_ranks), *map(Source.node, h.gone_nodes)]))
+    return Event(bytes(message.nonce), message.source, failed, reason, message.leaving, hand_over)

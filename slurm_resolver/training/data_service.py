@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.halfway_notice = args.restart_dispatcher
     export_defaults({"TF_CPP_MIN_LOG_LEVEL": "2"})
-    b = start_task("data_service", args.jobs, args.timeout, needs="tensorflow", auto_set_gpu=False)
+    b = start_task("data_service", args.jobs, args.timeout, needs="tensorflow", own_gpus=False)
     if b is None:
         return 1
     say = Reporter(b)

@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "e.g. --jobs chief=1,ps=2,worker=2: without a chief the strategy stalls")
 
     b = start_task("parameter_server", args.jobs, args.timeout, needs_chief_ps_and_workers, needs="tensorflow",
-                   gpus_per_task={"ps": 0}, auto_set_gpu=True)
+                   gpus_per_task={"ps": 0})
     if b is None:
         return 1
     args.checkpoint_dir = args.checkpoint_dir.replace("%j", b.cluster.job_id or "local")

@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..preemption import Preemption, checkpoint_dir, requeue, restart_count
 
     preemption = Preemption([args.signal])  # before anything else: the warning may come early
-    b = start_task("resumable", args.jobs, args.timeout, auto_set_gpu=False)
+    b = start_task("resumable", args.jobs, args.timeout, own_gpus=False)
     if b is None:
         return 1
     say = Reporter(b)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from ..errors import SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
@@ -14,18 +13,21 @@ __all__ = ["start_task"]
 
 def start_task(program: str, jobs: str | None, timeout: float,
                check: Callable[[dict[str, int] | list[str] | None], None] | None = None,
-               needs: str | None = None, **resolver_options: Any) -> Bootstrapped | None:
+               needs: str | None = None, own_gpus: bool = True,
+               gpus_per_task: int | Mapping[str, int] | None = None) -> Bootstrapped | None:
     """This task, bootstrapped with the job layout ``jobs`` (``ps=1,worker=3``; None: all workers).
 
     ``check`` may refuse the parsed layout (raising a :class:`SlurmResolverError`); ``needs``
     names the framework the program imports (``'tensorflow'``, ``'torch'``, ``'jax'``: the
-    module and the extra that installs it), checked first; the options go to
-    :class:`~slurm_resolver.resolvers.slurm.SlurmClusterResolver`. Returns None after printing
+    module and the extra that installs it), checked first; ``own_gpus``: set the task's
+    ``CUDA_VISIBLE_DEVICES`` to its own GPUs (``gpus_per_task``: as
+    :func:`~slurm_resolver.resolution.resolve` takes it). Returns None after printing
     ``<program>: error: ...`` where the task cannot start.
     """
+    from ..environment import export
     from ..optional import import_optional
     from ..parsing import parse_jobs
-    from ..resolvers.slurm import SlurmClusterResolver
+    from ..resolution import resolve
     from ..rpc.bootstrap import bootstrap
 
     try:
@@ -34,7 +36,10 @@ def start_task(program: str, jobs: str | None, timeout: float,
         layout = parse_jobs(jobs, "--jobs") if jobs is not None else None
         if check is not None:
             check(layout)
-        return bootstrap(SlurmClusterResolver(jobs=layout, check_port=False, **resolver_options), timeout=timeout)
+        cluster = resolve(jobs=layout, gpus_per_task=gpus_per_task, timeout=timeout)
+        if own_gpus:
+            export(cluster.device_env(), overwrite=True)
+        return bootstrap(cluster, timeout=timeout)
     except SlurmResolverError as exc:
         print(f"{program}: error: {exc.one_line()}", file=sys.stderr)
         return None

@@ -144,9 +144,9 @@ def test_a_dead_rank_is_named_within_the_timeout(run_tasks: Run, monkeypatch: py
 TF_TASK = textwrap.dedent("""
     import json, os, pathlib, time
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    from slurm_resolver import SlurmClusterResolver, adapters, bootstrap
+    from slurm_resolver import adapters, bootstrap, resolve
     done = pathlib.Path(os.environ["TEST_DONE"])
-    b = bootstrap(SlurmClusterResolver(jobs={"ps": 1, "worker": 2}, check_port=False), timeout=60)
+    b = bootstrap(resolve(jobs={"ps": 1, "worker": 2}), timeout=60)
     import tensorflow as tf
     if (b.task_type, b.task_id) == ("worker", 0):
         b.barrier("tensorflow")  # every other task's TensorFlow server listens

@@ -71,7 +71,7 @@ def test_a_task_that_raises_is_a_failure_named_with_its_exception(run_tasks: Cal
     for row in rows:
         learned_at, why = row["failed"]["3"]
         assert learned_at - 1.0 < 3, row  # told at once, not after the patience
-        assert "(rank 3) raised ValueError: a bad batch" in why, row
+        assert "(rank 3) on node" in why and "raised ValueError: a bad batch" in why, row
 
 
 def test_a_task_killed_after_its_node_leader_left_is_still_named(run_tasks: Callable[..., list[dict[str, Any]]],

@@ -59,23 +59,33 @@ def credential(as_user: str | None, payload: str) -> bytes:
 
 
 def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dict[str, object]:
-    """Present the target's key as rank 1 to three rounds, with credentials minted by ``as_user``
-    for ``payload_key``; what the server answered to each."""
+    """Present the target's key as rank 1 to three rounds, each call sealed with a MUNGE credential
+    minted by ``as_user`` for the same call but of launch ``payload_key``; what the server answered."""
+    import hashlib
+
     import grpc
 
-    from slurm_resolver.rpc.server import JOIN
-    from slurm_resolver.rpc.wire import Failure, Header, Records, encode_contribution
+    from slurm_resolver.rpc import coordination_pb2 as pb
+    from slurm_resolver.rpc.messages import Round, RoundKind
+    from slurm_resolver.rpc.server import JOIN_METHOD
 
+    from ..rpc.forge import join_call
+
+    port = int(target["address"].rpartition(":")[2])
     answers = {}
-    for round_name in ("table", "announce:training-done", "verified"):
-        minted = credential(as_user, f"slurm-resolver/1 {payload_key} 1 {round_name}")
-        chunks = encode_contribution(Header(target["key"], round_name, 1, 0, minted), Records(), Failure())
+    for round in (Round(RoundKind.TABLE), Round.announce("training-done"), Round(RoundKind.VERIFIED)):
+        nonce = b"n" * 16
+        sent = join_call(target["key"], round, 1, port=port, nonce=nonce)
+        meant = join_call(payload_key, round, 1, port=port, nonce=nonce)
+        header = pb.Envelope.FromString(meant[0]).header
+        minted = credential(as_user, f"slurm-resolver/3 call {hashlib.sha256(header).hexdigest()}")
+        forged = pb.Envelope(header=pb.Envelope.FromString(sent[0]).header, seal=minted).SerializeToString()
         with grpc.insecure_channel(target["address"]) as channel:
             try:
-                list(channel.stream_stream(JOIN)(iter(chunks), timeout=5))
-                answers[round_name] = "ACCEPTED"
+                list(channel.stream_stream(JOIN_METHOD)(iter([forged]), timeout=5))
+                answers[round.kind.value] = "ACCEPTED"
             except grpc.RpcError as exc:
-                answers[round_name] = f"{exc.code().name}: {exc.details()}"
+                answers[round.kind.value] = f"{exc.code().name}: {exc.details()}"
     return {"uid": pwd.getpwnam(as_user).pw_uid if as_user else os.getuid(), "answers": answers}
 
 
@@ -102,8 +112,8 @@ def test_strangers_are_refused_and_named_and_the_job_still_works(slurm_cluster: 
     assert stranger["uid"] == pwd.getpwnam(intruder).pw_uid
     for answers in (stranger["answers"], other_job["answers"]):
         assert all(a.startswith("UNAUTHENTICATED") for a in answers.values()), answers  # type: ignore[union-attr]
-    assert f"({intruder}), not the job's uid 0 (root), claimed rank 1" in err  # named in rank 0's log
-    assert "presented a credential minted for another call" in err
+    assert f"({intruder}), not the job's uid 0 (root)" in err and "claiming rank 1" in err  # in rank 0's log
+    assert "presented a credential made for another message" in err
     rows = json_objects(out)
     assert len(rows) == 3 and all(r["auth"].startswith("MUNGE through") for r in rows)
     assert len({json.dumps(r["spec"], sort_keys=True) for r in rows}) == 1  # the table did not change

@@ -1,50 +1,79 @@
-"""Who may join: MUNGE credentials of the job's uid for this very call, or the launch's key alone."""
+"""Who may call and who may answer: a secret's HMAC, MUNGE credentials for the first round, or nothing."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
 from slurm_resolver.environment import snapshot
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.rpc.auth import authority
-from slurm_resolver.rpc.wire import Failure, Header, Records, digest
+from slurm_resolver.rpc.auth import SECRET, SECRET_FILE, AuthMode, Purpose, authority
 
 NO_MUNGED = {"SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent/munge.socket"}
+SECRET_ENV = {**NO_MUNGED, SECRET: "s" * 24}
 
 
-def test_without_munged_auto_falls_back_and_says_why_and_munge_refuses() -> None:
-    auto = authority("auto", NO_MUNGED)
-    assert not auto.enabled and "does not exist" in auto.how and auto.check(b"", Header("k", "r", 1), 80) == ""
+def test_without_a_secret_or_munged_auto_proves_nothing_and_says_why() -> None:
+    auto = authority("auto", NO_MUNGED, "5.0")
+    assert auto.mode is AuthMode.NONE and "does not exist" in auto.how and not auto.proves_callers
+    assert auto.check(Purpose.CALL, b"header", b"", first_round=True) == ""  # the first round: believed
+    assert "does not know the launch's key" in auto.check(Purpose.CALL, b"header", b"")
     with pytest.raises(ConfigurationError, match="auth='munge' but munged's socket /nonexistent"):
-        authority("munge", NO_MUNGED)
+        authority("munge", NO_MUNGED, "5.0")
+    with pytest.raises(ConfigurationError, match="auth='secret' but no secret"):
+        authority("secret", NO_MUNGED, "5.0")
     with pytest.raises(ConfigurationError, match="auth='yes'"):
-        authority("yes", {})
-    assert not authority("none", {}).enabled
+        authority("yes", {}, "5.0")
+    assert authority("none", SECRET_ENV, "5.0").mode is AuthMode.NONE
+
+
+def test_a_secret_seals_every_header_for_one_launch_and_one_purpose() -> None:
+    mine, peer = authority("auto", SECRET_ENV, "5.0"), authority("secret", SECRET_ENV, "5.0")
+    assert mine.mode is AuthMode.SECRET and SECRET in mine.how
+    seal = mine.seal(Purpose.CALL, b"header", first_round=True)
+    assert peer.check(Purpose.CALL, b"header", seal, first_round=True) == ""
+    assert "not made with this launch's key" in peer.check(Purpose.CALL, b"header!", seal)  # other contents
+    assert "not made with this launch's key" in peer.check(Purpose.ANSWER, b"header", seal)  # a call is no answer
+    other_step = authority("auto", SECRET_ENV, "5.1")
+    assert "not made with this launch's key" in other_step.check(Purpose.CALL, b"header", seal)
+    stranger = authority("auto", {**NO_MUNGED, SECRET: "t" * 24}, "5.0")
+    assert "not made" in peer.check(Purpose.CALL, b"header", stranger.seal(Purpose.CALL, b"header"))
+    assert "no seal" in peer.check(Purpose.CALL, b"header", b"")
+
+
+def test_a_secret_too_short_or_in_a_file_others_read_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="too short"):
+        authority("auto", {SECRET: "short"}, "5.0")
+    path = tmp_path / "secret"
+    path.write_text("x" * 32)
+    path.chmod(0o644)
+    with pytest.raises(ConfigurationError, match="may be read by others"):
+        authority("auto", {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
+    path.chmod(0o600)
+    from_file = authority("auto", {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
+    assert from_file.mode is AuthMode.SECRET and str(path) in from_file.how
+    with pytest.raises(ConfigurationError, match="cannot be read"):
+        authority("auto", {SECRET_FILE: str(tmp_path / "missing")}, "5.0")
 
 
 @pytest.mark.slurm
-def test_a_credential_is_good_for_one_call_only(slurm_cluster: dict[str, str]) -> None:
-    """With the test cluster's munged: the right call passes once; a replay, another call, none: refused."""
-    me = authority("munge", snapshot())
-    call = Header("5.0", "table", 2, 1)
-    minted = me.mint(call, 8000, "abc")
-    assert me.check(minted, call, 8000, "abc") == ""
-    assert "Replayed credential" in me.check(minted, call, 8000, "abc")
-    assert "minted for another call" in me.check(me.mint(call, 8000), Header("5.0", "table", 3, 1), 8000)
-    assert "sent no MUNGE credential" in me.check(b"", call, 8000)
-    assert "MUNGE refuses" in me.check(b"MUNGE:forged", call, 8000)
-
-
-@pytest.mark.slurm
-def test_a_credential_cannot_be_passed_on_to_another_server_or_with_other_contents(
-        slurm_cluster: dict[str, str]) -> None:
-    """A squatter on a port the task tries first gets a credential: it is good for no other server,
-    and for no other records."""
-    me = authority("munge", snapshot())
-    call = Header("5.0", "table", 2, 1)
-    records = Records(ranks=[2], ports=[8001], spares=[9001], gpus={}, nodes=[])
-    sent = digest(records, Failure())
-    assert "minted for another call" in me.check(me.mint(call, 8000, sent), call, 8001, sent)  # relayed elsewhere
-    forged = digest(Records(ranks=[2], ports=[6666], spares=[9001], gpus={}, nodes=[]), Failure())
-    assert "minted for another call" in me.check(me.mint(call, 8000, sent), call, 8000, forged)  # other records
-    assert me.check(me.mint(call, 8000, sent), call, 8000, sent) == ""
+def test_munge_proves_the_first_round_and_carries_the_launch_key(slurm_cluster: dict[str, str]) -> None:
+    """With the test cluster's munged: a call's credential is good for its header once; an answer's
+    carries the root's key, which the caller learns, and later seals are HMACs with it."""
+    root, caller = authority("munge", snapshot(), "5.0"), authority("auto", snapshot(), "5.0")
+    assert root.mode is caller.mode is AuthMode.MUNGE
+    credential = caller.seal(Purpose.CALL, b"call header", first_round=True)
+    assert root.check(Purpose.CALL, b"call header", credential, first_round=True) == ""
+    assert "Replayed credential" in root.check(Purpose.CALL, b"call header", credential, first_round=True)
+    made_elsewhere = caller.seal(Purpose.CALL, b"call header", first_round=True)
+    assert "made for another message" in root.check(Purpose.CALL, b"another", made_elsewhere, first_round=True)
+    assert "no MUNGE credential" in root.check(Purpose.CALL, b"call header", b"", first_round=True)
+    assert "MUNGE refuses" in root.check(Purpose.CALL, b"call header", b"MUNGE:forged", first_round=True)
+    key = root.new_key()
+    answer = root.seal(Purpose.ANSWER, b"answer header", first_round=True)
+    assert caller.key is None and caller.check(Purpose.ANSWER, b"answer header", answer, first_round=True) == ""
+    assert caller.key == key and os.getuid() == root.uid
+    later = caller.seal(Purpose.CALL, b"a barrier")
+    assert root.check(Purpose.CALL, b"a barrier", later) == ""

@@ -11,10 +11,15 @@ from slurm_resolver import adapters
 from slurm_resolver.errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from slurm_resolver.exchange import LocalExchange
 from slurm_resolver.layout import launch_key
-from slurm_resolver.rpc.bootstrap import bootstrap, rendezvous_ports, verified_peers
+from slurm_resolver.rpc.auth import AuthMode, Authority
+from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.coordinator import Coordinator, Identity
+from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.messages import Source
+from slurm_resolver.rpc.ports import rendezvous_ports
 from slurm_resolver.rpc.server import Server
+from slurm_resolver.rpc.tree import checked_peers
+from slurm_resolver.rpc.wire import Identity
 
 
 def env(rank: int, size: int, step: str = "0", nodes: int = 1) -> dict[str, str]:
@@ -116,8 +121,9 @@ def test_foreign_server_on_a_candidate_port_is_skipped() -> None:
     taken = free.port
     free.stop(0)
     other = rendezvous_ports("spare")[0]
-    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0,
-                     coordinator=Coordinator(Identity("another.0", 0, "localhost", "worker", 0), 4, [1, 2, 3]))
+    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0, handlers=lambda port: Coordinator(
+        Identity("another.0", 0, "localhost", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
+        Authority(AuthMode.NONE, "a test"), port))
     try:
         results = run_all(3, timeout=20, rendezvous=[taken, other])
         try:
@@ -176,10 +182,10 @@ def test_every_verify_mode_bootstraps(verify: str | int, step: str) -> None:
         stop(results)
 
 
-def test_verified_peers_cover_every_server() -> None:
+def test_every_server_is_checked_by_exactly_one_peer_in_the_ring() -> None:
     for size in range(1, 40):
-        checked = [p for rank in range(size) for p in verified_peers(rank, size, "ring")]
-        assert set(checked) == (set(range(size)) if size > 1 else set())
+        checked = [p for rank in range(size) for p in checked_peers(rank, size, "ring")]
+        assert sorted(checked) == (list(range(size)) if size > 1 else [])
 
 
 def test_adapters() -> None:
@@ -293,7 +299,7 @@ def test_an_uncaught_exception_is_reported_only_while_the_task_runs_and_not_at_a
         assert reported == []
         monkeypatch.delattr(sys, "ps1")
         sys.excepthook(ValueError, ValueError("a bad batch"), None)  # the interpreter ends: a failure
-        assert reported == ["worker:0 (rank 0) raised ValueError: a bad batch"]
+        assert reported == ["worker:0 (rank 0) on localhost raised ValueError: a bad batch"]
     finally:
         b.stop()
     assert sys.excepthook is before

@@ -12,20 +12,32 @@ from collections.abc import Iterator
 
 import pytest
 
+from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.grpc_network import GrpcNetwork
 from slurm_resolver.rpc.transport import LinkError
-from slurm_resolver.rpc.wire import decode_identity
+from slurm_resolver.rpc.wire import decode_identity, unwrap
+
+from .forge import who_call
 
 PEER = """
-import sys, threading
-from slurm_resolver.rpc.coordinator import Coordinator, Identity
+import threading
+from slurm_resolver.rpc.auth import Authority, AuthMode
+from slurm_resolver.rpc.coordinator import Coordinator
 from slurm_resolver.rpc.server import Server
-coordinator = Coordinator(Identity("7.0", 1, "localhost", "worker", 1), 2)
-server = Server({"worker": ["localhost:0"]}, "worker", 0, coordinator=coordinator)
-server._loop.loop.call_soon_threadsafe(coordinator.set_token, "secret")
+from slurm_resolver.rpc.wire import Identity
+authority = Authority(AuthMode.NONE, "a test")
+authority.learn(b"k" * 32)
+server = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: Coordinator(
+    Identity("7.0", 1, "localhost", "worker", 1), 2, (), False, authority, port))
 print(server.port, flush=True)
 threading.Event().wait()
 """
+
+
+def _authority() -> Authority:
+    authority = Authority(AuthMode.NONE, "a test")
+    authority.learn(b"k" * 32)
+    return authority
 
 
 @pytest.fixture()
@@ -47,23 +59,22 @@ def _paused_for(proc: subprocess.Popen[str], seconds: float) -> None:
 def test_a_peer_that_answers_its_first_handshake_after_2_s_is_verified(peer: tuple[subprocess.Popen[str], int]
                                                                        ) -> None:
     """The peer's process stands still for 2 s (SIGSTOP) before its first connection: the kernel
-    accepts, nobody answers gRPC's handshake. Health and identity wait for it within their deadline."""
+    accepts, nobody answers gRPC's handshake. The identity call waits for it within its deadline."""
     proc, port = peer
 
-    async def scenario() -> tuple[bool, bytes, float]:
+    async def scenario() -> tuple[bytes, float]:
         network = GrpcNetwork()
         try:
             _paused_for(proc, 2.0)
             start = time.monotonic()
-            link = network.connect("localhost", port)
-            healthy = await link.healthy(10.0)
-            who = await link.who("secret", 10.0)
-            return healthy, who, time.monotonic() - start
+            who = await network.connect("localhost", port).who(who_call("7.0", 0, port, _authority()), 10.0)
+            return who, time.monotonic() - start
         finally:
             await network.close()
 
-    healthy, who, took = asyncio.run(scenario())
-    assert healthy and decode_identity(who)[:2] == ("7.0", 1)
+    who, took = asyncio.run(scenario())
+    identity, _ = decode_identity(unwrap(who)[0])
+    assert (identity.job_key, identity.rank) == ("7.0", 1)
     assert 1.8 < took < 8.0
 
 
@@ -76,7 +87,7 @@ def test_a_stopped_peer_still_fails_at_the_calls_deadline(peer: tuple[subprocess
         start = time.monotonic()
         try:
             with pytest.raises(LinkError):
-                await network.connect("localhost", port).healthy(1.0)
+                await network.connect("localhost", port).who(who_call("7.0", 0, port, _authority()), 1.0)
             return time.monotonic() - start
         finally:
             await network.close()

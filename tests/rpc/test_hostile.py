@@ -14,24 +14,34 @@ import pytest
 
 from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc import coordination_pb2 as pb
-from slurm_resolver.rpc import watch
-from slurm_resolver.rpc.bootstrap import bootstrap, rendezvous_ports
+from slurm_resolver.rpc import coordinator as coordinator_module
+from slurm_resolver.rpc.auth import AuthMode, Authority
+from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.coordinator import Coordinator, Identity, Refused
+from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Records, Round, Source
+from slurm_resolver.rpc.ports import rendezvous_ports
 from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS
-from slurm_resolver.rpc.server import JOIN, TOKEN_KEY, WATCH, WHO
-from slurm_resolver.rpc.wire import MAX_MESSAGE, Failure, Header, Records, encode_contribution
+from slurm_resolver.rpc.server import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
+from slurm_resolver.rpc.transport import Refusal, Refused
+from slurm_resolver.rpc.wire import MAX_MESSAGE, Identity, decide
 
+from .forge import call_at, first_beat, join_call, who_call
 from .test_bootstrap import env, run_all, stop
+
+
+def _envelope(message: object) -> bytes:
+    return bytes(pb.Envelope(header=message.SerializeToString()).SerializeToString())  # type: ignore[attr-defined]
+
 
 HOSTILE_JOINS = [
     [b"\xff" * 64],
     [b""],
-    encode_contribution(Header("1.0", "table", 1), Records(), Failure()),  # another launch
-    [pb.Contribution(job_key="77.9", round="table", source=4_000_000).SerializeToString()],  # no such rank
-    [pb.Contribution(job_key="77.9", round="x" * 10_000, source=1).SerializeToString()],  # overlong round
-    [pb.Contribution(job_key="77.9", round="table", source=1,
-                     records=pb.Records(ranks=[1, 2], ports=[0])).SerializeToString()],  # columns disagree
+    join_call("1.0", TABLE_ROUND, 1),  # another launch
+    [_envelope(pb.Call(job_key="77.9", round=pb.Round(kind="table"), source=4_000_000))],  # no such rank
+    [_envelope(pb.Call(job_key="77.9", round=pb.Round(kind="barrier", name="x" * 10_000), source=1))],  # overlong
+    [_envelope(pb.Call(job_key="77.9", round=pb.Round(kind="table"), source=1,
+                       records=pb.Records(ranks=[1, 2], ports=[0])))],  # columns disagree
 ]
 
 
@@ -44,14 +54,15 @@ def _attack(port: int) -> None:
         except OSError:
             return  # nobody listens there (yet)
     with grpc.insecure_channel(f"localhost:{port}") as channel:
-        calls: list[tuple[str, Any]] = [(JOIN, chunks) for chunks in HOSTILE_JOINS]
-        calls += [(WHO, b""), (WATCH, [b"\x01\x02"]), ("/tensorflow.WorkerService/GetStatus", b"")]
+        calls: list[tuple[str, Any]] = [(JOIN_METHOD, chunks) for chunks in HOSTILE_JOINS]
+        calls += [(WHO_METHOD, who_call("77.9", 1, port)), (WATCH_METHOD, [b"\x01\x02"]),
+                  ("/tensorflow.WorkerService/GetStatus", b"")]
         for method, payload in calls:
             try:
-                if method in (JOIN, WATCH):
+                if method in (JOIN_METHOD, WATCH_METHOD):
                     list(channel.stream_stream(method)(iter(payload), timeout=0.5))
                 else:
-                    channel.unary_unary(method)(payload, timeout=0.5, metadata=((TOKEN_KEY, "guess"),))
+                    channel.unary_unary(method)(payload, timeout=0.5)
             except grpc.RpcError:
                 pass
 
@@ -94,9 +105,11 @@ def test_with_munge_thousands_of_impostor_calls_change_nothing(slurm_cluster: di
     credential or a forged one, and clients connect and never send: all are refused and logged,
     and once the real rank 1 comes, the table is the real one and every task bootstraps."""
     step = "12"
-    impostor = [encode_contribution(Header(f"77.{step}", "table", 1, 0), Records([1], [4242], [4243]), Failure()),
-                encode_contribution(Header(f"77.{step}", "table", 1, 0, b"MUNGE:forged"),
-                                    Records([1], [4242], [4243]), Failure())]
+    leader = rendezvous_ports(launch_key(env(0, 4, step)))[0]
+    impostor = [join_call(f"77.{step}", TABLE_ROUND, 1, port=leader, records=Records([1], [4242], [4243])),
+                join_call(f"77.{step}", TABLE_ROUND, 1, port=leader, records=Records([1], [4242], [4243]))]
+    header = pb.Envelope.FromString(impostor[1][0])
+    impostor[1] = [pb.Envelope(header=header.header, seal=b"MUNGE:forged").SerializeToString()]
     results: list[Any] = [None] * 4
 
     def task(rank: int) -> None:
@@ -109,12 +122,11 @@ def test_with_munge_thousands_of_impostor_calls_change_nothing(slurm_cluster: di
     runners = {r: threading.Thread(target=task, args=(r,)) for r in range(4)}
     for rank in (0, 2, 3):
         runners[rank].start()
-    leader = rendezvous_ports(launch_key(env(0, 4, step)))[0]
     calls = 0
     idle = []
     try:
         with grpc.insecure_channel(f"127.0.0.1:{leader}") as channel:
-            join = channel.stream_stream(JOIN)
+            join = channel.stream_stream(JOIN_METHOD)
             grpc.channel_ready_future(channel).result(timeout=10)
             for _ in range(20):  # connect and never send
                 idle.append(socket.create_connection(("127.0.0.1", leader), timeout=1))
@@ -143,19 +155,20 @@ def test_a_second_watch_for_a_watched_task_is_refused_and_kills_nobody() -> None
     def probe(b: Bootstrapped) -> Any:
         if b.rank == 0:
             deadline = time.monotonic() + 10
-            while 1 not in b._tower._below and time.monotonic() < deadline:  # rank 1's own watch first
+            while Source.task(1) not in b._detector.deaths.below and time.monotonic() < deadline:  # rank 1 first
                 time.sleep(0.01)
             b.barrier("watched", timeout=20)
             b.barrier("probed", timeout=20)
             return b.failures()
         b.barrier("watched", timeout=20)
         leader = b.cluster_spec().task_address("worker", 0)
-        impostor = [pb.Beat(job_key=b.job_key, source=1, node=0).SerializeToString()]  # as rank 1, again
+        port = int(leader.rpartition(":")[2])
+        impostor = [first_beat(b.job_key, 1, 0, port, b._member.uplink.authority)]  # as rank 1, again
         with grpc.insecure_channel(leader) as channel:
             with pytest.raises(grpc.RpcError) as twice:
-                list(channel.stream_stream(WATCH)(iter(impostor), timeout=3))
+                list(channel.stream_stream(WATCH_METHOD)(iter(impostor), timeout=3))
             with pytest.raises(grpc.RpcError) as garbage:
-                list(channel.stream_stream(WATCH)(iter([b"\x08" * 20]), timeout=3))
+                list(channel.stream_stream(WATCH_METHOD)(iter([b"\x08" * 20]), timeout=3))
         b.barrier("probed", timeout=20)
         return twice.value.code(), twice.value.details(), garbage.value.code()
 
@@ -167,7 +180,7 @@ def test_a_second_watch_for_a_watched_task_is_refused_and_kills_nobody() -> None
 
 
 def test_a_watch_that_never_beats_is_refused_after_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(watch, "FIRST_BEAT", 0.5)
+    monkeypatch.setattr(coordinator_module, "FIRST_BEAT", 0.5)
 
     def probe(b: Bootstrapped) -> Any:
         if b.rank == 0:
@@ -183,7 +196,7 @@ def test_a_watch_that_never_beats_is_refused_after_a_while(monkeypatch: pytest.M
         started = time.monotonic()
         with grpc.insecure_channel(leader) as channel:
             with pytest.raises(grpc.RpcError) as info:
-                list(channel.stream_stream(WATCH)(nothing(), timeout=8))
+                list(channel.stream_stream(WATCH_METHOD)(nothing(), timeout=8))
         silent.set()
         took = time.monotonic() - started
         b.barrier("probed", timeout=20)
@@ -200,10 +213,10 @@ def test_a_watch_where_nobody_watches_is_refused_as_such() -> None:
     """Tasks started with failure detection off: a watch call gets a refusal, not an unknown error."""
     results = run_all(2, step="13", timeout=20, heartbeat=None)
     try:
-        beat = pb.Beat(job_key=results[1].job_key, source=1, node=0).SerializeToString()
+        beat = first_beat(results[1].job_key, 1, 0, results[0].server.port)
         with grpc.insecure_channel(f"localhost:{results[0].server.port}") as channel:
             with pytest.raises(grpc.RpcError) as info:
-                list(channel.stream_stream(WATCH)(iter([beat]), timeout=5))
+                list(channel.stream_stream(WATCH_METHOD)(iter([beat]), timeout=5))
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION, info.value
         assert "watches no task" in info.value.details()
     finally:
@@ -216,20 +229,20 @@ def test_oversized_and_endless_calls_are_cut_off() -> None:
         port = results[0].server.port
         with grpc.insecure_channel(f"localhost:{port}",
                                    options=[("grpc.max_send_message_length", 2 * MAX_MESSAGE)]) as channel:
-            join = channel.stream_stream(JOIN)
+            join = channel.stream_stream(JOIN_METHOD)
             with pytest.raises(grpc.RpcError) as big:
                 list(join(iter([b"\x0a" + b"\xff" * (MAX_MESSAGE + 10)]), timeout=5))
             assert big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             key = launch_key(env(0, 2, "11"))
-            endless = itertools.chain(encode_contribution(Header(key, "table", 1), Records(), Failure()),
+            endless = itertools.chain(join_call(key, TABLE_ROUND, 1, port=port),
                                       (b"\x0a\x02ab" for _ in range(100_000)))
             with pytest.raises(grpc.RpcError) as many:
                 list(join(endless, timeout=5))
-            assert many.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert many.value.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.DEADLINE_EXCEEDED)
             read = [0]
 
             def foreign() -> Any:  # another launch's call, then more than any job sends
-                yield encode_contribution(Header("1.0", "table", 1), Records(), Failure())[0]
+                yield join_call("1.0", TABLE_ROUND, 1)[0]
                 for _ in range(100_000):
                     read[0] += 1
                     yield b"\x0a\x00"
@@ -241,30 +254,43 @@ def test_oversized_and_endless_calls_are_cut_off() -> None:
         stop(results)
 
 
-def _contribution(round_name: str, source: int = 1) -> list[bytes]:
-    return encode_contribution(Header("5.0", round_name, source), Records(), Failure())
+def _authority() -> Authority:
+    """The proofs of launch 5.0's tasks after its first round: its key is known."""
+    authority = Authority(AuthMode.NONE, "a test")
+    authority.learn(b"k" * 32)
+    return authority
+
+
+def _coordinator() -> Coordinator:
+    """Rank 0 of launch 5.0, leading ranks 1-3, on port 8000."""
+    return Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
+                       _authority(), 8000)
+
+
+def _contribution(round: Round, source: int = 1) -> list[bytes]:
+    return join_call("5.0", round, source, port=8000, authority=_authority())
 
 
 def test_callers_cannot_open_rounds_or_wait_without_bound() -> None:
     async def scenario() -> tuple[int, int, int, int]:
-        coordinator = Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, [1, 2, 3])
+        coordinator = _coordinator()
 
-        async def call(round_name: str, seconds: float) -> str:
+        async def call(round: Round, seconds: float) -> str:
             try:
-                await coordinator.join(_contribution(round_name), time.monotonic() + seconds)
+                await call_at(coordinator, _contribution(round), seconds)
             except Refused as exc:
-                return exc.code + ": " + exc.detail
+                return exc.code.value + ": " + exc.detail
             return "answered"
 
         # One round, many callers claiming to be rank 1: beyond 2 per source (+8) they are refused.
-        crowd = await asyncio.gather(*(call("same", 0.5) for _ in range(40)))
+        crowd = await asyncio.gather(*(call(Round.barrier("same", 0), 0.5) for _ in range(40)))
         crowded = sum("callers already wait" in c for c in crowd)
         # Many rounds at once: beyond MOST_OPEN_ROUNDS they are refused.
-        rounds = await asyncio.gather(*(call(f"r{i}", 0.5) for i in range(MOST_OPEN_ROUNDS + 50)))
+        rounds = await asyncio.gather(*(call(Round.barrier("r", i), 0.5) for i in range(MOST_OPEN_ROUNDS + 50)))
         refused = sum("rounds are open" in r for r in rounds)
         # The abandoned rounds are forgotten: a real round still opens and completes.
-        coordinator.rounds.publish("later", [b""])
-        answered = await call("later", 1.0)
+        coordinator.rounds.publish(Round.barrier("later", 0), decide(Failure()))
+        answered = await call(Round.barrier("later", 0), 1.0)
         return crowded, refused, coordinator.rounds.open, int(answered == "answered")
 
     crowded, refused, still_open, answered = asyncio.run(scenario())
@@ -275,8 +301,8 @@ def test_callers_cannot_open_rounds_or_wait_without_bound() -> None:
 
 def test_a_caller_that_goes_away_leaves_no_round_open() -> None:
     async def scenario() -> tuple[int, int]:
-        coordinator = Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, [1, 2, 3])
-        call = asyncio.ensure_future(coordinator.join(_contribution("gone"), time.monotonic() + 60))
+        coordinator = _coordinator()
+        call = asyncio.ensure_future(call_at(coordinator, _contribution(Round.barrier("gone", 0)), 60))
         await asyncio.sleep(0.1)
         opened = coordinator.rounds.open
         call.cancel()  # its connection closed: gRPC cancels the handler
@@ -286,18 +312,23 @@ def test_a_caller_that_goes_away_leaves_no_round_open() -> None:
     assert asyncio.run(scenario()) == (1, 0)
 
 
-def test_identify_callers_before_the_token_are_bounded() -> None:
-    async def scenario() -> int:
-        coordinator = Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, [1, 2, 3])
+def test_identity_calls_before_the_launch_key_is_known_take_no_slot() -> None:
+    """A server that cannot check seals yet answers at once that it is not ready: nobody waits there,
+    so strangers cannot fill what real tasks need; with the key, a stranger's seal is refused."""
+    async def scenario() -> tuple[list[Refusal], Refusal]:
+        coordinator = Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
+                                  Authority(AuthMode.NONE, "a test"), 8000)
 
-        async def ask() -> str:
+        async def ask() -> Refusal:
             try:
-                await coordinator.who("guess", time.monotonic() + 0.3)
+                await coordinator.who(who_call("5.0", 1, 8000), time.monotonic() + 30)
             except Refused as exc:
-                return exc.detail
-            return "answered"
+                return exc.code
+            raise AssertionError("answered without a key")
 
-        replies = await asyncio.gather(*(ask() for _ in range(4 + 64 + 10)))
-        return sum("wait to identify" in r for r in replies)
+        early = await asyncio.gather(*(ask() for _ in range(200)))
+        coordinator.authority.learn(b"k" * 32)
+        return early, await ask()
 
-    assert asyncio.run(scenario()) == 10
+    early, later = asyncio.run(scenario())
+    assert set(early) == {Refusal.UNREADY} and later is Refusal.UNAUTHENTICATED

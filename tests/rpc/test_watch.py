@@ -11,6 +11,7 @@ from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.local import LocalNetwork
+from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.simulate import srun_environ
 
 NODES, PER_NODE = 4, 2  # ranks 0, 2, 4, 6 lead their nodes; 0 is the root
@@ -29,7 +30,7 @@ def run(scenario: Callable[[list[Bootstrapped]], Awaitable[object]], heartbeat: 
         try:
             return await scenario(list(tasks))
         finally:
-            await asyncio.gather(*(t.astop(0.1) for t in tasks))
+            await asyncio.gather(*(t.aio.stop(0.1) for t in tasks))
 
     return asyncio.run(every_task())
 
@@ -48,7 +49,7 @@ def test_a_task_that_fails_is_known_to_every_other_within_a_second() -> None:
         heard: list[tuple[int, int]] = []
         for t in tasks:
             t.on_failure(lambda rank, why, me=t.rank: heard.append((me, rank)))
-        await tasks[5].afail("out of memory in step 12")
+        await tasks[5].aio.fail("out of memory in step 12")
         others = [t for t in tasks if t.rank != 5]
         await until(lambda: all(5 in t.failures() for t in others), 1.0)
         assert all(t.failures()[5] == "out of memory in step 12" for t in others)
@@ -59,7 +60,7 @@ def test_a_task_that_fails_is_known_to_every_other_within_a_second() -> None:
 
 def test_a_callback_added_late_hears_of_the_deaths_already_known() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> list[tuple[int, str]]:
-        await tasks[5].afail("a bad batch")
+        await tasks[5].aio.fail("a bad batch")
         await until(lambda: 5 in tasks[0].failures(), 1.0)
         heard: list[tuple[int, str]] = []
         tasks[0].on_failure(lambda rank, why: heard.append((rank, why)))
@@ -71,10 +72,11 @@ def test_a_callback_added_late_hears_of_the_deaths_already_known() -> None:
 def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> None:
         leader = tasks[4]  # leads node 3: rank 5 below it, reports to the root
-        served, leader._served, tower, leader._tower = leader._served, None, leader._tower, None
-        tower.leaving = True  # its process dies: it says nothing, every call to it and from it breaks
-        for running in tower._tasks:
-            running.cancel()
+        served, leader._served, detector, leader._detector = leader._served, None, leader._detector, None
+        detector.deaths.leaving = True  # its process dies: it says nothing, every call to it and from it breaks
+        await detector.watch.stop()
+        assert detector._task is not None
+        detector._task.cancel()
         await served.stop(0)
         others = [t for t in tasks if t.rank != 4]
         took = await until(lambda: all(4 in t.failures() for t in others), 2.0)
@@ -85,8 +87,7 @@ def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone()
 
 def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> None:
-        tower = tasks[3]._tower
-        tower.interval = 3600.0  # hung: its call stays open, its beats stop
+        tasks[3]._detector.listener.interval = 3600.0  # hung: its call stays open, its beats stop
         others = [t for t in tasks if t.rank != 3]
         took = await until(lambda: all(3 in t.failures() for t in others), 3.0)
         assert "stopped beating" in tasks[2].failures()[3] and 0.5 < took < 3.0
@@ -96,9 +97,9 @@ def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
 
 def test_a_hung_leader_is_declared_dead_by_the_tasks_below_it() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> None:
-        tower = tasks[4]._tower  # leads node 3 (rank 5 below it): hangs, sends nothing up or down
-        tower.interval = 3600.0
-        tower.declare = lambda *args, **kwargs: None
+        detector = tasks[4]._detector  # leads node 3 (rank 5 below it): hangs, sends nothing up or down
+        detector.listener.interval = detector.watch.interval = 3600.0
+        detector.deaths.declare = lambda *args, **kwargs: None
         took = await until(lambda: 4 in tasks[5].failures(), 3.0)
         assert "stopped answering" in tasks[5].failures()[4] and 0.5 < took < 3.0, tasks[5].failures()
 
@@ -117,7 +118,7 @@ def test_a_process_stopped_longer_than_the_patience_blames_nobody() -> None:
 def test_tasks_that_end_normally_are_no_failure() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> dict[int, str]:
         for t in tasks[1:]:  # every task but the root leaves, leaders before their tasks too
-            await t.astop(0.1)
+            await t.aio.stop(0.1)
         await asyncio.sleep(1.0)  # longer than the patience
         return tasks[0].failures()
 
@@ -128,12 +129,12 @@ def test_when_a_leader_leaves_normally_its_successor_watches_in_its_place() -> N
     """Node 2's leader (rank 4) ends its work early; rank 5, on its node, takes its place: a
     later death of rank 5 is still known to everyone."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
-        await until(lambda: 5 in tasks[4]._tower._below, 2.0)  # rank 5 watches on its leader
-        await tasks[4].astop(1.0)
-        await until(lambda: tasks[5]._tower.above == 0, 2.0)  # 5 now watches on the root, for node 2
+        await until(lambda: Source.task(5) in tasks[4]._detector.deaths.below, 2.0)  # rank 5 watches on its leader
+        await tasks[4].aio.stop(1.0)
+        await until(lambda: tasks[5]._detector.listener.above == 0, 2.0)  # 5 now watches on the root, for node 2
         await asyncio.sleep(1.0)  # longer than the patience: a successor is no failure, and beats
         assert all(t.failures() == {} for t in tasks if t.rank != 4)
-        await tasks[5].afail("out of memory after the leader left")
+        await tasks[5].aio.fail("out of memory after the leader left")
         others = [t for t in tasks if t.rank not in (4, 5)]
         await until(lambda: all(5 in t.failures() for t in others), 2.0)
         assert tasks[0].failures()[5] == "out of memory after the leader left"
@@ -146,19 +147,18 @@ def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
     The root leaves, then the leader of node 1: ranks 1 and 4 take over, and every death below
     them is still known to every task left."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
-        await until(lambda: all(len(t._tower._below) == len(t._tower.watched) for t in tasks), 2.0)
-        await tasks[0].astop(1.0)
-        await until(lambda: tasks[3]._tower.above == 1 and tasks[2]._tower.above == 1, 2.0)
-        await tasks[3].astop(1.0)
-        await until(lambda: tasks[6]._tower.above == 4 and tasks[5]._tower.above == 4, 2.0)
-        assert tasks[4]._tower.above == 1
+        await until(lambda: all(len(t._detector.deaths.below) == len(t._detector.watch.sources) for t in tasks), 2.0)
+        await tasks[0].aio.stop(1.0)
+        await until(lambda: tasks[3]._detector.listener.above == 1 and tasks[2]._detector.listener.above == 1, 2.0)
+        await tasks[3].aio.stop(1.0)
+        await until(lambda: tasks[6]._detector.listener.above == 4 and tasks[5]._detector.listener.above == 4, 2.0)
+        assert tasks[4]._detector.listener.above == 1
         await asyncio.sleep(1.0)
         assert all(t.failures() == {} for t in tasks[4:]) and tasks[1].failures() == {}
-        await tasks[8].afail("a bad batch on node 2")
+        await tasks[8].aio.fail("a bad batch on node 2")
         left = [t for t in tasks if t.rank not in (0, 3, 8)]
         await until(lambda: all(8 in t.failures() for t in left), 2.0)
-        silent = tasks[2]._tower  # a task on node 0, watched by rank 1 now, hangs
-        silent.interval = 3600.0
+        tasks[2]._detector.listener.interval = 3600.0  # a task on node 0, watched by rank 1 now, hangs
         await until(lambda: all(2 in t.failures() for t in left if t.rank != 2), 3.0)
         assert "stopped beating" in tasks[7].failures()[2]
 
@@ -171,7 +171,7 @@ def test_a_job_whose_tasks_all_end_together_reports_no_failure() -> None:
         for t in tasks:
             t.on_failure(lambda rank, why, me=t.rank: heard.append((me, rank, why)))
         for order in (tasks[::2], tasks[1::2]):  # leaders and their node-mates, nearly at once
-            await asyncio.gather(*(t.astop(1.0) for t in order))
+            await asyncio.gather(*(t.aio.stop(1.0) for t in order))
         await asyncio.sleep(1.0)
         return heard
 
@@ -180,8 +180,8 @@ def test_a_job_whose_tasks_all_end_together_reports_no_failure() -> None:
 
 def test_a_vote_is_yes_everywhere_when_any_task_votes_yes() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> list[list[bool]]:
-        first = await asyncio.gather(*(t.avote("stop", t.rank == 7) for t in tasks))
-        second = await asyncio.gather(*(t.avote("stop", False) for t in tasks))
+        first = await asyncio.gather(*(t.aio.vote("stop", t.rank == 7) for t in tasks))
+        second = await asyncio.gather(*(t.aio.vote("stop", False) for t in tasks))
         return [list(first), list(second)]
 
     first, second = run(scenario)  # type: ignore[misc]

@@ -1,4 +1,4 @@
-"""The bootstrap's messages: round trips, chunks, bounds, and hostile bytes."""
+"""The bootstrap's messages: round trips, chunks committed to by their header, bounds, hostile bytes."""
 
 from __future__ import annotations
 
@@ -7,40 +7,78 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_resolver.rpc import coordination_pb2 as pb
+from slurm_resolver.rpc.messages import SHOWN, Failure, HandOver, Records, Round, RoundKind, Source, Table, WireError
 from slurm_resolver.rpc.wire import (
     CHUNK,
-    SHOWN,
-    Failure,
-    Header,
-    Records,
-    WireError,
-    decode_contribution,
+    CHUNK_BYTES,
+    Beat,
+    Call,
+    Identity,
+    decide,
+    decode_answer,
+    decode_beat,
+    decode_call,
+    decode_event,
     decode_identity,
-    decode_result,
-    encode_contribution,
+    decode_who,
+    encode_answer,
+    encode_beat,
+    encode_call,
+    encode_event,
+    encode_first_beat,
+    encode_first_event,
     encode_identity,
-    encode_result,
+    encode_who,
+    read_records,
+    read_table,
+    unwrap,
 )
 
 
-def test_contribution_round_trip_in_chunks() -> None:
+def unsealed(header: bytes) -> bytes:
+    return b""
+
+
+def call(round: Round | None = None, source: int = 4, failure: Failure | None = None) -> Call:
+    return Call("7.0", round or Round.barrier("b", 0), source, 1, b"n" * 16, 8000, failure or Failure(), Records())
+
+
+def test_a_call_round_trips_in_chunks_its_header_commits_to() -> None:
     n = 2 * CHUNK + 5
     records = Records(list(range(n)), [1000 + r % 60000 for r in range(n)], [2000] * n, {3: "0,1"})
-    chunks = encode_contribution(Header("7.0", "table", 4), records, Failure.missing_ranks([9]))
-    assert len(chunks) == 3
-    header, back, failure = decode_contribution(chunks, n)
-    assert header == Header("7.0", "table", 4) and back == records and failure.missing == (9,)
+    messages = encode_call(call(failure=Failure.missing_ranks([9])), records, unsealed)
+    assert len(messages) == 3
+    header, seal = unwrap(messages[0])
+    back = decode_call(header, n)
+    assert (back.round, back.source, back.port, back.failure.missing, seal) == (Round.barrier("b", 0), 4, 8000,
+                                                                                  (9,), b"")
+    assert read_records(back, messages[1:], n) == records
+    with pytest.raises(WireError, match="did not announce"):
+        read_records(back, messages[:0:-1], n)  # swapped chunks
+    with pytest.raises(WireError, match="fewer chunks"):
+        read_records(back, messages[1:2], n)
 
 
-def test_result_round_trip_in_chunks_and_order() -> None:
+def test_long_gpu_lists_make_smaller_chunks() -> None:
+    n = 2000
+    records = Records(list(range(n)), [1000] * n, [2000] * n, {r: "GPU-" + "x" * 700 for r in range(n)})
+    messages = encode_call(call(), records, unsealed)
+    assert len(messages) > 2 and all(len(m) < CHUNK_BYTES + 4096 for m in messages)
+    assert read_records(decode_call(unwrap(messages[0])[0], n), messages[1:], n) == records
+
+
+def test_an_answer_round_trips_and_its_chunks_are_checked() -> None:
     n = CHUNK + 1
-    chunks = encode_result("token", Failure(), list(range(1, n + 1)), [5] * n, {n - 1: "GPU-x"})
-    token, failure, table = decode_result(tuple(chunks), n)
-    assert token == "token" and not failure and table.ports[-1] == n and table.gpus == {n - 1: "GPU-x"}
-    with pytest.raises(WireError, match="order"):
-        decode_result(tuple(reversed(chunks)), n)
-    with pytest.raises(WireError, match="incomplete"):
-        decode_result(tuple(chunks[:1]), n)
+    outcome = decide(Failure(), Table(tuple(range(1, n + 1)), (5,) * n, {n - 1: "GPU-x"}), key=b"k")
+    messages = encode_answer(outcome, b"nonce", 3, unsealed)
+    answer = decode_answer(unwrap(messages[0])[0], n)
+    assert (answer.nonce, answer.source, answer.key, answer.total) == (b"nonce", 3, b"k", n)
+    table = read_table(answer, messages[1:], n)
+    assert table.ports[-1] == n and table.gpus == {n - 1: "GPU-x"}
+    with pytest.raises(WireError, match="did not announce"):
+        read_table(answer, messages[:0:-1], n)
+    with pytest.raises(WireError, match="did not announce"):
+        read_table(answer, messages[1:2], n)
 
 
 def test_failures_stay_bounded_whatever_the_size() -> None:
@@ -50,57 +88,82 @@ def test_failures_stay_bounded_whatever_the_size() -> None:
     failure = failure.merge(Failure.of("x" * 10_000))
     assert failure.missing == tuple(range(SHOWN)) and failure.missing_count == 100_000
     assert len(failure.reason) == 1000 and failure.failed_count == 1
-    assert len(encode_result("", failure)[0]) < 1200
+    assert len(encode_answer(decide(failure), b"n" * 16, 0, unsealed)[0]) < 1200
 
 
-@pytest.mark.parametrize("message, world, match", [
-    (pb.Contribution(job_key="k", round="r", source=9), 4, "names no task"),
-    (pb.Contribution(job_key="k", round="r", source=0, records=pb.Records(ranks=[7], ports=[1], spare_ports=[1])), 4,
-     "beyond the job"),
-    (pb.Contribution(job_key="k", round="r", source=0, records=pb.Records(ranks=[1], ports=[70000], spare_ports=[1])),
-     4, "port outside"),
-    (pb.Contribution(job_key="k", round="r", source=0, records=pb.Records(ranks=[1, 2], ports=[1], spare_ports=[1])),
-     4, "disagree"),
-    (pb.Contribution(job_key="k", round="r", source=0, failure=pb.Failure(missing=list(range(9)))), 40, "more than"),
-    (pb.Contribution(job_key="k" * 300, round="r", source=0), 4, "names no task"),
+def _call_bytes(**fields: object) -> bytes:
+    return bytes(pb.Envelope(header=pb.Call(**fields).SerializeToString()).SerializeToString())
+
+
+@pytest.mark.parametrize("fields, world, match", [
+    ({"job_key": "k", "round": pb.Round(kind="table"), "source": 9}, 4, "names no task"),
+    ({"job_key": "k", "round": pb.Round(kind="table"), "records": pb.Records(ranks=[7], ports=[1], spare_ports=[1])},
+     4, "beyond the job"),
+    ({"job_key": "k", "round": pb.Round(kind="table"),
+      "records": pb.Records(ranks=[1], ports=[70000], spare_ports=[1])}, 4, "port outside"),
+    ({"job_key": "k", "round": pb.Round(kind="table"), "records": pb.Records(ranks=[1, 2], ports=[1],
+                                                                               spare_ports=[1])}, 4, "disagree"),
+    ({"job_key": "k", "round": pb.Round(kind="table"), "failure": pb.Failure(missing=list(range(9)))}, 40,
+     "more than"),
+    ({"job_key": "k" * 300, "round": pb.Round(kind="table")}, 4, "names no task"),
+    ({"job_key": "k", "round": pb.Round(kind="gossip")}, 4, "cannot be"),
+    ({"job_key": "k", "round": pb.Round(kind="table", name="x")}, 4, "cannot be"),
+    ({"job_key": "k", "round": pb.Round(kind="barrier", name="b" * 300)}, 4, "cannot be"),
+    ({"job_key": "k", "round": pb.Round(kind="table"), "chunks": [b"x" * 16] * 3}, 4, "names no task"),
+    ({"job_key": "k", "round": pb.Round(kind="vote", name="v"), "votes": 5}, 4, "names no task"),
 ])
-def test_impossible_contributions_are_refused(message: pb.Contribution, world: int, match: str) -> None:
+def test_impossible_calls_are_refused(fields: dict[str, object], world: int, match: str) -> None:
     with pytest.raises(WireError, match=match):
-        decode_contribution([message.SerializeToString()], world)
-
-
-def test_too_many_records_and_empty_calls_are_refused() -> None:
-    chunk = pb.Contribution(job_key="k", round="r", source=0,
-                            records=pb.Records(ranks=[1, 2, 3], ports=[1, 1, 1], spare_ports=[1, 1, 1]))
-    with pytest.raises(WireError, match="more records"):
-        decode_contribution([chunk.SerializeToString()] * 2, 4)
-    with pytest.raises(WireError, match="empty"):
-        decode_contribution([], 4)
+        decode_call(unwrap(_call_bytes(**fields))[0], world)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=200), max_size=4), st.integers(1, 10_000))
-def test_hostile_bytes_are_a_wire_error_never_a_crash(chunks: list[bytes], world: int) -> None:
-    for decode in (lambda: decode_contribution(chunks, world), lambda: decode_result(tuple(chunks), world)):
+def test_hostile_bytes_are_a_wire_error_never_a_crash(messages: list[bytes], world: int) -> None:
+    decoders = (lambda data: decode_call(unwrap(data)[0], world), lambda data: decode_answer(unwrap(data)[0], world),
+                decode_identity, lambda data: decode_who(data, world), lambda data: decode_beat(data, world),
+                lambda data: decode_event(data, world))
+    for data in messages:
+        for decode in decoders:
+            try:
+                decode(data)
+            except WireError:
+                pass
+    if messages:
         try:
-            decode()
-        except WireError:
-            pass
-    if chunks:
-        try:
-            decode_identity(chunks[0])
+            read_records(call(), messages, world)
         except WireError:
             pass
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 99), st.integers(1, 65535), st.integers(0, 65535)), max_size=50),
-       st.sampled_from(["table", "verified", "b#3"]))
-def test_every_valid_contribution_round_trips(rows: list[tuple[int, int, int]], round_: str) -> None:
+       st.sampled_from([Round(RoundKind.TABLE), Round(RoundKind.VERIFIED), Round.barrier("b", 3), Round.notice("n"),
+                        Round.vote("v", 1), Round.announce("done")]))
+def test_every_valid_call_round_trips(rows: list[tuple[int, int, int]], round_: Round) -> None:
     records = Records([r for r, _, _ in rows], [p for _, p, _ in rows], [s for _, _, s in rows])
-    header, back, _ = decode_contribution(encode_contribution(Header("j.s", round_, 0), records, Failure()), 100)
-    assert header.round == round_ and back == records
+    messages = encode_call(call(round_, 0), records, unsealed)
+    back = decode_call(unwrap(messages[0])[0], 100)
+    assert back.round == round_ and read_records(back, messages[1:], 100) == records
 
 
-def test_identity_round_trip() -> None:
-    assert decode_identity(encode_identity("1.0", 3, "node2", "ps", 1)) == ("1.0", 3, "node2", "ps", 1)
+def test_identity_and_who_round_trip_with_their_seal() -> None:
+    identity = Identity("1.0", 3, "node2", "ps", 1)
+    header, seal = unwrap(encode_identity(identity, b"nonce", lambda h: b"S" + h[:3]))
+    assert decode_identity(header) == (identity, b"nonce") and seal == b"S" + header[:3]
+    header, _ = unwrap(encode_who("1.0", 2, b"nonce", 8001, unsealed))
+    assert decode_who(header, 4) == ("1.0", 2, b"nonce", 8001)
+
+
+def test_beats_and_events_round_trip_with_a_hand_over() -> None:
+    first = Beat("1.0", 2, 1, b"nonce", 8001)
+    assert decode_beat(unwrap(encode_first_beat(first, unsealed))[0], 4) == first
+    assert decode_beat(encode_beat([3], "gone"), 4).failed == (3,) and encode_beat() == b""
+    assert decode_event(unwrap(encode_first_event(b"nonce", 1, unsealed))[0], 4).nonce == b"nonce"
+    over = HandOver(2, None, frozenset({Source.task(3), Source.node(1)}))
+    assert decode_event(encode_event(leaving=True, hand_over=over), 4).hand_over == over
+    assert decode_event(encode_event(leaving=True, hand_over=HandOver(2, 0)), 4).hand_over == HandOver(2, 0)
+    with pytest.raises(WireError, match="more than a job"):
+        decode_event(encode_event(leaving=True, hand_over=HandOver(9, None)), 4)
+    with pytest.raises(WireError, match="more than a job"):
+        decode_beat(encode_beat([7], "x"), 4)

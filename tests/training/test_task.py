@@ -13,7 +13,7 @@ from slurm_resolver.training.task import start_task
 def test_a_missing_framework_is_one_line_naming_the_extra_before_any_bootstrap(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # not importable, even where another test imported it
-    assert start_task("ddp", None, 5.0, needs="torch", environ={}) is None
+    assert start_task("ddp", None, 5.0, needs="torch") is None
     assert capsys.readouterr().err == ("ddp: error: The ddp job needs the Python module 'torch', which is not "
                                        "installed (hint: pip install 'slurm_resolver[torch]')\n")
 

@@ -1,0 +1,179 @@
+"""One task's side of the protocol: rounds up and down the tree, barriers, votes, notices, their errors.
+
+A round: every task contributes (records, a failure, a vote) to its node's leader; each leader
+waits for its node's tasks and its child leaders, then contributes the merged lot to its
+parent leader; the root (the first node's leader: rank 0, except in a het step whose first
+component does not run on the first node) decides the outcome, which travels back down. A
+notice is a round the root decides when some task announces it: a task that waits holds one
+call to its node's leader, and a leader asks above once for all its waiters.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..addresses import first
+from ..cluster import Cluster
+from ..errors import ResolutionError
+from .coordinator import Coordinator
+from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
+from .tree import Plan
+from .uplink import HINT, Uplink
+from .wire import Outcome, decide
+
+__all__ = ["Member"]
+
+
+class Member:
+    """One task's rounds.
+
+    Args:
+        cluster: the resolved cluster (every task resolved the same one).
+        plan: this task's place in the tree.
+        uplink: its calls to the task above.
+        coordinator: its server's state (already serving).
+    """
+
+    def __init__(self, cluster: Cluster, plan: Plan, uplink: Uplink, coordinator: Coordinator) -> None:
+        self.cluster = cluster
+        self.plan = plan
+        self.uplink = uplink
+        self.coordinator = coordinator
+        self._counts: dict[tuple[RoundKind, str], int] = {}
+
+    @property
+    def rank(self) -> int:
+        """This task."""
+        return self.plan.rank
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this task is the root of the tree: the first node's leader."""
+        return self.uplink.position is None
+
+    def settle(self, cluster: Cluster) -> None:
+        """Continue with the bootstrapped cluster (bound ports known; a learned layout)."""
+        self.cluster = cluster
+        self.uplink.settle(cluster)
+
+    # Rounds.
+
+    async def round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table]:
+        """Run ``round``; its outcome and table (the root decides both), or a ResolutionError."""
+        outcome, table = await self._round(round, brought, timeout)
+        if outcome.failure:
+            raise self.error(outcome.failure, "join the bootstrap" if round.kind is RoundKind.TABLE else
+                             f"reach {round.label}", timeout)
+        return outcome, table
+
+    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table]:
+        start = time.monotonic()
+        plan = self.plan
+        if self.rank != plan.leader:
+            return await self.uplink.join(round, brought, start + timeout, timeout)
+        report = start + timeout * plan.tree.report_at(plan.position)
+        merged = await self.coordinator.gather(round, brought, report, self._covers)
+        table = Table()
+        if self.is_root:
+            outcome, table = self._decide(round, merged)
+        else:
+            try:
+                outcome, table = await self.uplink.join(round, merged,
+                                                        start + timeout * plan.tree.give_up_at(plan.position), timeout)
+            except ResolutionError as exc:
+                outcome = Outcome(Failure.of(exc.message))  # tell the tasks below
+        self.coordinator.rounds.publish(round, outcome)
+        # The tasks below have the outcome before this one goes on (and may stop its server).
+        await self.coordinator.rounds.delivered(round, time.monotonic() + min(5.0, timeout))
+        return outcome, table
+
+    def _decide(self, round: Round, merged: Contribution) -> tuple[Outcome, Table]:
+        """The root: the outcome of a round, from every contribution."""
+        if merged.failure or round.kind is not RoundKind.TABLE:
+            return decide(merged.failure, votes=merged.votes), Table()
+        n = self.cluster.world_size
+        records = merged.records
+        ports, spares = [0] * n, [0] * n
+        for rank, port, spare in zip(records.ranks, records.ports, records.spares):
+            ports[rank], spares[rank] = port, spare
+        if len(records.ranks) != n or 0 in ports:
+            missing = [r for r in range(n) if not ports[r]]
+            return decide(Failure.missing_ranks(missing).merge(Failure.of(f"{len(records.ranks)} records for {n} "
+                                                                          "tasks"))), Table()
+        nodes = [0] * n if records.nodes else []
+        for rank, node in zip(records.ranks, records.nodes):
+            nodes[rank] = node
+        table = Table(tuple(ports), tuple(spares), dict(records.gpus), tuple(nodes))
+        key = self.coordinator.authority.new_key()
+        shown = key if not self.coordinator.authority.proves_callers else b""  # no proof: the key in the clear
+        return decide(Failure(), table, shown), table
+
+    def _next(self, kind: RoundKind, name: str) -> int:
+        count = self._counts.get((kind, name), 0)
+        self._counts[(kind, name)] = count + 1
+        return count
+
+    async def barrier(self, name: str, timeout: float, failure: Failure | None = None) -> None:
+        """Return once every task reached barrier ``name`` (the n-th call of a name meets the n-th)."""
+        await self.round(Round.barrier(name, self._next(RoundKind.BARRIER, name)),
+                         Contribution(Records(), failure or Failure()), timeout)
+
+    async def vote(self, name: str, yes: bool, timeout: float) -> bool:
+        """Whether any task votes yes in the n-th vote called ``name``."""
+        outcome, _ = await self.round(Round.vote(name, self._next(RoundKind.VOTE, name)),
+                                      Contribution(votes=int(yes)), timeout)
+        return outcome.votes > 0
+
+    # Notices.
+
+    async def wait_for(self, name: str, timeout: float) -> None:
+        """Return once some task announces ``name``; the notice comes down the tree."""
+        notice = Round.notice(name)
+        deadline = time.monotonic() + timeout
+        if self.rank == self.plan.leader:  # this node's waiters share one question above
+            share = self.plan.tree.report_at(self.plan.position) if self.is_root else 1.0
+            self.coordinator.want(notice, deadline)
+            outcome = await self.coordinator.rounds.result(notice, time.monotonic() + timeout * share) or \
+                Outcome(Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
+            if self.is_root and outcome.failure:
+                self.coordinator.rounds.publish(notice, outcome)  # the root gives up first, and says why
+        else:
+            outcome, _ = await self.uplink.join(notice, Contribution(), deadline, timeout)
+        if outcome.failure:
+            raise self.error(outcome.failure, f"hear of {name!r}", timeout)
+
+    async def announce(self, name: str, timeout: float) -> None:
+        """Tell every task waiting for ``name`` (the root is told, and the notice goes down the tree)."""
+        notice = Round.notice(name)
+        rounds = self.coordinator.rounds
+        if not self.is_root and not rounds.decided(notice):
+            await self.uplink.tell_root(Round.announce(name), timeout)
+        rounds.publish(notice, decide(Failure()))  # this task's own waiters (the root's: every task's)
+
+    # Errors.
+
+    def _covers(self, source: Source) -> Failure:
+        """The ranks a silent source stands for: itself, or a child leader's whole subtree."""
+        if source.kind is SourceKind.TASK:
+            return Failure.missing_ranks([source.number])
+        where = self.cluster.placement
+        positions = self.plan.tree.subtree(source.number)
+        if where.exact:
+            return Failure.missing_ranks([r for p in positions for r in where.ranks_on(p)])
+        nodes = [where.nodes[p] for p in positions]
+        return Failure(missing_count=sum(where.counts[p] for p in positions),
+                       reason=f"no task of node {first(nodes)} joined (their leader never reported)")
+
+    def error(self, failure: Failure, what: str, timeout: float) -> ResolutionError:
+        """The error every task raises for a failed round."""
+        n = self.cluster.world_size
+        if failure.missing_count:
+            names = [self.cluster.label(r) for r in failure.missing]
+            more = failure.missing_count - len(names)
+            shown = ", ".join(names) + (f" and {more} more" if more > 0 and names else "")
+            reason = (f"; {failure.reason}" if names else failure.reason) if failure.reason else ""
+            return ResolutionError(f"bootstrap: {failure.missing_count} of {n} tasks did not {what} within "
+                                   f"{timeout:g} s: {shown}{reason}", HINT)
+        others = f" ({failure.failed_count - 1} more tasks reported a failure)" if failure.failed_count > 1 else ""
+        return ResolutionError(f"bootstrap: {failure.reason}{others}", "check the named task's output and network")
+

@@ -1,0 +1,235 @@
+"""What the bootstrap's messages say, as values: rounds, sources, records, tables, failures.
+
+These are the protocol's state, typed: a round is a :class:`Round` (a :class:`RoundKind`, a
+name, a count), never a string to parse; who joins a round at a leader is a :class:`Source`
+(a task of its node, or the leader of a child node), never a number whose sign means
+something. :mod:`~slurm_resolver.rpc.wire` turns them into bytes and back; nothing else does.
+Every value here is bounded whatever the job's size: a failure names at most :data:`SHOWN`
+ranks and one reason of at most :data:`REASON` characters.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["RoundKind", "Round", "TABLE_ROUND", "VERIFIED_ROUND", "SourceKind", "Source", "Records", "Contribution",
+           "Table", "Failure", "HandOver", "WireError", "SHOWN", "REASON", "NAME"]
+
+SHOWN = 8
+"""Ranks a failure names; the rest is a count."""
+REASON = 1000
+"""Characters of a failure's reason."""
+NAME = 200
+"""Characters of a barrier's, vote's or notice's name."""
+
+
+class WireError(ValueError):
+    """A message that is malformed, too large, or names what cannot exist in this job."""
+
+
+class RoundKind(enum.Enum):
+    """What a round is for, and so who decides it and what its result holds."""
+
+    TABLE = "table"
+    """Every task's records up the tree; the root decides the table."""
+    VERIFIED = "verified"
+    """The verdict of every task's checks of its peers: the bootstrap's last round."""
+    BARRIER = "barrier"
+    """Every task meets (the n-th barrier of a name meets every task's n-th)."""
+    VOTE = "vote"
+    """A barrier whose result counts the tasks that voted yes."""
+    NOTICE = "notice"
+    """Waiting for an announcement: the root decides it, and it goes down the tree."""
+    ANNOUNCE = "announce"
+    """One task tells the root that something happened (any task may)."""
+
+    @property
+    def counted(self) -> bool:
+        """Whether rounds of this kind are numbered (every task's n-th call meets the n-th)."""
+        return self in (RoundKind.BARRIER, RoundKind.VOTE)
+
+    @property
+    def named(self) -> bool:
+        """Whether rounds of this kind carry a user's name."""
+        return self not in (RoundKind.TABLE, RoundKind.VERIFIED)
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round: its kind, and for named kinds a name and (barriers, votes) a count.
+
+    >>> Round.barrier("epoch", 2).label, Round(RoundKind.TABLE).label
+    ("'epoch'", 'the bootstrap')
+    """
+
+    kind: RoundKind
+    name: str = ""
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind.named != bool(self.name) or len(self.name) > NAME or self.count < 0 \
+                or (self.count and not self.kind.counted):
+            raise WireError(f"a round that cannot be: {self.kind.value} {self.name[:64]!r} #{self.count}")
+
+    @classmethod
+    def barrier(cls, name: str, count: int) -> Round:
+        """The ``count``-th barrier called ``name``."""
+        return cls(RoundKind.BARRIER, name, count)
+
+    @classmethod
+    def vote(cls, name: str, count: int) -> Round:
+        """The ``count``-th vote called ``name``."""
+        return cls(RoundKind.VOTE, name, count)
+
+    @classmethod
+    def notice(cls, name: str) -> Round:
+        """Waiting for the announcement ``name``."""
+        return cls(RoundKind.NOTICE, name)
+
+    @classmethod
+    def announce(cls, name: str) -> Round:
+        """Telling the root of ``name``."""
+        return cls(RoundKind.ANNOUNCE, name)
+
+    @property
+    def heard(self) -> Round:
+        """The notice an announcement decides."""
+        return Round.notice(self.name)
+
+    @property
+    def label(self) -> str:
+        """How errors name the round: ``'the bootstrap'``, or the user's name."""
+        return "the bootstrap" if self.kind is RoundKind.TABLE else repr(self.name or self.kind.value)
+
+
+TABLE_ROUND = Round(RoundKind.TABLE)
+"""The bootstrap's exchange of records."""
+VERIFIED_ROUND = Round(RoundKind.VERIFIED)
+"""The bootstrap's last round: every check passed, or why not."""
+
+
+class SourceKind(str, enum.Enum):
+    """Who a leader hears from."""
+
+    TASK = "task"
+    """A task of the leader's own node, known by its rank."""
+    NODE = "node"
+    """The leader of a child node, known by the node's position (its rank may be unknown yet)."""
+
+
+@dataclass(frozen=True, order=True)
+class Source:
+    """One of the contributors a leader waits for in every round.
+
+    >>> Source.task(5), Source.node(3).describe()
+    (Source(kind=<SourceKind.TASK: 'task'>, number=5), 'the leader of node position 3')
+    """
+
+    kind: SourceKind
+    number: int
+
+    @classmethod
+    def task(cls, rank: int) -> Source:
+        """The task of ``rank``, on the leader's node."""
+        return cls(SourceKind.TASK, rank)
+
+    @classmethod
+    def node(cls, position: int) -> Source:
+        """The leader of the node at ``position``."""
+        return cls(SourceKind.NODE, position)
+
+    def describe(self) -> str:
+        """``rank 5`` or ``the leader of node position 3``."""
+        return f"rank {self.number}" if self.kind is SourceKind.TASK else f"the leader of node position {self.number}"
+
+
+@dataclass
+class Records:
+    """Ports, spare ports and (where not computable) GPUs of some ranks, as columns."""
+
+    ranks: list[int] = field(default_factory=list)
+    ports: list[int] = field(default_factory=list)
+    spares: list[int] = field(default_factory=list)
+    gpus: dict[int, str] = field(default_factory=dict)
+    nodes: list[int] = field(default_factory=list)
+    """Each task's node position, only where the layout does not tell (then one per rank)."""
+
+    def extend(self, other: Records) -> None:
+        """Add ``other``'s records to these."""
+        self.ranks.extend(other.ranks)
+        self.ports.extend(other.ports)
+        self.spares.extend(other.spares)
+        self.gpus.update(other.gpus)
+        self.nodes.extend(other.nodes)
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What a task (or a leader, for its subtree) brings to a round."""
+
+    records: Records = field(default_factory=Records)
+    failure: Failure = field(default_factory=lambda: Failure())
+    votes: int = 0
+    """A vote: how many of the tasks it stands for vote yes."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A round's result records, in rank order (shared and read-only)."""
+
+    ports: tuple[int, ...] = ()
+    spares: tuple[int, ...] = ()
+    gpus: Mapping[int, str] = field(default_factory=dict)
+    nodes: tuple[int, ...] = ()
+    """Each rank's node position, where the tasks exchanged it; else ()."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What went wrong: the lowest missing ranks (at most :data:`SHOWN`), their count, one reason.
+
+    >>> Failure.missing_ranks(range(20)).merge(Failure.of("rank 3 failed")).missing_count
+    20
+    """
+
+    missing: tuple[int, ...] = ()
+    missing_count: int = 0
+    reason: str = ""
+    failed_count: int = 0
+
+    @classmethod
+    def missing_ranks(cls, ranks: Iterable[int], count: int | None = None) -> Failure:
+        """A failure naming ``ranks`` as missing (``count`` of them, when they are a sample)."""
+        listed = sorted(ranks)
+        return cls(tuple(listed[:SHOWN]), len(listed) if count is None else count)
+
+    @classmethod
+    def of(cls, reason: str) -> Failure:
+        """One task's failure, with its reason."""
+        return cls(reason=reason[:REASON], failed_count=1)
+
+    def __bool__(self) -> bool:
+        return bool(self.missing_count or self.failed_count)
+
+    def merge(self, other: Failure) -> Failure:
+        """Both failures in one, still bounded."""
+        if not other:
+            return self
+        if not self:
+            return other
+        return Failure(tuple(sorted(set(self.missing) | set(other.missing))[:SHOWN]),
+                       self.missing_count + other.missing_count, self.reason or other.reason,
+                       self.failed_count + other.failed_count)
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """A leader that leaves normally: who watches in its place, on whom, and who left before it."""
+
+    successor: int
+    above: int | None
+    """The rank the successor watches on; None at the top of the tree."""
+    gone: frozenset[Source] = frozenset()
+    """Its sources that left normally already (they will not call the successor)."""

@@ -1,0 +1,141 @@
+"""Every knob of the bootstrap in one frozen value, checked once, with its precedence.
+
+``bootstrap(cluster, timeout=30, verify="all")`` and ``bootstrap(cluster, BootstrapOptions(...))``
+are the same: the keywords are sugar for this value. A value given explicitly wins over its
+variable (``SLURM_RESOLVER_EXCHANGE``, ``SLURM_RESOLVER_AUTH``,
+``SLURM_RESOLVER_RENDEZVOUS_PORTS``), which wins over the default; anything out of range is
+a :class:`~slurm_resolver.errors.ConfigurationError` before anything starts. The command
+line's ``slurm-resolver bootstrap`` offers the same options (:data:`FIELDS`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..exchange import Exchange, check_mode
+from .auth import MODES as AUTH_MODES
+from .ports import candidates_of
+from .tree import DEFAULT_FANOUT
+
+__all__ = ["BootstrapOptions", "FIELDS", "parse_ports"]
+
+
+def _seconds(name: str, value: object, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise ConfigurationError(f"{name}={value!r} is not a number of seconds from {low:g} to {high:g}",
+                                 f"give {name} in seconds, e.g. {name}=60" if name == "timeout" else
+                                 f"give {name} in seconds")
+
+
+def _whole(name: str, value: object, low: int, high: int, example: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigurationError(f"{name}={value!r} is not a whole number from {low} to {high}", f"e.g. {example}")
+
+
+@dataclass(frozen=True)
+class BootstrapOptions:
+    """How the tasks bootstrap. Every field is checked when the value is made."""
+
+    exchange: str | Exchange | None = field(default=None, metadata={
+        "help": "how tasks exchange their records: auto (MPI under an MPI launcher or srun --mpi=pmix where MPI "
+                "initialises, else the tree of node leaders), mpi, or rendezvous "
+                "(default: SLURM_RESOLVER_EXCHANGE, else auto)", "choices": ("auto", "mpi", "rendezvous")})
+    timeout: float = field(default=60.0, metadata={
+        "help": "seconds the whole bootstrap may take; a task that is missing by then is named (default: 60)",
+        "type": float})
+    port: int = field(default=0, metadata={
+        "help": "the port every task's server binds (default: 0, a free port; node leaders then bind one of the "
+                "launch's rendezvous ports)", "type": int})
+    verify: str | int = field(default="ring", metadata={
+        "help": "which peers each task checks: ring (the next rank: every server is checked once), all, none, "
+                "or a count of next ranks (default: ring)"})
+    rendezvous: tuple[int, ...] | None = field(default=None, metadata={
+        "help": "comma-separated ports node leaders try to bind (default: SLURM_RESOLVER_RENDEZVOUS_PORTS, else "
+                "12 ports derived from the launch's key)"})
+    fanout: int = field(default=DEFAULT_FANOUT, metadata={
+        "help": f"child nodes per node leader in the tree (default: {DEFAULT_FANOUT})", "type": int})
+    auth: str | None = field(default=None, metadata={
+        "help": "how tasks prove they belong to the job: auto (a secret where one is given, else MUNGE where "
+                "munged answers, else none, said loudly), secret, munge, none "
+                "(default: SLURM_RESOLVER_AUTH, else auto)", "choices": AUTH_MODES})
+    heartbeat: float | None = field(default=1.0, metadata={
+        "help": "seconds between the heartbeats that find a task dying after the bootstrap; 0: no failure "
+                "detection (default: 1)", "type": float})
+    patience: float = field(default=5.0, metadata={
+        "help": "seconds of silence after which a task is declared dead, at least twice the heartbeat "
+                "(default: 5)", "type": float})
+
+    def __post_init__(self) -> None:
+        if self.exchange is not None:
+            check_mode(self.exchange, "exchange")
+            if self.exchange == "none":
+                raise ConfigurationError("bootstrap needs an exchange between the tasks, not exchange='none'",
+                                         "use 'auto', 'mpi' or 'rendezvous'")
+        _seconds("timeout", self.timeout, 0.01, 30 * 24 * 3600.0)
+        _whole("port", self.port, 0, 65535, "port=0 (a free port) or port=29500")
+        if not (self.verify in ("ring", "all", "none") or (isinstance(self.verify, int)
+                                                            and not isinstance(self.verify, bool) and self.verify > 0)):
+            raise ConfigurationError(f"verify={self.verify!r} is not known",
+                                     "use 'ring', 'all', 'none' or a count of next ranks")
+        if self.rendezvous is not None:
+            ports = tuple(self.rendezvous)
+            if not 0 < len(ports) <= 64:
+                raise ConfigurationError(f"rendezvous={ports!r} must list 1 to 64 ports", "e.g. 30001,30002")
+            for port in ports:
+                _whole("a rendezvous port", port, 1, 65535, "rendezvous=30001,30002")
+            object.__setattr__(self, "rendezvous", ports)
+        _whole("fanout", self.fanout, 1, 4096, "fanout=8")
+        if self.auth is not None and self.auth not in AUTH_MODES:
+            raise ConfigurationError(f"auth={self.auth!r} is not known", f"use one of {', '.join(AUTH_MODES)}")
+        if self.heartbeat:
+            _seconds("heartbeat", self.heartbeat, 0.05, 3600.0)
+            if isinstance(self.patience, bool) or not isinstance(self.patience, (int, float)) \
+                    or not self.patience >= 2 * self.heartbeat:
+                raise ConfigurationError(f"patience={self.patience!r} must be at least twice the heartbeat "
+                                         f"({self.heartbeat} s)",
+                                         "a silent task is declared dead after the patience: give it a few beats, "
+                                         "e.g. patience=5 * heartbeat")
+        else:
+            object.__setattr__(self, "heartbeat", None)
+
+    @classmethod
+    def of(cls, options: BootstrapOptions | None, keywords: Mapping[str, Any]) -> BootstrapOptions:
+        """``options`` with ``keywords`` on top (each a field's name), checked."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(keywords) - names)
+        if unknown:
+            raise ConfigurationError(f"bootstrap() got unknown options {unknown}", f"known: {', '.join(sorted(names))}")
+        return replace(options or cls(), **keywords)
+
+    def mode(self, env: Mapping[str, str]) -> str | Exchange:
+        """The exchange: this value's, else ``SLURM_RESOLVER_EXCHANGE``, else ``'auto'``."""
+        if self.exchange is not None:
+            return self.exchange
+        mode = env.get("SLURM_RESOLVER_EXCHANGE", "auto")
+        check_mode(mode, "SLURM_RESOLVER_EXCHANGE")
+        if mode == "none":
+            raise ConfigurationError("SLURM_RESOLVER_EXCHANGE=none: bootstrap needs an exchange between the tasks",
+                                     "unset it, or use auto, mpi or rendezvous")
+        return mode
+
+    def candidates(self, env: Mapping[str, str], launch: str) -> list[int]:
+        """The ports this task's leader may listen on (see :func:`~.ports.candidates_of`)."""
+        return candidates_of(env, launch, self.rendezvous, self.port)
+
+
+FIELDS: tuple[Any, ...] = tuple(fields(BootstrapOptions))
+"""The options with their help, as the command line offers them."""
+
+
+def parse_ports(text: str) -> tuple[int, ...]:
+    """``30001,30002`` as ports (for the command line)."""
+    try:
+        return tuple(int(p) for p in text.split(","))
+    except ValueError:
+        raise ConfigurationError(f"--rendezvous {text!r} is not a list of ports", "e.g. --rendezvous 30001,30002") \
+            from None

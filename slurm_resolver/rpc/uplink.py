@@ -1,0 +1,215 @@
+"""One task's calls up the tree: to its node's leader, or, for a leader, to its parent's leader.
+
+Before the first round nobody knows where a leader listens: leaders bind the first free port
+of a list derived from the launch's key, and the tasks below find it by probing those ports.
+A server of another launch, or a task that leads nothing, refuses and is skipped; a server
+that answers without a seal of this job (a squatter on a candidate port) is named and
+skipped too, and its answer is never believed. Once found, the same link serves every later
+call, and a call that finds its peer not ready is asked again until its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import secrets
+import time
+from collections.abc import Sequence
+
+from ..addresses import first
+from ..cluster import Cluster
+from ..errors import ResolutionError
+from .auth import AuthMode, Authority, Purpose
+from .messages import Contribution, Failure, Round, RoundKind, Table, WireError
+from .transport import Failed, Link, LinkError, Network, Refusal, retrying
+from .tree import Plan
+from .wire import NONCE, Call, Outcome, decode_answer, encode_call, read_table, unwrap
+
+__all__ = ["Uplink", "HINT"]
+
+HINT = ("check those tasks' output for an earlier error; every task must call bootstrap(); raise timeout if "
+        "they start slowly")
+
+
+class _Impostor(Exception):
+    """A server at a candidate port answered without this job's seal."""
+
+
+class Uplink:
+    """The calls of one task to the task above it.
+
+    Args:
+        cluster: the resolved cluster (every task resolved the same one).
+        plan: this task's place in the tree.
+        network: where servers listen and how to reach them.
+        authority: seals this task's calls and checks the answers.
+        candidates: the ports leaders bind in the first round.
+    """
+
+    def __init__(self, cluster: Cluster, plan: Plan, network: Network, authority: Authority,
+                 candidates: Sequence[int]) -> None:
+        self.cluster = cluster
+        self.plan = plan
+        self.network = network
+        self.authority = authority
+        self.candidates = list(candidates)
+        self.position = plan.position if plan.rank != plan.leader else plan.tree.parent(plan.position)
+        """The node of the task above (this node's leader, or the parent node's); None for the root."""
+        self.host = None if self.position is None else cluster.hosts[cluster.placement.nodes[self.position]]
+        self.rank = self._above()
+        """The rank of the task above, where known."""
+        self.link: Link | None = None
+        self.port = 0
+        """The port of the task above, once found."""
+
+    def _above(self) -> int | None:
+        if self.plan.rank != self.plan.leader:
+            return self.plan.leader
+        if self.position is None or not self.cluster.placement.exact:
+            return None
+        return self.cluster.placement.ranks_on(self.position)[0]
+
+    @property
+    def node(self) -> str:
+        """The name of the node of the task above."""
+        assert self.position is not None
+        return self.cluster.placement.nodes[self.position]
+
+    def settle(self, cluster: Cluster) -> None:
+        """Continue with the bootstrapped cluster: the ports every task bound are known (later calls
+        need no search), and a learned layout tells the rank above."""
+        self.cluster = cluster
+        self.rank = self._above()
+        if self.link is None and self.rank is not None and cluster.bound_ports is not None:
+            self.port = cluster.bound_ports[self.rank]
+
+    # Calls.
+
+    async def join(self, round: Round, brought: Contribution, deadline: float, timeout: float
+                   ) -> tuple[Outcome, Table]:
+        """Contribute to ``round`` at the task above; its outcome and table (empty but for the table)."""
+        if self.link is not None:
+            link, port = self.link, self.port
+            try:
+                return await retrying(lambda left: self._call(link, port, round, brought, left), deadline)
+            except LinkError as exc:
+                raise self._error(exc, timeout, round) from None
+            except _Impostor as exc:
+                raise ResolutionError(f"bootstrap: {exc}", "another process may hold that task's port") from None
+        return await self._find(round, brought, deadline, timeout)
+
+    async def _find(self, round: Round, brought: Contribution, deadline: float, timeout: float
+                    ) -> tuple[Outcome, Table]:
+        """The first round: probe the candidate ports until the leader above answers."""
+        pause, last, strangers = 0.02, None, []
+        started = time.monotonic()
+        while True:
+            for port in self._ports():
+                if time.monotonic() >= deadline:
+                    break
+                if not await self.network.listening(self.host or "", port):
+                    continue
+                link = self.network.connect(self.host or "", port)
+                try:
+                    found = await self._call(link, port, round, brought, deadline - time.monotonic(), probe=True)
+                except _Impostor as exc:
+                    strangers.append(f"port {port}: {exc}")
+                    continue
+                except LinkError as exc:
+                    if exc.code is Refusal.UNAUTHENTICATED and time.monotonic() - started < 2.0:
+                        last = exc  # a squatter may refuse too: look further before believing it
+                        continue
+                    if exc.code in (Refusal.FOREIGN, Refusal.NOT_LEADER) or exc.again:
+                        last = last if last and last.code is Refusal.UNAUTHENTICATED else exc
+                        continue
+                    raise self._error(exc, timeout, round) from None
+                self.link, self.port = link, port
+                return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if strangers and (last is None or last.code is not Refusal.UNAUTHENTICATED):
+                    raise ResolutionError(
+                        f"bootstrap: the leader of {self.node} was not found on {self.host} within {timeout:g} s; "
+                        f"what answered there is not a task of this job ({'; '.join(strangers[:3])})",
+                        "another user's process may hold the launch's rendezvous ports: set "
+                        "SLURM_RESOLVER_RENDEZVOUS_PORTS (or rendezvous=) to other ports, or use a secret "
+                        "(SLURM_RESOLVER_SECRET) or MUNGE so that its answers are refused at once")
+                raise self._error(last or LinkError(Failed.UNAVAILABLE, "nothing answered"), timeout, round)
+            await asyncio.sleep(min(left, pause * random.uniform(0.5, 1.5)))  # jitter: no herd on a late leader
+            pause = min(pause * 2, 0.25)
+
+    def _ports(self) -> Sequence[int]:
+        """Where the task above listens: its bound port once known, else the candidates."""
+        return [self.port] if self.port else self.candidates
+
+    async def _call(self, link: Link, port: int, round: Round, brought: Contribution, timeout: float,
+                    probe: bool = False) -> tuple[Outcome, Table]:
+        """One call to ``round`` at the server on ``port``: the answer, proven to come from this job."""
+        first_round = round.kind is RoundKind.TABLE
+        nonce = secrets.token_bytes(NONCE)
+        call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
+                    brought.failure, brought.records, votes=brought.votes)
+        messages = encode_call(call, brought.records,
+                               lambda header: self.authority.seal(Purpose.CALL, header, first_round))
+        reply = await link.join(messages, timeout, probe=probe)
+        world = self.cluster.world_size
+        try:
+            header, seal = unwrap(reply[0] if reply else b"")
+            answer = decode_answer(header, world)
+            why = self.authority.check(Purpose.ANSWER, header, seal, first_round)
+            if not why and answer.nonce != nonce:
+                why = "an answer to another call"
+            if why:
+                raise _Impostor(f"an answer without this job's seal ({why})")
+            if first_round and self.authority.mode is AuthMode.NONE:
+                self.authority.learn(answer.key)
+            table = read_table(answer, reply[1:], world) if answer.total else Table()
+        except WireError as exc:
+            raise _Impostor(f"a malformed answer ({exc})") from None
+        return answer.outcome(reply[1:]), table
+
+    async def tell_root(self, announcement: Round, timeout: float) -> None:
+        """Tell the root of the tree ``announcement`` (after the bootstrap: its port is known)."""
+        bound = self.cluster.bound_ports
+        assert bound is not None, "an announcement needs the bootstrapped cluster"
+        where = self.cluster.placement
+        root = where.ranks_on(0)[0]
+        link = self.network.connect(self.cluster.hosts[where.nodes[0]], bound[root])
+        try:
+            await retrying(lambda left: self._call(link, bound[root], announcement, Contribution(), left),
+                           time.monotonic() + timeout)
+        except (LinkError, _Impostor) as exc:
+            raise ResolutionError(f"could not announce {announcement.name!r} to {self.cluster.label(root)}, the "
+                                  f"root of the tree: {getattr(exc, 'detail', exc)}",
+                                  "check that task's output; it may have ended") from None
+
+    async def notice(self, notice: Round, deadline: float) -> Outcome:
+        """For the tasks below that wait for ``notice``: ask above, within this leader's share of the
+        time (a failure found above reaches it first), and pass on the answer or why there is none."""
+        timeout = deadline - time.monotonic()
+        give_up = time.monotonic() + timeout * self.plan.tree.give_up_at(self.plan.position)
+        try:
+            outcome, _ = await self.join(notice, Contribution(), give_up, timeout)
+        except ResolutionError as exc:
+            return Outcome(Failure.of(exc.message))  # tell the tasks below why
+        return outcome
+
+    def _error(self, exc: LinkError, timeout: float, round: Round) -> ResolutionError:
+        if exc.kind is Failed.DEADLINE and round.kind is RoundKind.NOTICE:
+            return ResolutionError(f"bootstrap: nobody announced {round.name!r} within {timeout:g} s",
+                                   "the announcing task (often the chief) may have failed: check its output")
+        if exc.kind is Failed.DEADLINE:  # the task above answered: the round did not end in time
+            return ResolutionError(f"bootstrap: not every task reached {round.label} within {timeout:g} s: "
+                                   f"{exc.detail}", HINT)
+        above = (f"rank {self.rank} ({self.cluster.label(self.rank).split(' (')[0]} on {self.node})"
+                 if self.rank is not None else f"the leader of {self.node} (its lowest rank)")
+        if exc.code is Refusal.UNAUTHENTICATED:
+            return ResolutionError(
+                f"bootstrap: {above} refused rank {self.plan.rank}'s seal on {self.host}: {exc.detail}",
+                "every task of the job must share its secret (SLURM_RESOLVER_SECRET), or every node run munged "
+                "with the same munge.key and a synchronised clock (try: munge -n | ssh <that node> unmunge); "
+                "SLURM_RESOLVER_AUTH=none on every task turns proofs off")
+        ports = first(list(self._ports()), 4)
+        return ResolutionError(
+            f"bootstrap: {above} did not answer on {self.host} (ports {ports}) within {timeout:g} s: {exc.detail}",
+            "check that task's output for an error; make sure every task calls bootstrap(); raise timeout")

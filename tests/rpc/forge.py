@@ -1,0 +1,46 @@
+"""Messages as a test peer (or an attacker) builds them: calls, questions and beats, sealed or not."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+
+from slurm_resolver.rpc.auth import Authority, Purpose
+from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.messages import Failure, Records, Round, RoundKind
+from slurm_resolver.rpc.wire import Beat, Call, encode_call, encode_first_beat, encode_who
+
+
+def _sealer(authority: Authority | None, first_round: bool = False):  # type: ignore[no-untyped-def]
+    if authority is None:
+        return lambda header: b""
+    return lambda header: authority.seal(Purpose.CALL, header, first_round)
+
+
+def join_call(job_key: str, round: Round, source: int, *, node: int = 0, port: int = 0,
+              records: Records | None = None, failure: Failure | None = None, authority: Authority | None = None,
+              nonce: bytes | None = None) -> list[bytes]:
+    """The messages of a Join call."""
+    records = records or Records()
+    call = Call(job_key, round, source, node, nonce or secrets.token_bytes(16), port, failure or Failure(), records)
+    return encode_call(call, records, _sealer(authority, round.kind is RoundKind.TABLE))
+
+
+def who_call(job_key: str, source: int, port: int, authority: Authority | None = None) -> bytes:
+    """A WhoAreYou question."""
+    return encode_who(job_key, source, secrets.token_bytes(16), port, _sealer(authority))
+
+
+def first_beat(job_key: str, source: int, node: int = 0, port: int = 0, authority: Authority | None = None) -> bytes:
+    """A watch call's first beat."""
+    return encode_first_beat(Beat(job_key, source, node, secrets.token_bytes(16), port), _sealer(authority))
+
+
+async def call_at(coordinator: Coordinator, messages: Sequence[bytes], seconds: float) -> list[bytes]:
+    """A Join call straight to ``coordinator`` (as a network would make it), its answer's messages."""
+    call = coordinator.open_call(messages[0])
+    round, answer = await coordinator.join(call, messages[1:], time.monotonic() + seconds)
+    coordinator.sent(round)
+    return answer
+
