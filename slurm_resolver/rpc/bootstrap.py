@@ -44,7 +44,7 @@ from .member import Member
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table, WireError
 from .options import BootstrapOptions
 from .transport import LinkError, Network, Refusal, Served, retrying
-from .tree import Plan, checked_peers, plan_of
+from .tree import Plan, checked_peers, plan_of, proven_by_rounds
 from .uplink import Uplink
 from .wire import NONCE, Identity, decode_identity, encode_who, unwrap
 
@@ -264,7 +264,8 @@ def _learned(cluster: Cluster, table: Table) -> Placement:
 
 async def _verify(task: _Task, done: Cluster, options: BootstrapOptions) -> Failure:
     """Ask the peers this task checks who they are; the first mismatch, as a failure."""
-    peers = checked_peers(task.plan.rank, done.world_size, options.verify)
+    peers = checked_peers(task.plan.rank, done.world_size, options.verify,
+                          lambda peer: proven_by_rounds(done, peer))
     deadline = time.monotonic() + min(options.timeout, 30.0)
     reasons = await asyncio.gather(*(_check(task, done, peer, deadline) for peer in peers))
     return next((Failure.of(f"rank {task.plan.rank} could not verify a peer: {r}") for r in reasons if r), Failure())

@@ -14,6 +14,12 @@ class Envelope(_message.Message):
     seal: bytes
     def __init__(self, header: _Optional[bytes] = ..., seal: _Optional[bytes] = ...) -> None: ...
 
+class Bundle(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, messages: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class Round(_message.Message):
     __slots__ = ("kind", "name", "count")
     KIND_FIELD_NUMBER: _ClassVar[int]

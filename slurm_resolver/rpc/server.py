@@ -26,16 +26,18 @@ from ..cluster_spec import ClusterSpec
 from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
 from .loop import LoopThread
+from .messages import WireError
 from .transport import Handlers, Refusal, Refused, end_call
-from .wire import MAX_MESSAGE
+from .wire import MAX_MESSAGE, bundle, most_chunks, unbundle
 
-__all__ = ["Server", "JOIN_METHOD", "WHO_METHOD", "WATCH_METHOD", "HEALTH_METHOD", "grpc_module", "bindable",
-           "open_server", "MOST_UNPROVEN", "FIRST_MESSAGE"]
+__all__ = ["Server", "JOIN_METHOD", "JOIN_BUNDLED_METHOD", "WHO_METHOD", "WATCH_METHOD", "HEALTH_METHOD",
+           "grpc_module", "bindable", "open_server", "MOST_UNPROVEN", "FIRST_MESSAGE"]
 
 log = logging.getLogger("slurm_resolver")
 
 SERVICE = "slurm_resolver.v3.Coordination"
 JOIN_METHOD = f"/{SERVICE}/Join"
+JOIN_BUNDLED_METHOD = f"/{SERVICE}/JoinBundled"
 WHO_METHOD = f"/{SERVICE}/WhoAreYou"
 WATCH_METHOD = f"/{SERVICE}/Watch"
 HEALTH_METHOD = "/grpc.health.v1.Health/Check"
@@ -133,6 +135,30 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
         finally:
             handlers.sent(round)
 
+    async def join_bundled(request: bytes, context: Any) -> bytes:
+        round = None
+        try:
+            if guard.unproven >= MOST_UNPROVEN:
+                raise Refused(Refusal.BUSY, f"{MOST_UNPROVEN} calls not yet proven wait here: ask again")
+            guard.unproven += 1
+            try:
+                messages = unbundle(request, most_chunks(handlers.world_size) + 1)
+                call = handlers.open_call(messages[0])
+            except WireError as exc:
+                raise Refused(Refusal.INVALID, str(exc)) from None
+            finally:
+                guard.unproven -= 1
+            if len(messages) != 1 + len(call.chunks):
+                raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
+            round, answer = await handlers.join(call, messages[1:], deadline(context))
+            return bundle(answer)
+        except Refused as exc:
+            await refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+        finally:
+            if round is not None:
+                handlers.sent(round)
+
     async def who(request: bytes, context: Any) -> bytes:
         try:
             return await handlers.who(request, deadline(context))
@@ -162,6 +188,7 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
             await end_call(events)
 
     methods = {JOIN_METHOD: grpc.stream_stream_rpc_method_handler(join),
+               JOIN_BUNDLED_METHOD: grpc.unary_unary_rpc_method_handler(join_bundled),
                WHO_METHOD: grpc.unary_unary_rpc_method_handler(who),
                WATCH_METHOD: grpc.stream_stream_rpc_method_handler(watch),
                HEALTH_METHOD: grpc.unary_unary_rpc_method_handler(health)}

@@ -91,7 +91,8 @@ class Uplink:
         if self.link is not None:
             link, port = self.link, self.port
             try:
-                return await retrying(lambda left: self._call(link, port, round, brought, left), deadline)
+                return await retrying(lambda left: self._call(link, port, round, brought, left, expected=self.rank),
+                                      deadline)
             except LinkError as exc:
                 raise self._error(exc, timeout, round) from None
             except _Impostor as exc:
@@ -111,7 +112,8 @@ class Uplink:
                     continue
                 link = self.network.connect(self.host or "", port)
                 try:
-                    found = await self._call(link, port, round, brought, deadline - time.monotonic(), probe=True)
+                    found = await self._call(link, port, round, brought, deadline - time.monotonic(), probe=True,
+                                             expected=self.rank)
                 except _Impostor as exc:
                     strangers.append(f"port {port}: {exc}")
                     continue
@@ -143,8 +145,9 @@ class Uplink:
         return [self.port] if self.port else self.candidates
 
     async def _call(self, link: Link, port: int, round: Round, brought: Contribution, timeout: float,
-                    probe: bool = False) -> tuple[Outcome, Table]:
-        """One call to ``round`` at the server on ``port``: the answer, proven to come from this job."""
+                    probe: bool = False, expected: int | None = None) -> tuple[Outcome, Table]:
+        """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
+        this job (from rank ``expected``, where known)."""
         first_round = round.kind is RoundKind.TABLE
         nonce = secrets.token_bytes(NONCE)
         call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
@@ -159,6 +162,8 @@ class Uplink:
             why = self.authority.check(Purpose.ANSWER, header, seal, first_round)
             if not why and answer.nonce != nonce:
                 why = "an answer to another call"
+            if not why and expected is not None and answer.source != expected:
+                why = f"an answer from rank {answer.source}, not from rank {expected}"
             if why:
                 raise _Impostor(f"an answer without this job's seal ({why})")
             if first_round and self.authority.mode is AuthMode.NONE:
@@ -176,8 +181,8 @@ class Uplink:
         root = where.ranks_on(0)[0]
         link = self.network.connect(self.cluster.hosts[where.nodes[0]], bound[root])
         try:
-            await retrying(lambda left: self._call(link, bound[root], announcement, Contribution(), left),
-                           time.monotonic() + timeout)
+            await retrying(lambda left: self._call(link, bound[root], announcement, Contribution(), left,
+                                                   expected=root), time.monotonic() + timeout)
         except (LinkError, _Impostor) as exc:
             raise ResolutionError(f"could not announce {announcement.name!r} to {self.cluster.label(root)}, the "
                                   f"root of the tree: {getattr(exc, 'detail', exc)}",

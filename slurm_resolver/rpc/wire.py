@@ -23,17 +23,20 @@ from google.protobuf.message import DecodeError
 from . import coordination_pb2 as pb
 from .messages import REASON, SHOWN, Failure, HandOver, Records, Round, RoundKind, Source, SourceKind, Table, WireError
 
-__all__ = ["CHUNK", "CHUNK_BYTES", "MAX_MESSAGE", "Call", "Answer", "Outcome", "Identity", "Beat", "Event",
-           "unwrap", "encode_call", "decode_call", "read_records", "decide", "encode_answer", "decode_answer",
-           "read_table", "encode_who", "decode_who", "encode_identity", "decode_identity", "encode_first_beat",
-           "encode_beat", "decode_beat", "encode_first_event", "encode_event", "decode_event", "Seal"]
+__all__ = ["CHUNK", "CHUNK_BYTES", "MAX_MESSAGE", "MAX_ANSWER", "bundle", "unbundle", "most_chunks", "Call",
+           "Answer", "Outcome", "Identity", "Beat", "Event", "unwrap", "encode_call", "decode_call", "read_records",
+           "decide", "encode_answer", "decode_answer", "read_table", "encode_who", "decode_who", "encode_identity",
+           "decode_identity", "encode_first_beat", "encode_beat", "decode_beat", "encode_first_event",
+           "encode_event", "decode_event", "Seal"]
 
 CHUNK = 4096
 """Records per chunk at most: about 50 kB of ports."""
 CHUNK_BYTES = 256 * 1024
 """Bytes per chunk at most (long GPU lists make smaller chunks)."""
 MAX_MESSAGE = 1024 * 1024
-"""The largest message a server or a caller reads: a chunk, a header, with room to spare."""
+"""The largest message a server reads: a call's first message, a chunk, or a bundled call."""
+MAX_ANSWER = 64 * 1024 * 1024
+"""The largest bundled answer a caller reads from the server it called: a table of millions of tasks."""
 NONCE = 16
 """Bytes of a call's nonce."""
 _GPU_TEXT = 800
@@ -49,14 +52,28 @@ def _digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()[:_DIGEST]
 
 
-def _parse(message: Any, data: object) -> Any:
-    if not isinstance(data, bytes) or len(data) > MAX_MESSAGE:
+def _parse(message: Any, data: object, limit: int = MAX_MESSAGE) -> Any:
+    if not isinstance(data, bytes) or len(data) > limit:
         raise WireError("a message larger than any this protocol sends")
     try:
         message.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise WireError(f"a malformed message ({exc.__class__.__name__})") from None
     return message
+
+
+def bundle(messages: Sequence[bytes]) -> bytes:
+    """``messages`` as one message (see :func:`unbundle`)."""
+    return bytes(pb.Bundle(messages=messages).SerializeToString())
+
+
+def unbundle(data: object, most: int, limit: int = MAX_MESSAGE) -> list[bytes]:
+    """The messages of a bundle of at most ``limit`` bytes, at most ``most`` of them, each a
+    message this protocol may send."""
+    found = _parse(pb.Bundle(), data, limit)
+    if not 0 < len(found.messages) <= most or any(len(m) > MAX_MESSAGE for m in found.messages):
+        raise WireError(f"a bundle of {len(found.messages)} messages")
+    return [bytes(m) for m in found.messages]
 
 
 def unwrap(data: object) -> tuple[bytes, bytes]:
@@ -146,7 +163,8 @@ def _add(records: Records, message: Any) -> None:
     records.nodes.extend(message.nodes)
 
 
-def _most_chunks(world_size: int) -> int:
+def most_chunks(world_size: int) -> int:
+    """The most chunks a call or an answer in a job of ``world_size`` tasks may announce."""
     return world_size // 256 + 2
 
 
@@ -195,7 +213,7 @@ def decode_call(header: bytes, world_size: int) -> Call:
     """A call's first message (its header, unwrapped), checked against a job of ``world_size`` tasks."""
     message = _parse(pb.Call(), header)
     if len(message.job_key) > _NAME or message.source >= world_size or message.node >= world_size \
-            or len(message.nonce) > 64 or len(message.chunks) > _most_chunks(world_size) \
+            or len(message.nonce) > 64 or len(message.chunks) > most_chunks(world_size) \
             or any(len(d) != _DIGEST for d in message.chunks) or message.port > 65535 \
             or message.votes > world_size:
         raise WireError("a call that names no task of this job")
@@ -279,7 +297,7 @@ def encode_answer(outcome: Outcome, nonce: bytes, source: int, seal: Seal) -> li
 def decode_answer(header: bytes, world_size: int) -> Answer:
     """An answer's first message (its header, unwrapped), checked."""
     message = _parse(pb.Answer(), header)
-    if message.total not in (0, world_size) or len(message.chunks) > _most_chunks(world_size) \
+    if message.total not in (0, world_size) or len(message.chunks) > most_chunks(world_size) \
             or any(len(d) != _DIGEST for d in message.chunks) or len(message.key) > 64 \
             or message.source >= world_size or len(message.nonce) > 64 or message.votes > world_size:
         raise WireError("an answer for another job's size")

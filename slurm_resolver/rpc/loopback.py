@@ -1,0 +1,142 @@
+"""Many tasks of one launch bootstrapping over real gRPC: each node on its own loopback address.
+
+What :mod:`~slurm_resolver.rpc.simulate` does without sockets, this does with them: every
+task runs :func:`~slurm_resolver.rpc.bootstrap.bootstrap_async` over its own
+:class:`~slurm_resolver.rpc.grpc_network.GrpcNetwork` (its own gRPC server and channels),
+each simulated node at its own address (``127.77.x.y``, as the cluster's ``NodeAddr`` would
+give it), the nodes spread over ``procs`` processes (a node's tasks in one process, as on a
+real node), every process one event loop. The tasks prove who they are with a secret (the
+templates' default), and the run measures wall time from a common start and the CPU seconds
+of every process. It is what a real job costs, on one machine's cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import multiprocessing
+import resource
+import secrets
+import time
+from typing import Any
+
+from ..cluster import Cluster
+from ..errors import SlurmResolverError
+from ..resolution import resolve
+from .simulate import Simulation, srun_environ
+from .tree import DEFAULT_FANOUT
+
+__all__ = ["over_grpc", "loopback"]
+
+
+def loopback(position: int) -> str:
+    """The address of simulated node ``position``: ``127.77.0.1`` on, 250 nodes per third byte.
+
+    >>> loopback(0), loopback(251)
+    ('127.77.0.1', '127.77.1.2')
+    """
+    return f"127.77.{position // 250 % 256}.{position % 250 + 1}"
+
+
+def _cluster(nodes: int, tasks_per_node: int) -> Cluster:
+    """The srun step, each node at its loopback address (as Slurm's NodeAddr)."""
+    return resolve(srun_environ(nodes, tasks_per_node), resolves=lambda name: False,
+                   node_addresses=lambda names: {n: loopback(int(n[4:]) - 1) for n in names})
+
+
+def _worker(index: int, procs: int, shape: tuple[int, int], options: dict[str, Any], secret: str,
+            ready: Any, go: Any, finished: Any, report: Any) -> None:
+    """One process: its nodes' tasks, bootstrapped together once every process is ready."""
+    from .bootstrap import bootstrap_async
+    from .grpc_network import GrpcNetwork
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    nodes, per_node = shape
+    base = _cluster(nodes, per_node)
+    mine = [r for r in range(base.world_size) if r // per_node % procs == index]
+    errors: dict[int, str] = {}
+    env = {"SLURM_RESOLVER_SECRET": secret}
+
+    async def task(rank: int) -> Any:
+        try:
+            return await bootstrap_async(base.as_rank(rank), environ=env, network=GrpcNetwork(), **options)
+        except SlurmResolverError as exc:
+            errors[rank] = str(exc)
+            return None
+
+    async def run() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        ready.put(index)
+        await loop.run_in_executor(None, go.wait)
+        start, cpu = time.time(), resource.getrusage(resource.RUSAGE_SELF)
+        done = await asyncio.gather(*(task(r) for r in mine))
+        end, after = time.time(), resource.getrusage(resource.RUSAGE_SELF)
+        await loop.run_in_executor(None, finished.wait)  # every process is done: servers may stop
+        await asyncio.gather(*(b.aio.stop(0) for b in done if b is not None))
+        return {"start": start, "end": end, "failed": len(errors), "errors": dict(sorted(errors.items())[:8]),
+                "cpu": after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime, "ranks": len(mine)}
+
+    gc.disable()  # as in the simulation: thousands of tasks' objects in one process
+    report.put(asyncio.run(run()))
+
+
+def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float = 120.0,
+              fanout: int = DEFAULT_FANOUT, verify: str | int = "ring") -> Simulation:
+    """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step over real gRPC, spread over
+    ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together."""
+    context = multiprocessing.get_context("spawn")  # gRPC must not be initialised before a fork
+    ready, report = context.Queue(), context.Queue()
+    go, finished = context.Event(), context.Barrier(procs)
+    options = {"exchange": "rendezvous", "timeout": timeout, "verify": verify, "fanout": fanout,
+               "heartbeat": None, "auth": "secret"}
+    secret = secrets.token_urlsafe(24)  # the job's: every task holds the same
+    workers = [context.Process(target=_worker, args=(i, procs, (nodes, tasks_per_node), options, secret, ready, go,
+                                                     _Done(finished), report))
+               for i in range(procs)]
+    for worker in workers:
+        worker.start()
+    try:
+        for _ in workers:
+            _get(ready, workers, 120)
+        go.set()
+        rows = [_get(report, workers, timeout + 120) for _ in workers]
+    finally:
+        for worker in workers:
+            worker.join(30)
+            if worker.is_alive():
+                worker.kill()
+    errors: dict[int, str] = {}
+    for row in rows:
+        errors.update(row["errors"])
+    failed = sum(row["failed"] for row in rows)
+    return Simulation(ranks=nodes * tasks_per_node, wall_s=max(r["end"] for r in rows) - min(r["start"] for r in rows),
+                      ok=failed == 0, errors=dict(sorted(errors.items())[:8]), failed=failed,
+                      cpu_s=sum(r["cpu"] for r in rows))
+
+
+def _get(queue: Any, workers: list[Any], timeout: float) -> Any:
+    """The next item of ``queue``; an error as soon as a worker died without one."""
+    import queue as queues
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return queue.get(timeout=0.5)
+        except queues.Empty:
+            dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError(f"a worker process of the run over gRPC failed (exit codes {dead})") from None
+
+
+class _Done:
+    """A barrier that one process crossing it for the others' sake never holds up for long."""
+
+    def __init__(self, barrier: Any) -> None:
+        self._barrier = barrier
+
+    def wait(self) -> None:
+        try:
+            self._barrier.wait(300)
+        except Exception:  # noqa: BLE001 - a broken barrier (a process died): stop anyway
+            pass
