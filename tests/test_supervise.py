@@ -1,27 +1,38 @@
-"""``bootstrap -- COMMAND`` supervision: the command ends the task, a peer's death ends the command."""
+"""``bootstrap -- COMMAND`` supervision: the command ends the task, a peer's death ends the command
+and its whole process group, signals reach the group, and what the command came to is recorded
+where ``slurm-resolver run`` asks for it."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from slurm_resolver.errors import ConfigurationError, ResolutionError
+from slurm_resolver.outcome import Ending, Recording, bootstrapped_at, read_all
 from slurm_resolver.supervise import supervise
 
 
 class Task:
     """The parts of a bootstrapped task that supervision uses."""
 
-    def __init__(self) -> None:
-        self.rank = 3
-        self.me = SimpleNamespace(job="worker", index=3, node="node2")
+    def __init__(self, rank: int = 3) -> None:
+        self.rank = rank
+        self.world_size = 8
+        self.job_key = "77.0"
+        self.me = SimpleNamespace(job="worker", index=rank, node=f"node{rank // 2 + 1}")
         self.callbacks: list[Callable[[int, str], None]] = []
         self.stopped = False
+
+    def task(self, rank: int) -> SimpleNamespace:
+        return SimpleNamespace(node=f"node{rank // 2 + 1}")
 
     def on_failure(self, callback: Callable[[int, str], None]) -> None:
         self.callbacks.append(callback)
@@ -63,3 +74,114 @@ def test_a_command_that_fails_just_after_a_peer_died_blames_the_peer() -> None:
         supervise(task, [sys.executable, "-c", "raise SystemExit(3)"])  # type: ignore[arg-type]
     assert "worker:5 (rank 5) on node3 died; then this task's command" in info.value.message
     assert "exited with code 3" in info.value.message and not hasattr(task, "failed") and task.stopped
+
+
+def gone(pid: int, within: float = 3.0) -> bool:
+    """Whether process ``pid`` has ended (reaped, or a zombie) within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_peer_death_stops_the_commands_whole_process_group(tmp_path: Path) -> None:
+    """A shell script whose child sleeps: SIGTERM to the shell alone would leave the child running."""
+    task = Task()
+    pids = tmp_path / "pids"
+    script = f"sleep 60 & echo $! > {pids}; wait"
+    threading.Timer(0.5, lambda: task.callbacks[0](5, "worker:5 (rank 5) on node3 died")).start()
+    started = time.monotonic()
+    with pytest.raises(ResolutionError, match="worker:5 .rank 5. on node3 died; stopped this task's command"):
+        supervise(task, ["bash", "-c", script], grace=10.0)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 3, "the group was not stopped at once"
+    assert gone(int(pids.read_text()))
+
+
+def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    task = Task()
+    pids = tmp_path / "pids"
+    script = f"trap '' TERM; (trap '' TERM; sleep 60) & echo $! > {pids}; wait; wait"
+    threading.Timer(0.5, lambda: task.callbacks[0](5, "worker:5 (rank 5) on node3 died")).start()
+    started = time.monotonic()
+    with pytest.raises(ResolutionError):
+        supervise(task, ["bash", "-c", script], grace=1.0)  # type: ignore[arg-type]
+    assert 1.0 <= time.monotonic() - started < 4
+    assert gone(int(pids.read_text()))
+
+
+def test_signals_to_the_task_reach_the_commands_group(tmp_path: Path) -> None:
+    """Slurm's warning (here SIGUSR1) goes to the shell and to its children alike."""
+    task = Task()
+    pids = tmp_path / "pids"
+    script = f"trap 'exit 0' USR1; sleep 60 & echo $! > {pids}; wait"
+
+    def warn() -> None:
+        while not pids.exists() or not pids.read_text().strip():
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    threading.Thread(target=warn, daemon=True).start()
+    assert supervise(task, ["bash", "-c", script]) == 0  # type: ignore[arg-type]
+    assert gone(int(pids.read_text()))
+
+
+def test_the_command_gets_rendezvous_ports_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from slurm_resolver.rpc.bootstrap import rendezvous_ports
+
+    monkeypatch.delenv("SLURM_RESOLVER_RENDEZVOUS_PORTS", raising=False)
+    out = tmp_path / "ports"
+    code = f"import os; open({str(out)!r}, 'w').write(os.environ['SLURM_RESOLVER_RENDEZVOUS_PORTS'])"
+    assert supervise(Task(), [sys.executable, "-c", code]) == 0  # type: ignore[arg-type]
+    ports = [int(p) for p in out.read_text().split(",")]
+    assert len(ports) >= 12 and not set(ports) & set(rendezvous_ports("77.0"))
+
+
+def recording(tmp_path: Path, attempt: int = 1, failed_at: float | None = None) -> dict[str, str]:
+    return Recording(tmp_path, attempt, failed_at).variables()
+
+
+def test_a_stopped_command_is_recorded_by_the_lowest_live_rank(tmp_path: Path) -> None:
+    for rank, victim in ((2, 5), (1, 0)):
+        task = Task(rank)
+        threading.Timer(0.3, lambda t=task, v=victim: t.callbacks[0](v, "a peer died")).start()
+        with pytest.raises(ResolutionError):
+            supervise(task, ["sleep", "30"], environ=recording(tmp_path))  # type: ignore[arg-type]
+    outcomes = read_all(tmp_path)
+    assert list(outcomes) == [1]  # rank 2 knows rank 0 alive: only rank 1, which heard of rank 0, wrote
+    assert outcomes[1].ending is Ending.STOPPED and outcomes[1].status == -signal.SIGTERM
+    assert [(d.rank, d.node, d.why) for d in outcomes[1].heard] == [(0, "node1", "a peer died")]
+
+
+def test_a_command_that_failed_after_a_peer_died_is_recorded_with_its_error(tmp_path: Path) -> None:
+    task = Task()
+    threading.Timer(0.8, lambda: task.callbacks[0](5, "worker:5 (rank 5) on node3 died")).start()
+    code = "import sys; sys.stderr.write('RuntimeError: gloo: connection closed\\n'); sys.exit(1)"
+    with pytest.raises(ResolutionError, match="exited with code 1: RuntimeError: gloo: connection closed"):
+        supervise(task, [sys.executable, "-c", code], environ=recording(tmp_path))  # type: ignore[arg-type]
+    outcome = read_all(tmp_path)[3]
+    assert (outcome.ending, outcome.status, outcome.task) == (Ending.FAILED, 1, "worker:3 (rank 3) on node2")
+    assert outcome.reason == "exited with code 1: RuntimeError: gloo: connection closed"
+    assert [d.rank for d in outcome.heard] == [5] and abs(outcome.at - time.time()) < 5
+
+
+def test_rank_0_records_when_the_attempt_was_bootstrapped(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    failed_at = time.time() - 4.0
+    assert supervise(Task(0), ["true"], environ=recording(tmp_path, 2, failed_at)) == 0  # type: ignore[arg-type]
+    at = bootstrapped_at(tmp_path)
+    assert at is not None and 3.9 < at - failed_at < 10
+    assert "slurm-resolver: attempt 2: every task bootstrapped 4." in capsys.readouterr().err
+    assert read_all(tmp_path) == {}  # a command that succeeds records nothing
+
+
+def test_the_command_that_cannot_start_is_recorded(tmp_path: Path) -> None:
+    task = Task()
+    with pytest.raises(ConfigurationError):
+        supervise(task, ["no-such-command-xyz"], environ=recording(tmp_path))  # type: ignore[arg-type]
+    outcome = read_all(tmp_path)[3]
+    assert outcome.ending is Ending.FAILED and "cannot run 'no-such-command-xyz'" in outcome.reason
