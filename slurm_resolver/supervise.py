@@ -7,7 +7,8 @@ after the grace), so that no child of a shell script is left running, and the ta
 1 with an error naming the dead task: a collective then never waits for a peer that is
 gone. When the command fails, the task reports itself dead with its exit code, so that the
 others stop too, unless a peer's death comes within :data:`NOTICE` seconds (the command
-failed because of it: a broken collective); when it succeeds, the task leaves normally.
+failed because of it: a broken collective; a command killed with SIGKILL is reported at
+once); when it succeeds, the task leaves normally.
 Signals sent to the task (Slurm's warning before the time limit, Ctrl-C) go to the
 command's group. Nothing polls: a thread waits for the command and the failure detection
 calls back, and either sets the one event the task waits on.
@@ -229,7 +230,9 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
         error = "" if code < 0 else child.error()
         reason = (f"exited with {_exit_status(code)}" + (f": {error}" if error else "")
                   + (", by the kernel's OOM killer" if oom else ""))
-        if heard.wait(NOTICE):  # it failed because a peer died (a broken collective): say so
+        # It failed because a peer died (a broken collective): say so. Nothing a peer does ends a command
+        # with SIGKILL, so that one blames itself at once.
+        if heard.wait(0 if code == -signal.SIGKILL else NOTICE):
             recorder.record(ending, code, reason, list(dead), child.at, oom)
             b.stop()
             raise ResolutionError(f"bootstrap: {dead[0].why}; then this task's command ({command[0]}) {reason}",
