@@ -84,6 +84,13 @@ def _placement_error(launch: Launch) -> PlacementError:
             "each rank runs on, and no exchange between the ranks is available",
             "let the ranks exchange their nodes through MPI: exchange='auto' or 'mpi' (the default), with "
             "mpi4py installed (pip install 'slurm_resolver[mpi]')")
+    if launch.distribution == "arbitrary":
+        return PlacementError(
+            f"the {launch.launcher} launch with distribution 'arbitrary' does not tell which node each rank runs "
+            "on: this task cannot read its host file (SLURM_HOSTFILE), and cannot learn the layout from the "
+            "other tasks here (exchange='none', or no SLURM_NODEID and SLURM_GTIDS)",
+            "make SLURM_HOSTFILE readable by every task (a shared file system), or let the tasks learn the "
+            "layout from each other (exchange='auto', in every task of the step)")
     return PlacementError(
         f"the {launch.launcher} launch with distribution {launch.distribution!r} does not tell which node each "
         "rank runs on, and no exchange between the ranks is available",
@@ -162,7 +169,7 @@ def resolve(
         launch = _override_layout(launch, tasks_per_node)
     rank = launch.rank
     own = launch.node or (hostname().split(".")[0] if rank is not None else None)
-    computed = placement.compute(launch)
+    computed = placement.compute(launch, learning=provisional)
     if computed is not None:
         placement.check_own(launch, computed)
         probe = own if own in launch.nodes else launch.nodes[0]
@@ -206,10 +213,11 @@ def _learn(cluster: Cluster, env: Mapping[str, str], timeout: float) -> Cluster:
         raise
     except ResolutionError as exc:
         raise PlacementError(
-            f"the layout of this {cluster.launcher} step is not in the environment (a het component with "
-            f"several tasks on each of several nodes), and learning it from the step's other tasks failed: "
+            f"the layout of this {cluster.launcher} step is not in the environment ({placement.unknown(cluster.launch)}"
+            f"), and learning it from the step's other tasks failed: "
             f"{exc.message}", "resolve in every task of the step at once (each learns from the others); or give "
-            "each component one node, or one task per node; exchange='none' refuses at once") from None
+            "each het component one node, or one task per node, or every task the host file of -m arbitrary; "
+            "exchange='none' refuses at once") from None
     learned.stop()
     log.debug("resolution: learned the layout of the %s step from every task's node (SLURM_NODEID), through "
               "a rendezvous of its tasks: %s", cluster.launcher, learned.cluster.placement.all_hosts[:64])
