@@ -38,7 +38,7 @@ from .errors import ConfigurationError, ResolutionError
 from .outcome import Death, Ending, Outcome, Recording, mark_bootstrapped, write
 from .rpc.bootstrapped import Bootstrapped
 
-__all__ = ["supervise", "FORWARDED", "NOTICE", "last_error", "command_rendezvous_ports"]
+__all__ = ["supervise", "FORWARDED", "NOTICE", "last_error", "ended_as", "command_rendezvous_ports"]
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 """Signals the task passes on to its command's process group."""
@@ -74,6 +74,18 @@ def last_error(text: str, limit: int = 300) -> str:
     named = [line for line in lines if _EXCEPTION.match(line)]
     found = (named or lines or [""])[-1]
     return found if len(found) <= limit else found[: limit - 3] + "..."
+
+
+def ended_as(code: int, error: str = "", oom: bool = False) -> tuple[Ending, str]:
+    """How a command that ended with ``code`` (minus a signal) ended, and the reason the task gives.
+
+    >>> ended_as(1, "ValueError: a bad batch")
+    (<Ending.FAILED: 'failed'>, 'exited with code 1: ValueError: a bad batch')
+    >>> ended_as(-9, oom=True)
+    (<Ending.KILLED: 'killed'>, "exited with signal 9 (SIGKILL), by the kernel's OOM killer")
+    """
+    reason = f"exited with {_exit_status(code)}" + (f": {error}" if error else "")
+    return (Ending.KILLED if code < 0 else Ending.FAILED), reason + (", by the kernel's OOM killer" if oom else "")
 
 
 def command_rendezvous_ports(key: str) -> str:
@@ -226,10 +238,7 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
             b.stop()
             return 0
         oom = code == -signal.SIGKILL and (oom_before or 0) < (_oom_kills() or 0)
-        ending = Ending.KILLED if code < 0 else Ending.FAILED
-        error = "" if code < 0 else child.error()
-        reason = (f"exited with {_exit_status(code)}" + (f": {error}" if error else "")
-                  + (", by the kernel's OOM killer" if oom else ""))
+        ending, reason = ended_as(code, "" if code < 0 else child.error(), oom)
         # It failed because a peer died (a broken collective): say so. Nothing a peer does ends a command
         # with SIGKILL, so that one blames itself at once.
         if heard.wait(0 if code == -signal.SIGKILL else NOTICE):

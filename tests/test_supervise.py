@@ -177,3 +177,41 @@ def test_the_command_that_cannot_start_is_recorded(tmp_path: Path) -> None:
         supervise(task, ["no-such-command-xyz"], environ=recording(tmp_path))  # type: ignore[arg-type]
     outcome = read_all(tmp_path)[3]
     assert outcome.ending is Ending.FAILED and "cannot run 'no-such-command-xyz'" in outcome.reason
+
+
+OWN_FAILURE = """
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from slurm_resolver import supervise as module
+from slurm_resolver.outcome import Recording
+
+class Task:
+    rank, world_size, job_key = 3, 8, "77.0"
+    me = SimpleNamespace(job="worker", index=3, node="node2")
+    def task(self, rank): return SimpleNamespace(node="node2")
+    def on_failure(self, callback): pass
+    def fail(self, why): print("FAILED:", why, flush=True)
+    def stop(self): pass
+
+counts = iter([7, 8])  # the node's count of OOM kills rises while the command runs
+module._oom_kills = lambda: next(counts)
+module.supervise(Task(), sys.argv[2:], environ=Recording(Path(sys.argv[1])).variables())
+"""
+
+
+@pytest.mark.parametrize(("command", "ending", "reason"), [
+    (["bash", "-c", "kill -9 $$"], Ending.KILLED, "exited with signal 9 (SIGKILL), by the kernel's OOM killer"),
+    ([sys.executable, "-c", "raise ValueError('a bad batch')"], Ending.FAILED,
+     "exited with code 1: ValueError: a bad batch"),
+], ids=["the OOM killer", "an exception"])
+def test_a_command_that_fails_on_its_own_fails_the_task_and_is_recorded(tmp_path: Path, command: list[str],
+                                                                         ending: Ending, reason: str) -> None:
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", OWN_FAILURE, str(tmp_path), *command], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == (137 if ending is Ending.KILLED else 1), out.stderr
+    assert f"FAILED: worker:3 (rank 3) on node2: its command {reason}" in out.stdout
+    outcome = read_all(tmp_path)[3]
+    assert (outcome.ending, outcome.reason, outcome.oom) == (ending, reason, ending is Ending.KILLED)
