@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .environment import export_defaults, snapshot
+from .environment import for_child, snapshot
 from .errors import ConfigurationError, ResolutionError
 from .outcome import Death, Ending, Outcome, Recording, mark_bootstrapped, write
 from .rpc.bootstrapped import Bootstrapped
@@ -114,8 +114,8 @@ class _Child:
     """The command in a session and process group of its own: its end (a thread waits for it, then
     sets ``news``), and the tail of its standard error (copied through to the task's)."""
 
-    def __init__(self, command: Sequence[str], news: threading.Event) -> None:
-        self.process = subprocess.Popen(list(command), start_new_session=True, stderr=subprocess.PIPE)
+    def __init__(self, command: Sequence[str], news: threading.Event, env: Mapping[str, str]) -> None:
+        self.process = subprocess.Popen(list(command), start_new_session=True, stderr=subprocess.PIPE, env=env)
         self.exited = threading.Event()
         self.code = 0
         self.at = 0.0
@@ -212,11 +212,11 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
 
     b.on_failure(on_failure)
     recorder.bootstrapped(recording)
-    export_defaults({"SLURM_RESOLVER_RENDEZVOUS_PORTS": command_rendezvous_ports(b.job_key)})
+    own = for_child({"SLURM_RESOLVER_RENDEZVOUS_PORTS": command_rendezvous_ports(b.job_key)})
     sys.stdout.flush()
     oom_before = _oom_kills()
     try:
-        child = _Child(command, news)
+        child = _Child(command, news, own)
     except OSError as exc:
         why = f"cannot run {command[0]!r}: {exc.strerror}"
         recorder.record(Ending.FAILED, 127, why, (), time.time())
