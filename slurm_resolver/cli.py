@@ -130,6 +130,12 @@ def _bootstrap(args: argparse.Namespace) -> int:
     return 0  # pragma: no cover
 
 
+def _run(args: argparse.Namespace) -> int:
+    from .restart import from_arguments
+
+    return from_arguments(args)
+
+
 def _check(args: argparse.Namespace) -> int:
     from .diagnostics import run_checks
 
@@ -275,6 +281,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run COMMAND in this task's place, without watching for deaths (always under mpirun)")
     boot.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     boot.set_defaults(func=_bootstrap)
+    rerun = sub.add_parser("run", help="in a job's script: launch COMMAND in every task (srun, bootstrap), and "
+                           "launch it again in the same allocation when a task dies")
+    rerun.add_argument("--restarts", type=int, default=3, help="the most restarts (default 3)")
+    rerun.add_argument("--spare-nodes", type=int, default=0, help="the job's last nodes, kept for lost ones")
+    rerun.add_argument("--min-nodes", type=int, help="the fewest nodes the program runs on (default: all)")
+    rerun.add_argument("--srun-args", default="", help="more srun arguments, as shell words")
+    rerun.add_argument("--jobs", help="ps=1,worker=3, for the bootstrap")
+    rerun.add_argument("--format", choices=("tf", "torch", "jax", "shell"), default="shell")
+    rerun.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    rerun.set_defaults(func=_run)
     check = sub.add_parser("check", help="diagnose this environment: one line per check, OK or FAIL with a hint")
     check.set_defaults(func=_check)
     listing, raw = _LISTING, _ListingFormatter  # the listing reads every template: only for --help

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from .errors import ConfigurationError
 from .variables import PREFIXES
 
-__all__ = ["Snapshot", "snapshot", "export", "export_defaults"]
+__all__ = ["Snapshot", "snapshot", "export", "export_defaults", "for_child"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,16 @@ def export_defaults(variables: Mapping[str, str], environ: dict[str, str] | None
     missing = {k: v for k, v in variables.items() if k not in target}
     target.update(missing)
     return missing
+
+
+def for_child(defaults: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child process: this process's (or ``environ``), with each of
+    ``defaults`` that is not set there; this process's own is left as it is.
+
+    >>> for_child({"A": "1", "B": "2"}, {"B": "x"})
+    {'B': 'x', 'A': '1'}
+    """
+    child = dict(os.environ if environ is None else environ)
+    for name, value in defaults.items():
+        child.setdefault(name, value)
+    return child

@@ -7,6 +7,7 @@ another. Each takes a plain mapping of variables and raises
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from .errors import EnvironmentVariableError, ResolutionError
@@ -14,7 +15,7 @@ from .hostlists import expand, expand_counts
 from .parsing import read_int, require
 
 __all__ = ["Layout", "layout_of", "het_size", "job_layout", "het_components", "het_groups", "distribution",
-           "in_srun_step", "launch_key", "gtids", "array_element"]
+           "in_srun_step", "launch_key", "gtids", "array_element", "host_file"]
 
 Layout = tuple[tuple[str, ...], tuple[int, ...]]
 """Nodes in Slurm's order and the number of tasks on each."""
@@ -179,3 +180,37 @@ def array_element(env: Mapping[str, str]) -> str | None:
     if env.get("SLURM_ARRAY_JOB_ID") is None or env.get("SLURM_ARRAY_TASK_ID") is None:
         return None
     return f"{read_int(env, 'SLURM_ARRAY_JOB_ID', 1)}_{read_int(env, 'SLURM_ARRAY_TASK_ID')}"
+
+
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+_HOST_FILE = ("node names, one or more per line (name, or name*count for count ranks in a row; commas between; "
+              "# starts a comment)")
+_HOST_FILE_FIX = "write one node name for each rank, in rank order, such as node2, node1, node2 on three lines"
+
+
+def host_file(text: str, tasks: int, path: str = "") -> tuple[str, ...]:
+    """The node of each of ``tasks`` ranks, from the text of ``srun -m arbitrary``'s host file
+    (``SLURM_HOSTFILE``, at ``path``), read as Slurm reads it: names on lines or between commas,
+    ``name*count`` for ``count`` ranks in a row, ``#`` to the end of a line a comment (``\\#`` a
+    ``#``), blank lines skipped, names past the ``tasks``-th ignored.
+
+    >>> host_file("node2\\nnode1  # the second rank\\n\\nnode2\\n", 3)
+    ('node2', 'node1', 'node2')
+    >>> host_file("n1*2,n3\\nn9", 3)
+    ('n1', 'n1', 'n3')
+    """
+    hosts: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = re.split(r"(?<!\\)#", line, maxsplit=1)[0].replace("\\#", "#").strip()
+        for entry in filter(None, (part.strip() for part in line.split(","))):
+            name, star, count = entry.partition("*")
+            times = int(count) if star and count.isascii() and count.isdigit() and 0 < int(count) < 10**9 else 0
+            if not _HOST.fullmatch(name) or (star and not times):
+                raise EnvironmentVariableError(
+                    "SLURM_HOSTFILE", path, f"{_HOST_FILE}; line {number} has {entry[:80]!r}"
+                    + (" (a range: Slurm reads no ranges here)" if "[" in entry else ""), _HOST_FILE_FIX)
+            hosts.extend([name] * min(times or 1, tasks - len(hosts)))
+            if len(hosts) == tasks:
+                return tuple(hosts)
+    raise EnvironmentVariableError("SLURM_HOSTFILE", path, f"a node for each of the step's {tasks} ranks; it names "
+                                   f"{len(hosts)}", _HOST_FILE_FIX)

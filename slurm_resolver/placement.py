@@ -2,8 +2,10 @@
 
 Slurm's ``block``, ``cyclic`` and ``plane=N`` distributions are computed exactly as Slurm
 lays tasks out, from the per-node task counts; every task checks that the host computed
-for its own rank is the node it runs on. Other layouts (``arbitrary``, MPI launchers)
-are never guessed: the ranks exchange their nodes (:meth:`Placement.from_hosts`).
+for its own rank is the node it runs on. ``arbitrary`` is read from its host file
+(``SLURM_HOSTFILE``) where the task can read it. Other layouts (MPI launchers, ``arbitrary``
+without a readable host file, het components of several tasks on several nodes) are never
+guessed: the ranks exchange their nodes (:meth:`Placement.from_hosts`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .errors import PlacementError
 from .hostlists import collapse, collapse_counts
 from .launchers.base import Launch
 
-__all__ = ["Placement", "compute", "provisional", "block", "cyclic", "plane", "check_own", "describe"]
+__all__ = ["Placement", "compute", "provisional", "block", "cyclic", "plane", "check_own", "describe", "unknown"]
 
 
 def describe(layout: Sequence[tuple[str, int]], limit: int = 200) -> str:
@@ -220,6 +222,8 @@ def compute(launch: Launch) -> Placement | None:
     """The placement from the launch's layout, or None when only an exchange can tell."""
     if launch.needs_exchange:
         return None
+    if launch.hosts:
+        return Placement(launch.nodes, launch.counts, launch.hosts)
     if launch.groups:
         return Placement(launch.nodes, launch.counts, _het(launch, provisional=False))
     nodes, counts = launch.nodes, launch.counts
@@ -233,12 +237,13 @@ def compute(launch: Launch) -> Placement | None:
 
 
 def provisional(launch: Launch) -> Placement | None:
-    """A placeholder placement of a het step whose layout only an exchange can tell: the caller's
-    node exact (its ranks are ``SLURM_GTIDS``), the rest to be learned; None where it cannot help."""
-    if not launch.groups or launch.node_index is None or not launch.gtids or launch.world_size is None \
-            or sum(launch.counts) != launch.world_size:
+    """A placeholder placement of a step whose layout only an exchange can tell (a het step, or
+    ``-m arbitrary`` without its host file): the caller's node exact (its ranks are
+    ``SLURM_GTIDS``), the rest to be learned; None where it cannot help."""
+    if not (launch.groups or launch.distribution == "arbitrary") or launch.node_index is None or not launch.gtids \
+            or launch.world_size is None or sum(launch.counts) != launch.world_size:
         return None
-    hosts = list(_het(launch, provisional=True))
+    hosts = list(_het(launch, provisional=True) if launch.groups else block(launch.nodes, launch.counts))
     own = launch.nodes[launch.node_index]
     for rank in launch.gtids:
         if rank >= len(hosts):
@@ -251,11 +256,30 @@ def provisional(launch: Launch) -> Placement | None:
     return Placement(launch.nodes, launch.counts, tuple(hosts), exact=False)
 
 
+def unknown(launch: Launch) -> str:
+    """Why the environment does not tell the step's layout, for messages.
+
+    >>> unknown(Launch("srun", 3, 0, ("n1", "n2"), (1, 2), distribution="arbitrary"))
+    'srun -m arbitrary, with no host file (SLURM_HOSTFILE) this task can read'
+    """
+    if launch.groups:
+        return "a het component with several tasks on each of several nodes"
+    if launch.distribution == "arbitrary":
+        return "srun -m arbitrary, with no host file (SLURM_HOSTFILE) this task can read"
+    return f"distribution {launch.distribution!r}"
+
+
 def check_own(launch: Launch, placement: Placement) -> None:
     """Fail when the node computed for the calling rank is not the node it runs on."""
     if launch.rank is None or launch.node is None:
         return
     computed = placement.node_of(launch.rank)
+    if computed != launch.node and launch.hosts:
+        raise PlacementError(
+            f"rank {launch.rank} runs on {launch.node}, but the host file SLURM_HOSTFILE puts it on {computed}: "
+            "the file changed since srun read it, or it is not the file srun read",
+            "keep the host file as it was at launch, or unset SLURM_HOSTFILE in the tasks so that they learn "
+            "the layout from each other")
     if computed != launch.node:
         raise PlacementError(
             f"rank {launch.rank} runs on {launch.node}, but Slurm's {launch.distribution} layout "

@@ -31,7 +31,7 @@ from typing import Any
 from .environment import snapshot
 from .errors import ConfigurationError
 
-__all__ = ["Preemption", "requeue", "requeue_id", "restart_count", "checkpoint_dir", "DEFAULT_SIGNAL"]
+__all__ = ["Preemption", "requeue", "requeue_id", "restart_count", "attempt", "checkpoint_dir", "DEFAULT_SIGNAL"]
 
 DEFAULT_SIGNAL = "USR2"
 
@@ -110,6 +110,14 @@ def restart_count(environ: Mapping[str, str] | None = None) -> int:
     from .parsing import optional_int
 
     return optional_int(snapshot(environ), "SLURM_RESTART_COUNT") or 0
+
+
+def attempt(environ: Mapping[str, str] | None = None) -> int:
+    """Which attempt of ``slurm-resolver run`` this step is (``SLURM_RESOLVER_ATTEMPT``: 1 for the first,
+    one more after each restart in the job's allocation; 1 outside ``run``)."""
+    from .parsing import optional_int
+
+    return optional_int(snapshot(environ), "SLURM_RESOLVER_ATTEMPT", 1) or 1
 
 
 def checkpoint_dir(base: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Path:

@@ -84,6 +84,13 @@ def _placement_error(launch: Launch) -> PlacementError:
             "each rank runs on, and no exchange between the ranks is available",
             "let the ranks exchange their nodes through MPI: exchange='auto' or 'mpi' (the default), with "
             "mpi4py installed (pip install 'slurm_resolver[mpi]')")
+    if launch.distribution == "arbitrary":
+        return PlacementError(
+            f"the {launch.launcher} launch with distribution 'arbitrary' does not tell which node each rank runs "
+            "on: this task cannot read its host file (SLURM_HOSTFILE), and cannot learn the layout from the "
+            "other tasks here (exchange='none', or no SLURM_NODEID and SLURM_GTIDS)",
+            "make SLURM_HOSTFILE readable by every task (a shared file system), or let the tasks learn the "
+            "layout from each other (exchange='auto', in every task of the step)")
     return PlacementError(
         f"the {launch.launcher} launch with distribution {launch.distribution!r} does not tell which node each "
         "rank runs on, and no exchange between the ranks is available",

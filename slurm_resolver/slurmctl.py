@@ -11,14 +11,17 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .errors import AddressError, ConfigurationError
 from .hostlists import collapse
 
-__all__ = ["command", "run", "parse_records", "node_addresses", "submit", "job_records", "requeue", "pyslurm"]
+__all__ = ["command", "run", "parse_records", "node_addresses", "submit", "job_records", "requeue", "pyslurm",
+           "unhealthy", "node_health"]
 
 log = logging.getLogger("slurm_resolver")
 
@@ -130,3 +133,63 @@ def requeue(job_id: str) -> None:
     if out.returncode != 0:
         raise ConfigurationError(f"scontrol requeue {job_id} failed: {out.stderr.strip() or out.stdout.strip()}",
                                  "the job must allow it (#SBATCH --requeue, JobRequeue=1 in slurm.conf)")
+
+
+_BAD_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER_DOWN", "POWERED_DOWN", "POWERING_DOWN",
+               "REBOOT_ISSUED", "FUTURE")
+
+
+def unhealthy(record: dict[str, str]) -> str | None:
+    """Why Slurm's record of a node (``scontrol show node -o``) says it cannot run tasks; None if it can.
+
+    >>> unhealthy({"NodeName": "n2", "State": "DOWN*+DRAIN", "Reason": "Not responding"})
+    'Slurm marks it DOWN*+DRAIN (Not responding)'
+    >>> unhealthy({"NodeName": "n1", "State": "ALLOCATED"}) is None
+    True
+    """
+    state = record.get("State", "")
+    flags = state.replace("*", "+NOT_RESPONDING").split("+")
+    if not any(flag.startswith(_BAD_STATES) for flag in flags):
+        return None
+    reason = record.get("Reason", "").split(" [")[0].strip()
+    return f"Slurm marks it {state}" + (f" ({reason})" if reason and reason != "none" else "")
+
+
+def _probe(record: dict[str, str], timeout: float) -> str | None:
+    """Why the node's slurmd does not answer (it does not accept a connection); None if it does."""
+    address, port = record.get("NodeAddr") or record.get("NodeName", ""), record.get("Port", "6818")
+    try:
+        with socket.create_connection((address, int(port)), timeout=timeout):
+            return None
+    except (OSError, ValueError) as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else getattr(exc, "strerror", None) or str(exc)
+        return f"its slurmd does not answer at {address}:{port} ({why})"
+
+
+def node_health(names: Sequence[str], probe: Collection[str] = (), timeout: float = 2.0) -> dict[str, str]:
+    """Why each of ``names`` that cannot run tasks cannot (a node not in the result can).
+
+    One ``scontrol show node`` for all of them says what Slurm knows (DOWN, DRAIN, not
+    responding); the nodes in ``probe`` are also asked directly, since Slurm marks a node whose
+    slurmd stopped only after ``SlurmdTimeout``: a slurmd that does not accept a connection
+    within ``timeout`` seconds is not there.
+    """
+    if not names:
+        return {}
+    out = run(["scontrol", "show", "node", "-o", collapse(list(names))], 30)
+    records = {r["NodeName"]: r for r in parse_records(out.stdout) if "NodeName" in r}
+    if not records:  # scontrol failed: nothing is known of any node, which is no reason to leave one behind
+        log.warning("slurm_resolver: scontrol show node %s failed (%s)", collapse(list(names)), out.stderr.strip())
+        return {}
+    bad: dict[str, str] = {}
+    for name in names:
+        record = records.get(name)
+        why = "Slurm does not know it" if record is None else unhealthy(record)
+        if why:
+            bad[name] = why
+    asked = [records[n] for n in probe if n in records and n not in bad]
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(asked)))) as pool:
+        for record, why in zip(asked, pool.map(lambda r: _probe(r, timeout), asked)):
+            if why:
+                bad[record["NodeName"]] = why
+    return bad

@@ -93,6 +93,11 @@ SCHEMA: tuple[Parameter, ...] = (
               "(element i takes entry i), e.g. --learning-rate 0.1;--learning-rate 0.01"),
     Parameter("requeue", "1", "flag", "1: the job may be requeued (by Slurm, or by itself after a warning)",
               optional=False),
+    Parameter("restarts", "", "count", "launch the step through slurm-resolver run, which launches it again in "
+              "the same allocation when a task dies, at most this many times (empty: plain srun)"),
+    Parameter("spare_nodes", "", "count", "nodes added to --nodes (and --no-kill) that run keeps for lost nodes"),
+    Parameter("min_nodes", "", "count", "the fewest nodes run restarts the step on, where no spare is left "
+              "(and --no-kill; empty: all)"),
 )
 SHELL_TEXT = frozenset(p.name for p in SCHEMA if p.kind == "text")
 """Parameters that are shell text, taken as given (one line); every other value is quoted."""

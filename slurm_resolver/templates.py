@@ -202,6 +202,53 @@ def _launch(values: Mapping[str, str]) -> str:
     return f"{python} -m slurm_resolver bootstrap{jobs} --format {shlex.quote(values['format'])} -- {command}"
 
 
+_RESTART = ("restarts", "spare_nodes", "min_nodes")
+
+
+def _step(values: Mapping[str, str]) -> str:
+    """What the script runs: srun of the launch, or ``slurm-resolver run``, which launches it again in
+    the allocation when a task dies (the program then bootstraps in-process under run's bootstrap).
+
+    >>> print(_step({"python": "py", "jobs": "", "format": "torch", "command": "", "program": "m", "program_args": "",
+    ...              "srun_args": "-l -K", "restarts": "2", "spare_nodes": "1", "min_nodes": ""}))
+    py -m slurm_resolver run --restarts 2 --spare-nodes 1 --srun-args '-l -K' --format shell -- py -m m
+    """
+    if not any(values.get(k) for k in _RESTART):
+        return f"srun {values['srun_args']} {_launch(values)}"
+    python = shlex.quote(values["python"])
+    options = [f"--{k.replace('_', '-')} {shlex.quote(values[k])}" for k in (*_RESTART, "srun_args", "jobs")
+               if values.get(k)]
+    if values["program"] and not values["command"]:
+        return f"{python} -m slurm_resolver run {' '.join(options)} --format shell -- {_launch(values)}"
+    command = values["command"] or f"{python} -m slurm_resolver show --bootstrapped"
+    return f"{python} -m slurm_resolver run {' '.join(options)} --format {shlex.quote(values['format'])} -- {command}"
+
+
+def _with_spares(values: dict[str, str], name: str, text: str) -> None:
+    """Spare nodes go into ``--nodes``, whose tasks per node must then be the same everywhere; with spares
+    or a smaller step allowed, ``--no-kill`` keeps the allocation when a node fails."""
+    if not any(values.get(k) for k in _RESTART):
+        return
+    if "${step}" not in text:
+        raise TemplateParameterError(f"template {name} has no srun step that slurm-resolver run could restart",
+                                     "leave restarts, spare_nodes and min_nodes empty for it")
+    if values["hetjob"] == "1":
+        raise TemplateParameterError("slurm-resolver run does not restart heterogeneous jobs (hetjob=1)",
+                                     "leave restarts, spare_nodes and min_nodes empty")
+    if values.get("spare_nodes") or values.get("min_nodes"):
+        if not values["nodes"] or not values["tasks_per_node"]:
+            raise TemplateParameterError("spare_nodes and min_nodes need nodes and tasks_per_node (every node "
+                                         "the same tasks)", "e.g. --set nodes=2 --set tasks_per_node=2")
+        total = int(values["nodes"]) * int(values["tasks_per_node"])
+        if values["tasks"] and int(values["tasks"]) != total:
+            raise TemplateParameterError(f"template parameter tasks={values['tasks']} does not fill nodes="
+                                         f"{values['nodes']} x tasks_per_node={values['tasks_per_node']}, which "
+                                         "spare_nodes and min_nodes need", f"--set tasks={total}, or leave it out")
+        values["tasks"] = ""  # the spares have no tasks of the step's: --ntasks-per-node says it all
+        values["nodes"] = str(int(values["nodes"]) + int(values.get("spare_nodes") or 0))
+        values["extra_sbatch"] = ";".join(filter(None, ["--no-kill", values.get("extra_sbatch", "")]))
+
+
 def _tasks_of_jobs(merged: dict[str, str], given: set[str]) -> None:
     """A job layout with counts (``chief=1,ps=2,worker=13``) sets ``tasks`` to their sum,
     unless ``tasks`` is given too: then the two must agree."""
@@ -230,8 +277,11 @@ def render(name: str, values: Mapping[str, str] | None = None) -> str:
     _tasks_of_jobs(merged, set(values or {}))
     _with_sweep(merged)
     text = _text(name)
+    step = _step(merged)
+    _with_spares(merged, name, text)
     substituted = {k: (v if k in SHELL_TEXT else shlex.quote(v)) for k, v in merged.items()}
     substituted["launch"] = _launch(merged)
+    substituted["step"] = step
     substituted["sbatch_header"] = sbatch_header(merged, het=merged["hetjob"] == "1")
     substituted["forwarding"], substituted["forward"] = forwarding(merged)
     substituted["select"] = sweep_selection(merged)

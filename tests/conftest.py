@@ -84,6 +84,27 @@ def json_objects(text: str) -> list[dict[str, Any]]:
     return rows
 
 
+def in_threads(run: Callable[[int], Any], count: int, timeout: float = 60) -> list[Any]:
+    """``run(rank)`` for ranks 0 to ``count - 1``, each on a thread of its own (tasks of one process);
+    each result, or the exception it raised."""
+    import threading
+
+    results: list[Any] = [None] * count
+
+    def task(rank: int) -> None:
+        try:
+            results[rank] = run(rank)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertions
+            results[rank] = exc
+
+    threads = [threading.Thread(target=task, args=(r,)) for r in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return results
+
+
 def sbatch_wait(script: Path, *args: str, timeout: float = 120) -> None:
     """Submit ``script`` and wait for the job to end (polling faster than ``sbatch --wait``)."""
     out = subprocess.run(["sbatch", "--parsable", *args, str(script)], capture_output=True, text=True, check=True)

@@ -21,13 +21,13 @@ LAYERS: list[set[str]] = [
     {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema"},
     # The parts of resolution, and the seams to outside systems.
     {"launchers", "launchers.*", "layout", "placement", "packing", "gpus", "nvml", "mpi", "munge", "slurmctl",
-     "addresses", "exchange", "cluster_spec"},
+     "addresses", "exchange", "cluster_spec", "outcome", "attempts"},
     # The resolved cluster (resolution opens no socket).
     {"cluster", "resolution"},
     # The bootstrap (its own layers below).
     {"rpc", "rpc.*"},
     # What users call: the TensorFlow-shaped resolvers, adapters, training jobs, the command line.
-    {"adapters", "resolvers", "resolvers.*", "supervise", "preemption", "training", "training.*", "submission",
+    {"adapters", "resolvers", "resolvers.*", "supervise", "restart", "preemption", "training", "training.*", "submission",
      "templates", "diagnostics", "completion", "cli", "", "__main__"},
 ]
 

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from slurm_resolver.errors import PlacementError
 from slurm_resolver.launchers.base import Launch
-from slurm_resolver.placement import Placement, block, check_own, compute, cyclic, describe, plane
+from slurm_resolver.placement import (
+    Placement,
+    block,
+    check_own,
+    compute,
+    cyclic,
+    describe,
+    plane,
+    provisional,
+    unknown,
+)
 
 
 @pytest.mark.parametrize("counts, expected_block, expected_cyclic", [
@@ -57,7 +69,18 @@ def test_compute_follows_the_distribution() -> None:
     assert compute(launch("cyclic")).all_hosts == ("a", "b", "a", "b")  # type: ignore[union-attr]
     assert compute(launch("plane=2")).all_hosts == ("a", "a", "b", "b")  # type: ignore[union-attr]
     assert compute(launch("arbitrary")) is None
-    assert compute(launch("arbitrary", (1, 1))) is not None  # one task per node: the same whatever the distribution
+    assert compute(launch("cyclic", (1, 1))) is not None  # one task per node: block, cyclic and plane agree
+    assert compute(launch("arbitrary", (1, 1))) is None  # but -m arbitrary -w b,a puts rank 0 on b
+
+
+def test_an_arbitrary_layout_comes_from_its_host_file_else_an_exchange_learns_it() -> None:
+    listed = Launch("srun", 3, 1, ("a", "b"), (1, 2), node="a", distribution="arbitrary", hosts=("b", "a", "b"),
+                    node_index=0, gtids=(1,), is_task=True)
+    where = compute(listed)
+    assert where is not None and where.exact and where.all_hosts == ("b", "a", "b") and where.nodes == ("a", "b")
+    guess = provisional(replace(listed, hosts=()))
+    assert guess is not None and not guess.exact and guess.node_of(1) == "a" and guess.counts == (1, 2)
+    assert unknown(listed) == "srun -m arbitrary, with no host file (SLURM_HOSTFILE) this task can read"
 
 
 def test_check_own_names_the_rank_its_node_and_the_layout() -> None:

@@ -88,9 +88,9 @@ def test_mpirun_without_exchange_says_how_to_fix() -> None:
 
 
 def test_arbitrary_distribution_is_never_guessed() -> None:
-    env = dict(captured("srun_N2_n4_cyclic")[0], SLURM_DISTRIBUTION="arbitrary")
-    with pytest.raises(PlacementError, match="srun --mpi=pmix"):
-        resolve(env, resolves=always)
+    env = dict(captured("srun_N2_n4_cyclic")[0], SLURM_DISTRIBUTION="arbitrary")  # and no SLURM_HOSTFILE
+    with pytest.raises(PlacementError, match="cannot read its host file .SLURM_HOSTFILE."):
+        resolve(env, exchange="none", resolves=always)
 
 
 def test_wrong_computed_placement_is_caught() -> None:

@@ -50,3 +50,47 @@ def test_node_addresses_come_from_slurm_in_one_call(slurm_cluster: dict[str, str
 @pytest.mark.slurm
 def test_an_unknown_job_has_no_records(slurm_cluster: dict[str, str]) -> None:
     assert slurmctl.job_records("999999") == []
+
+
+@pytest.mark.parametrize(("state", "reason", "why"), [
+    ("IDLE", "", None), ("ALLOCATED", "", None), ("MIXED", "", None), ("IDLE+RESERVED", "", None),
+    ("DOWN", "none", "Slurm marks it DOWN"),
+    ("DOWN*", "Not responding [slurm@2026-11-23T01:02:03]", "Slurm marks it DOWN* (Not responding)"),
+    ("ALLOCATED*", "", "Slurm marks it ALLOCATED*"),
+    ("IDLE+DRAIN", "bad GPU [root@2026]", "Slurm marks it IDLE+DRAIN (bad GPU)"),
+    ("ALLOCATED+DRAIN", "", "Slurm marks it ALLOCATED+DRAIN"),
+    ("MIXED+FAIL", "", "Slurm marks it MIXED+FAIL"),
+    ("IDLE+POWERED_DOWN", "", "Slurm marks it IDLE+POWERED_DOWN"),
+    ("ALLOCATED+NOT_RESPONDING", "", "Slurm marks it ALLOCATED+NOT_RESPONDING"),
+])
+def test_slurms_view_of_a_node_says_whether_it_can_run_tasks(state: str, reason: str, why: str | None) -> None:
+    record = {"NodeName": "n1", "State": state, **({"Reason": reason} if reason else {})}
+    assert slurmctl.unhealthy(record) == why
+
+
+def test_a_node_whose_slurmd_does_not_answer_is_unhealthy(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import subprocess
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: a connection is refused
+    text = "\n".join(f"NodeName=n{i} NodeAddr=127.0.0.1 Port={s.getsockname()[1]} State={state}"
+                     for i, (s, state) in enumerate([(listening, "ALLOCATED"), (closed, "ALLOCATED"),
+                                                     (listening, "DOWN*")], 1))
+    monkeypatch.setattr(slurmctl, "run", lambda args, timeout: subprocess.CompletedProcess(args, 0, text, ""))
+    bad = slurmctl.node_health(["n1", "n2", "n3", "n4"], probe=["n1", "n2"])
+    assert sorted(bad) == ["n2", "n3", "n4"]
+    assert bad["n2"].startswith(f"its slurmd does not answer at 127.0.0.1:{closed.getsockname()[1]} (")
+    assert bad["n3"] == "Slurm marks it DOWN*" and bad["n4"] == "Slurm does not know it"
+    monkeypatch.setattr(slurmctl, "run", lambda args, timeout: subprocess.CompletedProcess(args, 1, "", "down"))
+    assert slurmctl.node_health(["n1"], probe=["n1"]) == {}  # scontrol failed: no node is left behind for it
+    listening.close()
+    closed.close()
+
+
+@pytest.mark.slurm
+def test_every_node_of_the_test_cluster_is_healthy(slurm_cluster: dict[str, str]) -> None:
+    assert slurmctl.node_health(["node1", "node2", "node3", "node4"], probe=["node1", "node4"]) == {}

@@ -1,27 +1,38 @@
-"""``bootstrap -- COMMAND`` supervision: the command ends the task, a peer's death ends the command."""
+"""``bootstrap -- COMMAND`` supervision: the command ends the task, a peer's death ends the command
+and its whole process group, signals reach the group, and what the command came to is recorded
+where ``slurm-resolver run`` asks for it."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from slurm_resolver.errors import ConfigurationError, ResolutionError
+from slurm_resolver.outcome import Ending, Recording, bootstrapped_at, read_all
 from slurm_resolver.supervise import supervise
 
 
 class Task:
     """The parts of a bootstrapped task that supervision uses."""
 
-    def __init__(self) -> None:
-        self.rank = 3
-        self.me = SimpleNamespace(job="worker", index=3, node="node2")
+    def __init__(self, rank: int = 3) -> None:
+        self.rank = rank
+        self.world_size = 8
+        self.job_key = "77.0"
+        self.me = SimpleNamespace(job="worker", index=rank, node=f"node{rank // 2 + 1}")
         self.callbacks: list[Callable[[int, str], None]] = []
         self.stopped = False
+
+    def task(self, rank: int) -> SimpleNamespace:
+        return SimpleNamespace(node=f"node{rank // 2 + 1}")
 
     def on_failure(self, callback: Callable[[int, str], None]) -> None:
         self.callbacks.append(callback)
@@ -63,3 +74,150 @@ def test_a_command_that_fails_just_after_a_peer_died_blames_the_peer() -> None:
         supervise(task, [sys.executable, "-c", "raise SystemExit(3)"])  # type: ignore[arg-type]
     assert "worker:5 (rank 5) on node3 died; then this task's command" in info.value.message
     assert "exited with code 3" in info.value.message and not hasattr(task, "failed") and task.stopped
+
+
+def gone(pid: int, within: float = 3.0) -> bool:
+    """Whether process ``pid`` has ended (reaped, or a zombie) within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize(("script", "grace", "took"), [
+    ("sleep 60 & echo $! > {pids}; wait", 10.0, (0.0, 3.0)),  # stopped at once: SIGTERM to the whole group
+    ("trap '' TERM; (trap '' TERM; sleep 60) & echo $! > {pids}; wait; wait", 1.0, (1.0, 4.0)),  # SIGKILL after
+], ids=["a shell script's child", "children that ignore SIGTERM"])
+def test_a_peer_death_stops_the_commands_whole_process_group(tmp_path: Path, script: str, grace: float,
+                                                             took: tuple[float, float]) -> None:
+    """A shell script whose child sleeps: SIGTERM to the shell alone would leave the child running."""
+    task = Task()
+    pids = tmp_path / "pids"
+    died: list[float] = []
+
+    def die() -> None:
+        died.append(time.monotonic())
+        task.callbacks[0](5, "worker:5 (rank 5) on node3 died")
+
+    threading.Timer(0.5, die).start()
+    with pytest.raises(ResolutionError, match="worker:5 .rank 5. on node3 died; stopped this task's command"):
+        supervise(task, ["bash", "-c", script.format(pids=pids)], grace=grace)  # type: ignore[arg-type]
+    assert took[0] <= time.monotonic() - died[0] < took[1]
+    assert gone(int(pids.read_text()))
+
+
+def test_signals_to_the_task_reach_the_commands_group(tmp_path: Path) -> None:
+    """Slurm's warning (here SIGUSR1) goes to the shell and to its children alike."""
+    task = Task()
+    pids = tmp_path / "pids"
+    script = f"trap 'exit 0' USR1; sleep 60 & echo $! > {pids}; wait"
+
+    def warn() -> None:
+        while not pids.exists() or not pids.read_text().strip():
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    threading.Thread(target=warn, daemon=True).start()
+    assert supervise(task, ["bash", "-c", script]) == 0  # type: ignore[arg-type]
+    assert gone(int(pids.read_text()))
+
+
+def test_the_command_gets_rendezvous_ports_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from slurm_resolver.rpc.ports import rendezvous_ports
+
+    monkeypatch.delenv("SLURM_RESOLVER_RENDEZVOUS_PORTS", raising=False)
+    out = tmp_path / "ports"
+    code = f"import os; open({str(out)!r}, 'w').write(os.environ['SLURM_RESOLVER_RENDEZVOUS_PORTS'])"
+    assert supervise(Task(), [sys.executable, "-c", code]) == 0  # type: ignore[arg-type]
+    ports = [int(p) for p in out.read_text().split(",")]
+    assert len(ports) >= 12 and not set(ports) & set(rendezvous_ports("77.0"))
+    assert "SLURM_RESOLVER_RENDEZVOUS_PORTS" not in os.environ  # the task's own environment is left alone
+
+
+def recording(tmp_path: Path, attempt: int = 1, failed_at: float | None = None) -> dict[str, str]:
+    return Recording(tmp_path, attempt, failed_at).variables()
+
+
+def test_a_stopped_command_is_recorded_by_the_lowest_live_rank(tmp_path: Path) -> None:
+    for rank, victim in ((2, 5), (1, 0)):
+        task = Task(rank)
+        threading.Timer(0.3, lambda t=task, v=victim: t.callbacks[0](v, "a peer died")).start()
+        with pytest.raises(ResolutionError):
+            supervise(task, ["sleep", "30"], environ=recording(tmp_path))  # type: ignore[arg-type]
+    outcomes = read_all(tmp_path)
+    assert list(outcomes) == [1]  # rank 2 knows rank 0 alive: only rank 1, which heard of rank 0, wrote
+    assert outcomes[1].ending is Ending.STOPPED and outcomes[1].status == -signal.SIGTERM
+    assert [(d.rank, d.node, d.why) for d in outcomes[1].heard] == [(0, "node1", "a peer died")]
+
+
+def test_a_command_that_failed_after_a_peer_died_is_recorded_with_its_error(tmp_path: Path) -> None:
+    task = Task()
+    threading.Timer(0.8, lambda: task.callbacks[0](5, "worker:5 (rank 5) on node3 died")).start()
+    code = "import sys; sys.stderr.write('RuntimeError: gloo: connection closed\\n'); sys.exit(1)"
+    with pytest.raises(ResolutionError, match="exited with code 1: RuntimeError: gloo: connection closed"):
+        supervise(task, [sys.executable, "-c", code], environ=recording(tmp_path))  # type: ignore[arg-type]
+    outcome = read_all(tmp_path)[3]
+    assert (outcome.ending, outcome.status, outcome.task) == (Ending.FAILED, 1, "worker:3 (rank 3) on node2")
+    assert outcome.reason == "exited with code 1: RuntimeError: gloo: connection closed"
+    assert [d.rank for d in outcome.heard] == [5] and abs(outcome.at - time.time()) < 5
+
+
+def test_rank_0_records_when_the_attempt_was_bootstrapped(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    failed_at = time.time() - 4.0
+    assert supervise(Task(0), ["true"], environ=recording(tmp_path, 2, failed_at)) == 0  # type: ignore[arg-type]
+    at = bootstrapped_at(tmp_path)
+    assert at is not None and 3.9 < at - failed_at < 10
+    assert "slurm-resolver: attempt 2: every task bootstrapped 4." in capsys.readouterr().err
+    assert read_all(tmp_path) == {}  # a command that succeeds records nothing
+
+
+def test_the_command_that_cannot_start_is_recorded(tmp_path: Path) -> None:
+    task = Task()
+    with pytest.raises(ConfigurationError):
+        supervise(task, ["no-such-command-xyz"], environ=recording(tmp_path))  # type: ignore[arg-type]
+    outcome = read_all(tmp_path)[3]
+    assert outcome.ending is Ending.FAILED and "cannot run 'no-such-command-xyz'" in outcome.reason
+
+
+OWN_FAILURE = """
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from slurm_resolver import supervise as module
+from slurm_resolver.outcome import Recording
+
+class Task:
+    rank, world_size, job_key = 3, 8, "77.0"
+    me = SimpleNamespace(job="worker", index=3, node="node2")
+    def task(self, rank): return SimpleNamespace(node="node2")
+    def on_failure(self, callback): pass
+    def fail(self, why): print("FAILED:", why, flush=True)
+    def stop(self): pass
+
+counts = iter([7, 8])  # the node's count of OOM kills rises while the command runs
+module._oom_kills = lambda: next(counts)
+module.supervise(Task(), sys.argv[2:], environ=Recording(Path(sys.argv[1])).variables())
+"""
+
+
+@pytest.mark.parametrize(("command", "ending", "reason"), [
+    (["bash", "-c", "kill -9 $$"], Ending.KILLED, "exited with signal 9 (SIGKILL), by the kernel's OOM killer"),
+    ([sys.executable, "-c", "raise ValueError('a bad batch')"], Ending.FAILED,
+     "exited with code 1: ValueError: a bad batch"),
+], ids=["the OOM killer", "an exception"])
+def test_a_command_that_fails_on_its_own_fails_the_task_and_is_recorded(tmp_path: Path, command: list[str],
+                                                                         ending: Ending, reason: str) -> None:
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", OWN_FAILURE, str(tmp_path), *command], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == (137 if ending is Ending.KILLED else 1), out.stderr
+    assert f"FAILED: worker:3 (rank 3) on node2: its command {reason}" in out.stdout
+    outcome = read_all(tmp_path)[3]
+    assert (outcome.ending, outcome.reason, outcome.oom) == (ending, reason, ending is Ending.KILLED)

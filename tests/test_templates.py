@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
+import sys
 
 import pytest
 
@@ -156,3 +158,38 @@ def test_a_job_layout_with_counts_sets_the_tasks_or_must_agree_with_them() -> No
     with pytest.raises(TemplateParameterError, match=r"\(16 tasks\) and tasks=5 disagree"):
         render("ps_worker", {"tasks": "5", "jobs": "chief=1,ps=2,worker=13"})
     assert "#SBATCH --ntasks=7\n" in render("ps_worker", {"tasks": "7", "jobs": "ps,worker"})  # no counts: any
+
+
+def test_restarts_launch_the_step_through_run() -> None:
+    text = render("data_parallel", {"restarts": "3", "command": "python train.py --lr 0.1", "srun_args": "-l"})
+    assert text.splitlines()[-1] == (f"forward {shlex.quote(sys.executable)} -m slurm_resolver run --restarts 3 "
+                                     "--srun-args -l --format torch -- python train.py --lr 0.1")
+    assert "--no-kill" not in text and "#SBATCH --nodes=2\n" in text
+
+
+def test_spare_nodes_are_added_to_the_nodes_with_no_kill() -> None:
+    text = render("data_parallel", {"spare_nodes": "1", "program": "slurm_resolver.training.resumable",
+                                    "python": "py", "extra_sbatch": "--exclusive"})
+    assert "#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=2\n" in text
+    assert "#SBATCH --no-kill\n#SBATCH --exclusive\n" in text
+    assert text.splitlines()[-1] == ("forward py -m slurm_resolver run --spare-nodes 1 --format shell -- "
+                                     "py -m slurm_resolver.training.resumable")
+    jobs = render("ps_worker", {"min_nodes": "2", "nodes": "3", "tasks_per_node": "2", "jobs": "chief=1,ps=1,worker=4",
+                                "python": "py"})
+    assert "#SBATCH --nodes=3\n" in jobs and "--ntasks=" not in jobs and "#SBATCH --no-kill" in jobs
+    assert "run --min-nodes 2 --jobs chief=1,ps=1,worker=4 --format shell -- py -m" in jobs
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+@pytest.mark.parametrize(("name", "values", "error"), [
+    ("mpirun", {"restarts": "2"}, "template mpirun has no srun step that slurm-resolver run could restart"),
+    ("hetjob", {"restarts": "2"}, "template hetjob has no srun step"),
+    ("data_parallel", {"restarts": "2", "hetjob": "1"}, r"does not restart heterogeneous jobs \(hetjob=1\)"),
+    ("data_parallel", {"spare_nodes": "1", "tasks_per_node": "", "tasks": "5"}, "need nodes and tasks_per_node"),
+    ("ps_worker", {"spare_nodes": "1"}, "need nodes and tasks_per_node"),
+    ("ps_worker", {"spare_nodes": "1", "tasks_per_node": "2"}, r"tasks=5 does not fill nodes=3 x tasks_per_node=2"),
+    ("data_parallel", {"restarts": "0"}, r"restarts='0' is not a whole number >= 1"),
+])
+def test_restarts_that_cannot_be_are_refused(name: str, values: dict[str, str], error: str) -> None:
+    with pytest.raises(TemplateParameterError, match=error):
+        render(name, values)

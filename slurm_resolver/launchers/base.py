@@ -32,6 +32,8 @@ class Launch:
         groups: the positions in ``nodes`` of each het component's nodes; () if none.
         node_index: the position of the caller's node in ``nodes`` (``SLURM_NODEID``).
         gtids: the ranks on the caller's node (``SLURM_GTIDS``), where Slurm says.
+        hosts: the node of every rank where the launcher lists them (``srun -m arbitrary``'s
+            host file, ``SLURM_HOSTFILE``, where the task can read it); () otherwise.
         job_id: the Slurm job id, when there is one.
         array: ``<array job id>_<task id>`` for an element of a job array (each element is a
             job of its own, with its own job id: two elements never share a launch key).
@@ -57,6 +59,7 @@ class Launch:
     groups: tuple[tuple[int, ...], ...] = ()
     node_index: int | None = None
     gtids: tuple[int, ...] = ()
+    hosts: tuple[str, ...] = ()
     job_id: str | None = None
     array: str | None = None
     key: str = "local"
@@ -82,6 +85,8 @@ class Launch:
             return True
         if self.groups:  # each het component is laid out on its own, with a distribution nobody is told
             return not all(len(g) == 1 or max(self.counts[p] for p in g) == 1 for g in self.groups)
+        if self.distribution == "arbitrary":  # any order, even with one task per node: only a list tells
+            return not self.hosts
         return not (self.distribution.startswith(COMPUTED_DISTRIBUTIONS) or max(self.counts) == 1)
 
 
@@ -89,7 +94,8 @@ class Launcher(abc.ABC):
     """A launch mode: a cheap test for its variables, and a reader of them.
 
     ``detect`` must have no side effects and cost next to nothing; ``resolve`` reads
-    only the given mapping and raises the package's errors on malformed values.
+    only the given mapping (and a file it names, such as ``SLURM_HOSTFILE``) and raises the
+    package's errors on malformed values.
     """
 
     name: ClassVar[str]

@@ -2,14 +2,57 @@
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError
-from ..layout import array_element, distribution, gtids, het_groups, in_srun_step, job_layout, launch_key, layout_of
+from ..layout import (
+    Layout,
+    array_element,
+    distribution,
+    gtids,
+    het_groups,
+    host_file,
+    in_srun_step,
+    job_layout,
+    launch_key,
+    layout_of,
+)
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
 
-__all__ = ["SrunStep", "BatchStep", "SallocShell"]
+__all__ = ["SrunStep", "BatchStep", "SallocShell", "arbitrary_hosts"]
+
+log = logging.getLogger("slurm_resolver")
+
+_HOST_FILE_BYTES = 64 * 1024 * 1024
+
+
+def arbitrary_hosts(env: Mapping[str, str], layout: Layout, tasks: int) -> tuple[str, ...]:
+    """The node of every rank of an ``srun -m arbitrary`` step, from the host file ``SLURM_HOSTFILE``
+    names, where this task can read it; () where it cannot (the tasks then learn the layout from
+    each other). A file that does not match the step's layout is an error: it is not the one srun read."""
+    path = env.get("SLURM_HOSTFILE")
+    if not path:
+        return ()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(_HOST_FILE_BYTES)
+    except OSError as exc:
+        log.debug("SLURM_HOSTFILE=%s cannot be read here (%s): the layout is learned from the tasks", path,
+                  exc.strerror)
+        return ()
+    hosts = host_file(text, tasks, path)
+    told, steps = Counter(hosts), dict(zip(*layout))
+    differ = next((n for n in sorted(set(told) | set(steps)) if told.get(n, 0) != steps.get(n, 0)), None)
+    if differ is not None:
+        raise EnvironmentVariableError(
+            "SLURM_HOSTFILE", path, f"the step's layout: it puts {told.get(differ, 0)} ranks on {differ}, where "
+            f"SLURM_STEP_TASKS_PER_NODE has {steps.get(differ, 0)} (the file changed since srun read it, or it is "
+            "not the file srun read)", "keep the host file as it was at launch, or unset SLURM_HOSTFILE in the "
+            "tasks (env -u SLURM_HOSTFILE ...) so that they learn the layout from each other")
+    return hosts
 
 
 class SrunStep(Launcher):
@@ -42,10 +85,12 @@ class SrunStep(Launcher):
         if node_index is not None and node_index >= len(layout[0]):
             raise EnvironmentVariableError("SLURM_NODEID", env["SLURM_NODEID"],
                                            f"a position in SLURM_STEP_NODELIST ({len(layout[0])} nodes)")
+        laid_out = distribution(env)
         return Launch(
             launcher=cls.name, world_size=world, rank=rank, nodes=layout[0], counts=layout[1],
             node=env.get("SLURMD_NODENAME"), local_rank=optional_int(env, "SLURM_LOCALID"),
-            distribution=distribution(env), groups=groups, node_index=node_index, gtids=gtids(env),
+            distribution=laid_out, groups=groups, node_index=node_index, gtids=gtids(env),
+            hosts=arbitrary_hosts(env, layout, world) if laid_out == "arbitrary" and not groups else (),
             components=tuple(sum(layout[1][p] for p in g) for g in groups),
             job_id=env.get("SLURM_JOB_ID"), array=array_element(env), key=launch_key(env), is_task=True,
             # MPI initialises through srun's PMIx; srun's PMI-2 is not spoken by every MPI

@@ -222,8 +222,9 @@ async def _exchange(task: _Task, timeout: float) -> Table:
     port, spare = task.served.port, task.network.reserve(cluster.task(rank).host)
     gpus = format_devices(cluster.task(rank).gpus or ()) if cluster.gpu_plan.visible.bound and \
         cluster.task(rank).gpus else None
-    if task.group is None:
-        nodes = [] if cluster.placement.exact else [task.plan.position]
+    if task.group is None:  # each task tells its node where some may not know the layout (their host file)
+        told = not cluster.placement.exact or cluster.launch.distribution == "arbitrary"
+        nodes = [task.plan.position] if told else []
         own = Records([rank], [port], [spare], {rank: gpus} if gpus else {}, nodes)
         _, table = await member.round(TABLE_ROUND, Contribution(own), timeout)
         return table
@@ -241,8 +242,12 @@ def _settled(task: _Task, table: Table) -> Cluster:
     """The cluster with the ports every task bound (and the layout they told, where Slurm's did not)."""
     cluster = task.cluster
     reported = {r: parse_devices(g, "GPUs reported by a peer") for r, g in table.gpus.items()}
-    if not cluster.placement.exact:
-        cluster = cluster.with_placement(_learned(cluster, table))
+    if table.nodes or not cluster.placement.exact:
+        learned = _learned(cluster, table)
+        if cluster.placement.exact and learned.all_hosts != cluster.placement.all_hosts:
+            raise ResolutionError("bootstrap: the tasks run on other nodes than this task's host file "
+                                  "(SLURM_HOSTFILE) says", "launch the step with the host file it was made for")
+        cluster = cluster.with_placement(learned)
     done = cluster.with_ports(table.ports, table.spares, reported)
     task.member.settle(done)
     return done

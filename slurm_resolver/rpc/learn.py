@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from ..cluster import Cluster
 from ..errors import PlacementError, ResolutionError
+from ..placement import unknown
 from .bootstrap import bootstrap
 
 __all__ = ["learn_layout"]
@@ -41,10 +42,11 @@ def learn_layout(cluster: Cluster, environ: Mapping[str, str] | None = None, tim
         raise
     except ResolutionError as exc:
         raise PlacementError(
-            f"the layout of this {cluster.launcher} step is not in the environment (a het component with "
-            f"several tasks on each of several nodes), and learning it from the step's other tasks failed: "
-            f"{exc.message}", "resolve in every task of the step at once (each learns from the others); or give "
-            "each component one node, or one task per node; exchange='none' refuses at once") from None
+            f"the layout of this {cluster.launcher} step is not in the environment ({unknown(cluster.launch)}), "
+            f"and learning it from the step's other tasks failed: {exc.message}",
+            "resolve in every task of the step at once (each learns from the others); or give each het component "
+            "one node, or one task per node, or every task the host file of -m arbitrary; exchange='none' refuses "
+            "at once") from None
     learned.stop()
     log.debug("learned the layout of the %s step from every task's node (SLURM_NODEID), through a rendezvous of "
               "its tasks: %s", cluster.launcher, learned.cluster.placement.all_hosts[:64])

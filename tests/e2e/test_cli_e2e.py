@@ -75,3 +75,13 @@ def test_env_exports_for_a_shell(slurm_cluster: dict[str, str]) -> None:
                           f"eval \"$({' '.join(CLI)} env --format torch)\"; echo $RANK/$WORLD_SIZE@$MASTER_ADDR"],
                          capture_output=True, text=True, timeout=60, check=True)
     assert sorted(out.stdout.split()) == ["0/2@node1", "1/2@node1"]
+
+
+def test_a_command_that_bootstraps_itself_runs_under_bootstrap(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    """`bootstrap -- python train.py` where train.py calls bootstrap() too: the command's bootstrap gets
+    rendezvous ports of its own (the same ports made the two meet: 'a second process claims it')."""
+    out = subprocess.run(["srun", "-N2", "-n4", *CLI, "bootstrap", "--", sys.executable, "-m",
+                          "slurm_resolver.training.resumable", "--steps", "10"], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "finished: 10 steps, model 45 (expected 45)" in out.stdout, out.stdout + out.stderr

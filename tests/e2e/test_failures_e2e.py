@@ -4,11 +4,13 @@ ends normally is no failure."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,3 +108,24 @@ def test_the_bootstrap_command_ends_the_whole_step_naming_the_dead_task(slurm_cl
     named = [l for l in out.stderr.splitlines() if "worker:3 (rank 3) on node2: its command exited with signal 9" in l]
     assert len(named) == 3, out.stderr  # ranks 0, 1 and 2 each end, naming rank 3
     assert not json_objects(out.stdout)
+
+
+def test_a_death_stops_every_child_of_the_other_tasks_shell_scripts(slurm_cluster: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    """Issue 22: rank 3's script is SIGKILLed 3 s in, the others' scripts wait for `sleep 90`. SIGTERM to
+    the shells alone left the sleeps (and the step) running for 74 s; the whole group is stopped now."""
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n"
+                      "if [ \"$SLURM_PROCID\" = 3 ]; then sleep 3; kill -9 $$; fi\n"
+                      f"sleep 90.{os.getpid()}\n")  # a length that names this test's sleeps
+    script.chmod(0o755)
+    start = time.monotonic()
+    out = subprocess.run(["srun", "-N2", "-n4", sys.executable, "-m", "slurm_resolver", "bootstrap", "--",
+                          str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    took = time.monotonic() - start
+    assert out.returncode != 0
+    assert took < 3 + 6, f"the step lasted {took:.1f} s after a death at 3 s:\n{out.stderr}"
+    named = [l for l in out.stderr.splitlines() if "(rank 3) on node2: its command exited with signal 9" in l]
+    assert len(named) == 3, out.stderr
+    left = subprocess.run(["pgrep", "-f", f"sleep 90.{os.getpid()}"], capture_output=True, text=True)
+    assert not left.stdout.strip(), "a child of a script outlived its step"

@@ -7,7 +7,6 @@ and 2 on the first node, 1 on the second); component 1 runs 2 tasks on the third
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -17,6 +16,8 @@ from slurm_resolver.errors import PlacementError
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
+
+from ..conftest import in_threads
 
 NODES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 TRUTH = ("127.0.0.1", "127.0.0.2", "127.0.0.1", "127.0.0.3", "127.0.0.3")  # the node of each rank
@@ -35,20 +36,7 @@ def env(rank: int, step: str = "0") -> dict[str, str]:
 
 
 def every_task(run: Any) -> list[Any]:
-    results: list[Any] = [None] * len(TRUTH)
-
-    def task(rank: int) -> None:
-        try:
-            results[rank] = run(rank)
-        except Exception as exc:  # noqa: BLE001 - collected for the assertions
-            results[rank] = exc
-
-    threads = [threading.Thread(target=task, args=(r,)) for r in range(len(TRUTH))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return results
+    return in_threads(run, len(TRUTH))
 
 
 def test_the_layout_is_not_guessed_where_nobody_can_learn_it() -> None:

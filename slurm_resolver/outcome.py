@@ -1,0 +1,183 @@
+"""What a supervised task's command came to: one small record, written where ``slurm-resolver run`` reads it.
+
+``slurm-resolver bootstrap -- CMD`` writes an :class:`Outcome` into the directory named by
+``SLURM_RESOLVER_OUTCOMES`` (``run`` gives each attempt its own) when the command did not
+simply succeed: a task whose command failed or was killed writes its own, and one task
+that stopped its command because peers died (the lowest rank it knows alive) writes the
+deaths it heard of. ``run`` reads them to tell a death (restart) from the program's own
+failure (do not). Every record is bounded: a few lines of text, at most :data:`HEARD` deaths.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Ending", "Death", "Outcome", "Recording", "write", "read_all", "mark_bootstrapped", "bootstrapped_at",
+           "HEARD"]
+
+log = logging.getLogger("slurm_resolver")
+
+HEARD = 16
+"""The most deaths one record names (the first ones heard)."""
+
+_TEXT = 400
+_FILE = 64 * 1024
+_BOOTSTRAPPED = "bootstrapped"
+
+
+class Ending(enum.Enum):
+    """How a task's command ended."""
+
+    FAILED = "failed"
+    """It exited with a non-zero code: the program's own failure (perhaps after a peer's death)."""
+    KILLED = "killed"
+    """A signal ended it that its task did not send (SIGKILL, SIGSEGV, the kernel's OOM killer): a death."""
+    STOPPED = "stopped"
+    """Its task stopped it (SIGTERM to its process group) because a peer died."""
+
+
+@dataclass(frozen=True)
+class Death:
+    """A task found dead, as the failure detection named it."""
+
+    rank: int
+    node: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one task's command came to.
+
+    Attributes:
+        rank, node: the task that writes it.
+        task: how messages name it (``worker:3 (rank 3) on node2``).
+        ending: how its command ended.
+        status: the command's exit code, or minus the signal that ended it.
+        reason: one line: ``raised ValueError: a bad batch``, ``killed by signal 9 (SIGKILL)``.
+        oom: the kernel's OOM killer ended the command (its node's count of OOM kills rose).
+        heard: peers found dead while the command ran (at most :data:`HEARD`).
+        at: wall-clock seconds (``time.time()``) when the command ended, or a death was heard.
+    """
+
+    rank: int
+    node: str
+    task: str
+    ending: Ending
+    status: int = 0
+    reason: str = ""
+    oom: bool = False
+    heard: tuple[Death, ...] = ()
+    at: float = 0.0
+
+    def as_json(self) -> str:
+        """The record as one JSON line (text bounded, deaths bounded)."""
+        return json.dumps({"rank": self.rank, "node": self.node[:_TEXT], "task": self.task[:_TEXT],
+                           "ending": self.ending.value, "status": self.status, "reason": self.reason[:_TEXT],
+                           "oom": self.oom, "at": self.at,
+                           "heard": [[d.rank, d.node[:_TEXT], d.why[:_TEXT]] for d in self.heard[:HEARD]]})
+
+    @classmethod
+    def from_json(cls, text: str) -> Outcome:
+        """The record of :meth:`as_json`; ``ValueError`` for anything else."""
+        data: Any = json.loads(text)
+        try:
+            heard = tuple(Death(int(r), str(n), str(w)) for r, n, w in data["heard"][:HEARD])
+            return cls(int(data["rank"]), str(data["node"]), str(data["task"]), Ending(data["ending"]),
+                       int(data["status"]), str(data["reason"]), bool(data["oom"]), heard, float(data["at"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not an outcome: {exc}") from None
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write ``text`` at ``path`` whole or not at all (a reader never sees half of it)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+def write(outcome: Outcome, directory: Path) -> None:
+    """Record ``outcome`` in ``directory`` (``rank-<rank>.json``); a failure to write is logged, not raised:
+    the task's own exit status still tells its launcher that it failed."""
+    try:
+        _write_file(directory / f"rank-{outcome.rank}.json", outcome.as_json())
+    except OSError as exc:
+        log.warning("slurm_resolver: cannot record this task's outcome in %s (%s)", directory, exc.strerror)
+
+
+def read_all(directory: Path) -> dict[int, Outcome]:
+    """Every outcome recorded in ``directory``, by rank (a malformed or oversized record is skipped)."""
+    found: dict[int, Outcome] = {}
+    for path in sorted(directory.glob("rank-*.json")) if directory.is_dir() else ():
+        try:
+            if path.stat().st_size > _FILE:
+                raise ValueError("larger than any outcome")
+            outcome = Outcome.from_json(path.read_text())
+        except (OSError, ValueError) as exc:
+            log.warning("slurm_resolver: skipping %s: %s", path, exc)
+            continue
+        found[outcome.rank] = outcome
+    return found
+
+
+def mark_bootstrapped(directory: Path, at: float) -> None:
+    """Record when every task of the attempt was bootstrapped (rank 0 does it)."""
+    try:
+        _write_file(directory / _BOOTSTRAPPED, f"{at:.3f}\n")
+    except OSError as exc:
+        log.warning("slurm_resolver: cannot record the bootstrap's time in %s (%s)", directory, exc.strerror)
+
+
+def bootstrapped_at(directory: Path) -> float | None:
+    """When every task of the attempt was bootstrapped; None where nobody recorded it."""
+    try:
+        return float((directory / _BOOTSTRAPPED).read_text(encoding="ascii")[:32])
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Where ``run`` asks an attempt's tasks to record their outcomes, and which attempt it is.
+
+    It travels in the tasks' environment (:meth:`variables` writes it, :meth:`of` reads it back):
+    ``SLURM_RESOLVER_OUTCOMES``, ``SLURM_RESOLVER_ATTEMPT`` (1 for the first) and, from the
+    second attempt on, ``SLURM_RESOLVER_FAILED_AT`` (when the attempt before failed).
+
+    >>> Recording.of(Recording(Path("/x/2"), 2, 1700000000.5).variables())
+    Recording(directory=PosixPath('/x/2'), attempt=2, failed_at=1700000000.5)
+    """
+
+    directory: Path
+    attempt: int = 1
+    failed_at: float | None = None
+
+    def variables(self) -> dict[str, str]:
+        """The variables that carry it."""
+        return {"SLURM_RESOLVER_OUTCOMES": str(self.directory), "SLURM_RESOLVER_ATTEMPT": str(self.attempt),
+                "SLURM_RESOLVER_FAILED_AT": "" if self.failed_at is None else f"{self.failed_at:.3f}"}
+
+    @classmethod
+    def of(cls, env: Mapping[str, str]) -> Recording | None:
+        """The recording that ``env`` asks for; None outside ``run``."""
+        from .errors import EnvironmentVariableError
+        from .parsing import read_int
+
+        directory = env.get("SLURM_RESOLVER_OUTCOMES")
+        if not directory:
+            return None
+        attempt = read_int(env, "SLURM_RESOLVER_ATTEMPT", 1) if env.get("SLURM_RESOLVER_ATTEMPT") else 1
+        text = env.get("SLURM_RESOLVER_FAILED_AT") or ""
+        try:
+            failed_at = float(text) if text else None
+        except ValueError:
+            raise EnvironmentVariableError("SLURM_RESOLVER_FAILED_AT", text, "seconds since the epoch, or empty",
+                                           "it is slurm-resolver run's own: leave it to run") from None
+        return cls(Path(directory), attempt, failed_at)
