@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""Benchmark: the bootstrap of 1,024 to 16,384 tasks, simulated in this one process.
+"""Benchmark: the bootstrap of 1,024 to 131,072 tasks, simulated in one process or over real gRPC.
 
 Every task runs the real protocol code (``bootstrap_async``: the tree of node leaders, its
-messages and checks, ring verification, the final round) on one event loop and an
-in-process network that counts what each server handled. Resolution runs once (it is
-measured by benchmarks/resolve.py). Prints a Markdown table, or with --json one line per
-size:
-{"ranks": N, "wall_s": ..., "ok": true, "max_bytes_sent_by_one_server": ..., "max_connections_one_server": ...}
+messages, seals and checks, the ring check, the final round). Two networks, always named in
+the output, since a scale figure that does not name its network misleads:
 
-    python benchmarks/bootstrap_scale.py [--ranks 1024 4096 16384] [--tasks-per-node 4] [--fanout 8] [--json]
+- ``--network local`` (the default): every task on one event loop and an in-process network
+  that counts what each server handled; no sockets, no gRPC.
+- ``--network grpc``: every task with its own gRPC server and channels, each simulated node
+  on its own loopback address (127.77.x.y, as Slurm's NodeAddr would give it), the nodes
+  spread over ``--procs`` processes (a node's tasks in one process); tasks prove themselves
+  with a secret, as the templates' jobs do.
+
+Resolution runs once (benchmarks/resolve.py measures it). Prints a Markdown table, or with
+--json one line per size:
+{"network": "grpc", "ranks": N, "wall_s": ..., "ok": true, "cpu_ms_per_rank": ..., ...}
+
+    python benchmarks/bootstrap_scale.py [--network local|grpc] [--procs 4] [--ranks 1024 4096] [--json]
 """
 
 from __future__ import annotations
@@ -17,39 +25,57 @@ import argparse
 import json
 import resource
 
-from slurm_resolver.rpc.simulate import simulate
+from slurm_resolver.rpc.loopback import over_grpc
+from slurm_resolver.rpc.simulate import Simulation, simulate
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 
 
+def _run(network: str, nodes: int, per_node: int, args: argparse.Namespace) -> Simulation:
+    if network == "grpc":
+        return over_grpc(nodes, per_node, args.procs, timeout=args.timeout, fanout=args.fanout)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    run = simulate(nodes, per_node, timeout=args.timeout, fanout=args.fanout)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    run.cpu_s = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return run
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--network", choices=("local", "grpc"), default="local",
+                        help="local: one process, no sockets; grpc: real gRPC on loopback addresses (default: local)")
+    parser.add_argument("--procs", type=int, default=4, help="processes of a --network grpc run (default: 4)")
     parser.add_argument("--ranks", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--tasks-per-node", type=int, default=4)
     parser.add_argument("--nodes", type=int, nargs="*", help="node counts instead of --ranks")
     parser.add_argument("--fanout", type=int, default=DEFAULT_FANOUT)
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds every bootstrap may take")
     parser.add_argument("--json", action="store_true", help="one JSON object per size")
     args = parser.parse_args()
     shapes = [(n, args.tasks_per_node) for n in args.nodes] if args.nodes else \
         [(max(1, r // args.tasks_per_node), args.tasks_per_node) for r in args.ranks]
+    where = "in-process network, one process" if args.network == "local" else \
+        f"real gRPC on loopback addresses, {args.procs} processes"
     if not args.json:
-        print(f"tasks per node {args.tasks_per_node}, fan-out {args.fanout}\n")
-        print("| ranks | nodes | wall (s) | CPU (s) | ok | max bytes sent by one server | max bytes received | "
+        print(f"network: {where}; tasks per node {args.tasks_per_node}, fan-out {args.fanout}\n")
+        print("| ranks | nodes | wall (s) | CPU ms per rank | ok | peak memory (MB) | max bytes sent by one server | "
               "max connections to one server | largest message (B) |\n|---|---|---|---|---|---|---|---|---|")
     for nodes, per_node in shapes:
-        before = resource.getrusage(resource.RUSAGE_SELF)
-        run = simulate(nodes, per_node, timeout=args.timeout, fanout=args.fanout)
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-        row = {**run.summary(), "nodes": nodes, "cpu_s": round(cpu, 2)}
+        run = _run(args.network, nodes, per_node, args)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # this process (local runs)
+        row = {"network": args.network, **({"procs": args.procs} if args.network == "grpc" else {}),
+               **run.summary(), "nodes": nodes, "cpu_ms_per_rank": round(1000 * run.cpu_s / run.ranks, 2),
+               **({"peak_mb": peak} if args.network == "local" else {})}
         if args.json:
             print(json.dumps(row), flush=True)
         else:
-            print(f"| {row['ranks']} | {nodes} | {row['wall_s']:.2f} | {cpu:.2f} | {row['ok']} | "
-                  f"{row['max_bytes_sent_by_one_server']:,} | {row['max_bytes_received_by_one_server']:,} | "
-                  f"{row['max_connections_one_server']} | {row['largest_message']:,} |", flush=True)
+            local = args.network == "local"
+            print(f"| {row['ranks']} | {nodes} | {row['wall_s']:.2f} | {row['cpu_ms_per_rank']:.2f} | {row['ok']} | "
+                  f"{peak if local else '-'} | {row['max_bytes_sent_by_one_server'] if local else '-'} | "
+                  f"{row['max_connections_one_server'] if local else '-'} | "
+                  f"{row['largest_message'] if local else '-'} |", flush=True)
         if not run.ok:
-            print(f"errors: {run.errors}")
+            print(f"errors: {run.errors}", flush=True)
 
 
 if __name__ == "__main__":

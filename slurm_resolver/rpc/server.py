@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
+from ..environment import export_defaults
 from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
 from .loop import LoopThread
@@ -61,7 +62,9 @@ SERVER_OPTIONS = (
 
 
 def grpc_module() -> Any:
-    """The grpc module (a dependency of every installation)."""
+    """The grpc module (a dependency of every installation), its core's log at ERROR unless the user
+    set ``GRPC_VERBOSITY`` (its INFO lines, one per closed connection, are noise in a job's output)."""
+    export_defaults({"GRPC_VERBOSITY": "ERROR"})
     return import_optional("grpc", "", "A slurm_resolver Server")
 
 

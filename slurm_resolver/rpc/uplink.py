@@ -11,6 +11,7 @@ call, and a call that finds its peer not ready is asked again until its deadline
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import secrets
 import time
@@ -26,6 +27,8 @@ from .tree import Plan
 from .wire import NONCE, Call, Outcome, decode_answer, encode_call, read_table, unwrap
 
 __all__ = ["Uplink", "HINT"]
+
+log = logging.getLogger("slurm_resolver")
 
 HINT = ("check those tasks' output for an earlier error; every task must call bootstrap(); raise timeout if "
         "they start slowly")
@@ -102,7 +105,7 @@ class Uplink:
     async def _find(self, round: Round, brought: Contribution, deadline: float, timeout: float
                     ) -> tuple[Outcome, Table]:
         """The first round: probe the candidate ports until the leader above answers."""
-        pause, last, strangers = 0.02, None, []
+        pause, last, strangers = 0.02, None, {}
         started = time.monotonic()
         while True:
             for port in self._ports():
@@ -115,7 +118,10 @@ class Uplink:
                     found = await self._call(link, port, round, brought, deadline - time.monotonic(), probe=True,
                                              expected=self.rank)
                 except _Impostor as exc:
-                    strangers.append(f"port {port}: {exc}")
+                    if port not in strangers:
+                        log.warning("slurm_resolver: rank %d skipped port %d on %s: what answers there is not a "
+                                    "task of this job (%s)", self.plan.rank, port, self.host, exc)
+                    strangers[port] = f"port {port}: {exc}"
                     continue
                 except LinkError as exc:
                     if exc.code is Refusal.UNAUTHENTICATED and time.monotonic() - started < 2.0:
@@ -132,7 +138,7 @@ class Uplink:
                 if strangers and (last is None or last.code is not Refusal.UNAUTHENTICATED):
                     raise ResolutionError(
                         f"bootstrap: the leader of {self.node} was not found on {self.host} within {timeout:g} s; "
-                        f"what answered there is not a task of this job ({'; '.join(strangers[:3])})",
+                        f"what answered there is not a task of this job ({'; '.join(list(strangers.values())[:3])})",
                         "another user's process may hold the launch's rendezvous ports: set "
                         "SLURM_RESOLVER_RENDEZVOUS_PORTS (or rendezvous=) to other ports, or use a secret "
                         "(SLURM_RESOLVER_SECRET) or MUNGE so that its answers are refused at once")
@@ -151,7 +157,7 @@ class Uplink:
         first_round = round.kind is RoundKind.TABLE
         nonce = secrets.token_bytes(NONCE)
         call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
-                    brought.failure, brought.records, votes=brought.votes)
+                    brought.failure, votes=brought.votes)
         messages = encode_call(call, brought.records,
                                lambda header: self.authority.seal(Purpose.CALL, header, first_round))
         reply = await link.join(messages, timeout, probe=probe)

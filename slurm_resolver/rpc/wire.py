@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -184,12 +184,13 @@ class Call:
     port: int
     """The port of the server called."""
     failure: Failure
-    first: Records
-    """The first chunk of the caller's records."""
     chunks: tuple[bytes, ...] = ()
     """The digests of the chunks that follow."""
     votes: int = 0
     """A vote: how many of the tasks the caller stands for vote yes."""
+    first: Any = field(default=None, repr=False, compare=False)
+    """The first chunk of the caller's records as received: checked and read by :func:`read_records`
+    only once the caller is believed (a stranger's records cost no work)."""
 
     def source_at(self, sources: frozenset[Source]) -> Source:
         """Who the caller is among a leader's ``sources``: a task of its node, else its node's
@@ -199,7 +200,7 @@ class Call:
 
 
 def encode_call(call: Call, records: Records, seal: Seal) -> list[bytes]:
-    """``call`` with ``records`` (``call.first`` is ignored) as the messages of a Join call."""
+    """``call`` with ``records`` as the messages of a Join call."""
     spans = _spans(records) or [(0, 0)]
     more = [_records_pb(records, s, e, True).SerializeToString() for s, e in spans[1:]]
     header = pb.Call(job_key=call.job_key, round=_round_pb(call.round), source=call.source, node=call.node,
@@ -217,17 +218,17 @@ def decode_call(header: bytes, world_size: int) -> Call:
             or any(len(d) != _DIGEST for d in message.chunks) or message.port > 65535 \
             or message.votes > world_size:
         raise WireError("a call that names no task of this job")
-    _check_records(message.records, world_size, listed=True)
-    first = Records()
-    _add(first, message.records)
     return Call(message.job_key, _round(message.round), message.source, message.node, bytes(message.nonce),
-                message.port, _failure(message.failure, world_size), first, tuple(message.chunks), message.votes)
+                message.port, _failure(message.failure, world_size), tuple(message.chunks), message.votes,
+                message.records)
 
 
 def read_records(call: Call, more: Iterable[bytes], world_size: int) -> Records:
     """The call's records: its first chunk, then each further chunk, checked against its digest."""
     records = Records()
-    records.extend(call.first)
+    if call.first is not None:
+        _check_records(call.first, world_size, listed=True)
+        _add(records, call.first)
     count = 0
     for data in more:
         if count >= len(call.chunks) or _digest(data) != call.chunks[count]:

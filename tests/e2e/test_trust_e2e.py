@@ -1,4 +1,5 @@
-"""Trust on the real cluster: MUNGE-authenticated peers (the test cluster runs munged)."""
+"""Trust on the real cluster: peers proven by MUNGE (the test cluster runs munged) or by the job's secret,
+against another user's calls and another user's server on a port the tasks probe."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ INTRUDER_USER = "srtest-intruder"
 TASK = textwrap.dedent("""
     import json, os, sys, time
     from slurm_resolver import bootstrap
-    b = bootstrap(timeout=60, auth="munge")
+    b = bootstrap(timeout=60, auth=os.environ["TEST_AUTH"])
     where = os.environ["TEST_DIR"]
     if b.rank == 0:
         with open(os.path.join(where, "target.json.tmp"), "w") as f:
@@ -89,12 +91,15 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
     return {"uid": pwd.getpwnam(as_user).pw_uid if as_user else os.getuid(), "answers": answers}
 
 
+@pytest.mark.parametrize("mode", ["munge", "secret"])
 def test_strangers_are_refused_and_named_and_the_job_still_works(slurm_cluster: dict[str, str], tmp_path: Path,
-                                                                  intruder: str) -> None:
+                                                                  intruder: str, mode: str) -> None:
     tmp_path.chmod(0o777)
     script = tmp_path / "task.py"
     script.write_text(TASK)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TEST_DIR": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TEST_DIR": str(tmp_path), "TEST_AUTH": mode}
+    if mode == "secret":
+        env["SLURM_RESOLVER_SECRET"] = os.urandom(24).hex()
     job = subprocess.Popen(["srun", "-N2", "-n3", sys.executable, str(script)], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, env=env)
     target_file = tmp_path / "target.json"
@@ -112,8 +117,102 @@ def test_strangers_are_refused_and_named_and_the_job_still_works(slurm_cluster: 
     assert stranger["uid"] == pwd.getpwnam(intruder).pw_uid
     for answers in (stranger["answers"], other_job["answers"]):
         assert all(a.startswith("UNAUTHENTICATED") for a in answers.values()), answers  # type: ignore[union-attr]
-    assert f"({intruder}), not the job's uid 0 (root)" in err and "claiming rank 1" in err  # in rank 0's log
-    assert "presented a credential made for another message" in err
+        assert not any(target["key"] in a for a in answers.values())  # type: ignore[union-attr]  # no key told
+    if mode == "munge":
+        assert f"({intruder}), not the job's uid 0 (root)" in err and "claiming rank 1" in err  # in rank 0's log
+        assert "presented a credential made for another message" in err
+    else:
+        assert "claiming rank 1: a seal not made with this launch's key" in err
     rows = json_objects(out)
-    assert len(rows) == 3 and all(r["auth"].startswith("MUNGE through") for r in rows)
+    assert len(rows) == 3 and all(r["auth"].startswith("MUNGE through" if mode == "munge" else "a secret")
+                                  for r in rows)
     assert len({json.dumps(r["spec"], sort_keys=True) for r in rows}) == 1  # the table did not change
+
+
+@pytest.fixture(scope="module")
+def strangers_python() -> Iterator[tuple[str, Path]]:
+    """Debian's python3 and a folder another user can read, with grpcio, protobuf, the generated
+    messages and the squatter: what a stranger on the cluster can run."""
+    import shutil
+    import tempfile
+
+    import google.protobuf
+    import grpc
+    import typing_extensions
+
+    site = Path(tempfile.mkdtemp(prefix="sr-stranger-", dir="/tmp"))
+    try:
+        shutil.copytree(Path(grpc.__file__).parent, site / "grpc")
+        shutil.copytree(Path(google.protobuf.__file__).parent.parent, site / "google")
+        shutil.copy(typing_extensions.__file__, site)
+        shutil.copytree(ROOT / "slurm_resolver", site / "slurm_resolver")
+        shutil.copy(Path(__file__).parent / "squatter.py", site)
+        subprocess.run(["chmod", "-R", "a+rX", str(site)], check=True)
+        python = shutil.which("python3", path="/usr/bin:/bin")
+        assert python, "Debian's python3 is missing: scripts/testcluster up installs it"
+        yield python, site
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+
+
+def _free_port(host: str) -> int:
+    """A port free on ``host``, in the range rendezvous ports come from."""
+    import random
+    import socket
+
+    while True:
+        port = random.randint(20000, 32000)
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        return port
+
+
+SQUATTED = textwrap.dedent("""
+    import json, os
+    from slurm_resolver import bootstrap
+    b = bootstrap(timeout=60, auth=os.environ["TEST_AUTH"])
+    print(json.dumps({"rank": b.rank, "port": b.me.port, "spec": b.cluster_spec().as_dict(),
+                      "auth": b.authenticated}), flush=True)
+    b.stop()
+""")
+
+
+@pytest.mark.parametrize("mode", ["munge", "secret"])
+def test_a_squatter_on_the_first_rendezvous_port_is_named_and_its_table_refused(
+        slurm_cluster: dict[str, str], tmp_path: Path, intruder: str, strangers_python: tuple[str, Path],
+        mode: str) -> None:
+    """Another user binds the first rendezvous port on node1 before the job, and answers every
+    call with a table naming itself as every task. The tasks meet it first, refuse its answer
+    (no seal of this job), name it, and bootstrap with the real leader on the next port."""
+    python, site = strangers_python
+    first, second = _free_port("127.0.1.1"), _free_port("127.0.1.1")
+    log = site / f"squatter-{mode}.log"
+    log.touch()
+    log.chmod(0o666)
+    squatter = subprocess.Popen(["runuser", "-u", intruder, "--", "env", f"PYTHONPATH={site}", python,
+                                 str(site / "squatter.py"), "127.0.1.1", str(first), "4", str(log)],
+                                stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline().strip() == "ready"
+        script = tmp_path / "task.py"
+        script.write_text(SQUATTED)
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TEST_AUTH": mode,
+               "SLURM_RESOLVER_RENDEZVOUS_PORTS": f"{first},{second}"}
+        if mode == "secret":
+            env["SLURM_RESOLVER_SECRET"] = os.urandom(24).hex()
+        out = subprocess.run(["srun", "-w", "node[1-2]", "-N2", "-n4", sys.executable, str(script)], env=env,
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        squatter.kill()
+        squatter.wait()
+    assert out.returncode == 0, out.stderr
+    rows = json_objects(out.stdout)
+    assert len(rows) == 4, out.stderr
+    assert {r["rank"]: r["port"] for r in rows}[0] == second  # the leader took the next port
+    assert all(f":{first}" not in a for r in rows for a in r["spec"]["worker"])  # nobody took the squatter's table
+    met = log.read_text()
+    assert "for table" in met, "the tasks never met the squatter"
+    assert f"skipped port {first} on 127.0.1.1: what answers there is not a task of this job" in out.stderr

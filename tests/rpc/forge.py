@@ -23,7 +23,7 @@ def join_call(job_key: str, round: Round, source: int, *, node: int = 0, port: i
               nonce: bytes | None = None) -> list[bytes]:
     """The messages of a Join call."""
     records = records or Records()
-    call = Call(job_key, round, source, node, nonce or secrets.token_bytes(16), port, failure or Failure(), records)
+    call = Call(job_key, round, source, node, nonce or secrets.token_bytes(16), port, failure or Failure())
     return encode_call(call, records, _sealer(authority, round.kind is RoundKind.TABLE))
 
 

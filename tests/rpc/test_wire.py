@@ -40,7 +40,7 @@ def unsealed(header: bytes) -> bytes:
 
 
 def call(round: Round | None = None, source: int = 4, failure: Failure | None = None) -> Call:
-    return Call("7.0", round or Round.barrier("b", 0), source, 1, b"n" * 16, 8000, failure or Failure(), Records())
+    return Call("7.0", round or Round.barrier("b", 0), source, 1, b"n" * 16, 8000, failure or Failure())
 
 
 def test_a_call_round_trips_in_chunks_its_header_commits_to() -> None:
@@ -113,8 +113,9 @@ def _call_bytes(**fields: object) -> bytes:
     ({"job_key": "k", "round": pb.Round(kind="vote", name="v"), "votes": 5}, 4, "names no task"),
 ])
 def test_impossible_calls_are_refused(fields: dict[str, object], world: int, match: str) -> None:
+    """Refused from the header alone where it says enough; its records once the caller is believed."""
     with pytest.raises(WireError, match=match):
-        decode_call(unwrap(_call_bytes(**fields))[0], world)
+        read_records(decode_call(unwrap(_call_bytes(**fields))[0], world), [], world)
 
 
 @settings(max_examples=300, deadline=None)

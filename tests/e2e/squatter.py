@@ -1,0 +1,58 @@
+"""A squatter: another user's gRPC server on a port a launch's tasks probe, answering every call
+with a forged table that names itself as every task (what a task must never believe).
+
+    python squatter.py HOST PORT WORLD_SIZE LOG
+
+Runs as another user, with only grpcio, protobuf and slurm_resolver's generated messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from slurm_resolver.rpc import coordination_pb2 as pb
+
+SERVICE = "/slurm_resolver.v3.Coordination"
+
+
+def main() -> None:
+    host, port, world, log = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+
+    def forged(first: bytes) -> list[bytes]:
+        call = pb.Call.FromString(pb.Envelope.FromString(first).header)
+        with open(log, "a") as f:
+            f.write(f"call from rank {call.source} for {call.round.kind}\n")
+        chunk = pb.Records(ports=[port] * world, spare_ports=[port] * world, first=0).SerializeToString()
+        answer = pb.Answer(nonce=call.nonce, source=0, total=world, chunks=[hashlib.sha256(chunk).digest()[:16]],
+                           key=b"k" * 32)
+        return [pb.Envelope(header=answer.SerializeToString(), seal=b"forged" * 5).SerializeToString(), chunk]
+
+    def bundled(request: bytes, context: Any) -> bytes:
+        return pb.Bundle(messages=forged(pb.Bundle.FromString(request).messages[0])).SerializeToString()
+
+    def streamed(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
+        yield from forged(next(requests))
+
+    methods = {f"{SERVICE}/JoinBundled": grpc.unary_unary_rpc_method_handler(bundled),
+               f"{SERVICE}/Join": grpc.stream_stream_rpc_method_handler(streamed)}
+
+    class Handlers(grpc.GenericRpcHandler):
+        def service(self, details: Any) -> Any:
+            return methods.get(details.method)
+
+    server = grpc.server(futures.ThreadPoolExecutor(4), options=[("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers((Handlers(),))
+    server.add_insecure_port(f"{host}:{port}")
+    server.start()
+    print("ready", flush=True)
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main()

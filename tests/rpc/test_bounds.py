@@ -1,0 +1,215 @@
+"""Bounds per attacker, not per call, over real sockets: memory, calls not yet proven, open files, logs.
+
+A stranger who knows only a server's port (and the launch's key, which squeue shows) may open
+as many connections and calls as it likes: the server's memory, its slots for calls not yet
+proven and its log stay bounded, and the job's own tasks still get through.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from slurm_resolver.rpc import coordination_pb2 as pb
+from slurm_resolver.rpc.auth import AuthMode, Authority
+from slurm_resolver.rpc.messages import TABLE_ROUND, Records, Round
+from slurm_resolver.rpc.server import JOIN_BUNDLED_METHOD, JOIN_METHOD, MOST_UNPROVEN
+
+from ..conftest import ROOT
+from .forge import join_call
+
+SERVER = """
+import threading
+from slurm_resolver.rpc.auth import Authority, AuthMode
+from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.messages import Source
+from slurm_resolver.rpc.server import Server
+from slurm_resolver.rpc.wire import Identity
+authority = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
+server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, handlers=lambda port: Coordinator(
+    Identity("9.0", 0, "localhost", "worker", 0), 100000, map(Source.task, range(1, 8)), True, authority, port))
+print(server.port, flush=True)
+threading.Event().wait()
+"""
+
+
+@pytest.fixture()
+def leader() -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """Rank 0 of launch 9.0 (tasks prove themselves with a secret) in a process of its own, and its port."""
+    proc = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline())
+    yield proc, port
+    proc.kill()
+    proc.wait()
+
+
+def _rss_mb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) // 1024 for line in status if line.startswith("VmRSS"))
+
+
+def _flood(port: int, message: bytes, attackers: int, calls: int) -> dict[str, int]:
+    codes: dict[str, int] = {}
+
+    def attack() -> None:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 8 << 20)]) as ch:
+            call = ch.unary_unary(JOIN_BUNDLED_METHOD)
+            for _ in range(calls):
+                try:
+                    call(message, timeout=10)
+                    codes["OK"] = codes.get("OK", 0) + 1
+                except grpc.RpcError as exc:
+                    codes[exc.code().name] = codes.get(exc.code().name, 0) + 1
+
+    threads = [threading.Thread(target=attack) for _ in range(attackers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return codes
+
+
+def test_a_flood_of_large_unproven_calls_keeps_memory_and_the_log_bounded(
+        leader: tuple[subprocess.Popen[str], int]) -> None:
+    """Strangers with the launch's key send the largest calls a server reads, many at once: each is
+    refused from its header (no seal of the job) before its records are read, memory stays flat
+    whatever the number of attackers (before: 64 held calls took rank 0 from 49 to 455 MB), the
+    log says a few lines, and the job's own task still gets its answer."""
+    proc, port = leader
+    n = 12_000  # about 250 kB: a chunk of the largest records
+    records = Records(list(range(n)), [1000] * n, [1000] * n, {r: "GPU-" + "x" * 60 for r in range(n)})
+    message = pb.Bundle(messages=join_call("9.0", TABLE_ROUND, 1, port=port, records=records)[:1]).SerializeToString()
+    base = _rss_mb(proc.pid)
+    peaks = []
+    for attackers in (32, 128):
+        peak = [0]
+        watching = threading.Event()
+
+        def watch(peak: list[int] = peak, watching: threading.Event = watching) -> None:
+            while not watching.is_set():
+                peak[0] = max(peak[0], _rss_mb(proc.pid))
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        codes = _flood(port, message, attackers, 10)
+        watching.set()
+        watcher.join()
+        assert "OK" not in codes and codes.get("UNAUTHENTICATED", 0) > attackers, codes
+        peaks.append(peak[0] - base)
+    assert max(peaks) < 300, peaks  # MB, whatever the number of attackers
+    mine = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
+    real = join_call("9.0", Round.barrier("b", 0), 1, port=port, authority=mine)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        with pytest.raises(grpc.RpcError) as answered:  # believed: it waits for the round, which never ends
+            channel.unary_unary(JOIN_BUNDLED_METHOD)(pb.Bundle(messages=real).SerializeToString(), timeout=1)
+    assert answered.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    proc.kill()
+    log = proc.communicate()[1]
+    lines = [line for line in log.splitlines() if "refused" in line]
+    assert len(lines) <= 25, log[-2000:]  # 1,600 refusals: the first 20 and every 1,000th
+
+
+def test_calls_that_never_send_their_first_message_are_cut_off_and_few_wait(
+        leader: tuple[subprocess.Popen[str], int]) -> None:
+    """Calls that open and send nothing: at most MOST_UNPROVEN wait (each at most 5 s), the rest are
+    told at once that the server is busy, and nothing is held once they are cut off."""
+    _, port = leader
+    outcomes: list[tuple[str, float]] = []
+    hold = threading.Event()
+
+    def silent() -> Any:
+        hold.wait(20)
+        yield from ()
+
+    def open_one() -> None:
+        started = time.monotonic()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            try:
+                list(channel.stream_stream(JOIN_METHOD)(silent(), timeout=15))
+                outcomes.append(("OK", time.monotonic() - started))
+            except grpc.RpcError as exc:
+                outcomes.append((exc.code().name, time.monotonic() - started))
+
+    threads = [threading.Thread(target=open_one) for _ in range(MOST_UNPROVEN + 16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    hold.set()
+    cut = [took for code, took in outcomes if code == "INVALID_ARGUMENT"]
+    busy = [took for code, took in outcomes if code == "RESOURCE_EXHAUSTED"]
+    assert len(cut) <= MOST_UNPROVEN and len(busy) >= 16, outcomes
+    assert all(took < 8 for took in cut) and all(took < 3 for took in busy), outcomes
+
+
+CROWDED = """
+import os, resource, sys, threading
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+sys.path.insert(0, os.environ["TEST_ROOT"])
+from tests.rpc.test_bootstrap import env
+from slurm_resolver.rpc.bootstrap import bootstrap
+port = int(sys.argv[1])
+found = {}
+def task(rank):
+    try:
+        environ = {**env(rank, 2, "61"), "SLURM_RESOLVER_RENDEZVOUS_PORTS": str(port), "SLURM_RESOLVER_AUTH": "none"}
+        found[rank] = bootstrap(environ=environ, timeout=30, heartbeat=None)
+    except Exception as exc:
+        found[rank] = exc
+first = threading.Thread(target=task, args=(0,))
+first.start()
+print("ready", flush=True)
+sys.stdin.readline()  # a stranger holds hundreds of connections to rank 0 now
+second = threading.Thread(target=task, args=(1,))
+second.start()
+first.join(); second.join()
+limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+print(sorted((r, type(b).__name__) for r, b in found.items()), limit, flush=True)
+for b in found.values():
+    if hasattr(b, "stop"):
+        b.stop(0)
+"""
+
+
+def test_idle_connections_do_not_use_up_the_open_files_a_leader_needs() -> None:
+    """A process started with the common soft limit of open files (here 256) whose leader's port a
+    stranger floods with 400 idle connections: the bootstrap raised the limit to the hard one, as
+    servers do, and the job's second task still gets in."""
+    import os
+    import socket
+
+    from slurm_resolver.rpc.ports import rendezvous_ports
+
+    port = rendezvous_ports("spare-61")[0]
+    proc = subprocess.Popen([sys.executable, "-c", CROWDED, str(port)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "TEST_ROOT": str(ROOT)})
+    assert proc.stdout is not None and proc.stdin is not None
+    idle = []
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 20
+        while len(idle) < 400 and time.monotonic() < deadline:
+            try:
+                idle.append(socket.create_connection(("localhost", port), timeout=1))
+            except OSError:
+                time.sleep(0.05)  # rank 0 is not listening yet
+        assert len(idle) == 400
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        said = proc.stdout.readline()
+    finally:
+        for sock in idle:
+            sock.close()
+        proc.kill()
+        proc.wait()
+    assert said.startswith("[(0, 'Bootstrapped'), (1, 'Bootstrapped')]") and not said.split()[-1] == "256", said
