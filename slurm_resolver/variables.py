@@ -77,7 +77,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_RESOLVER_RANK", "slurm-resolver bootstrap --format shell", "the task's rank (written)"),
     Variable("SLURM_RESOLVER_WORLD_SIZE", "slurm-resolver bootstrap --format shell", "number of tasks (written)"),
     Variable("SLURM_RESOLVER_ADDRESS", "slurm-resolver bootstrap --format shell", "host:port of the task's server (written)"),
-    Variable("TF_CPP_MIN_LOG_LEVEL", "slurm_resolver.training (written when unset)", "2: TensorFlow's info logs off in the training jobs"),
+    Variable("TF_CPP_MIN_LOG_LEVEL", "slurm_resolver.training (written when unset)", "2 unless set: TensorFlow's native info and warning records are kept out of the training jobs' output (0 keeps them)"),
     Variable("JAX_PLATFORMS", "slurm_resolver.training.jax_job (written when unset)", "cpu where the task has no GPU"),
     Variable("OMP_NUM_THREADS", "slurm_resolver.training.ddp (written when unset)", "1: one thread per rank on shared CPUs"),
     Variable("SLURM_RESOLVER_AUTH", "user", "bootstrap: auto (MUNGE where munged answers), munge (required) or none"),
@@ -89,7 +89,7 @@ VARIABLES: tuple[Variable, ...] = (
 PREFIXES: tuple[str, ...] = (
     "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
     "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+    "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
 )
 """Names (or prefixes of names) copied into the environment snapshot."""
 
