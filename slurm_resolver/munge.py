@@ -4,7 +4,7 @@ Every Slurm cluster runs munged (Slurm itself authenticates with it). A task min
 credential of its own for every call that must be trusted (a credential decodes only once
 per host: never share one); the receiver decodes it and learns the sender's uid, which
 munged vouches for, and the payload. libmunge is loaded on first use; where it or munged is
-missing, :func:`open_munge` says why and returns None.
+missing, `open_munge()` says why and returns None.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import ResolutionError
 
-__all__ = ["Munge", "MungeError", "open_munge", "socket_path", "DEFAULT_SOCKET"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 log = logging.getLogger("slurm_resolver")
 

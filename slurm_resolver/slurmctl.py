@@ -3,7 +3,7 @@
 Every call to ``scontrol`` or ``sbatch`` and every use of pyslurm goes through this module.
 pyslurm (which needs Slurm 25.11) is tried first for what it can do; any failure of it
 falls back to the command line, which is the tested path. Nothing here runs on the
-start-up path of a task, except :func:`node_addresses` where a node name does not resolve.
+start-up path of a task, except `node_addresses()` where a node name does not resolve.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from .errors import AddressError, ConfigurationError
 from .hostlists import collapse
 
-__all__ = ["command", "run", "parse_records", "node_addresses", "submit", "job_records", "requeue", "pyslurm"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 log = logging.getLogger("slurm_resolver")
 

@@ -5,7 +5,7 @@ heartbeat. When another task of the step dies, the command is stopped (SIGTERM, 
 SIGKILL) and the task exits 1 with an error naming the dead task: a collective then never
 waits for a peer that is gone. When the command fails, the task reports itself dead with
 its exit code, so that the others stop too, unless a peer's death comes within
-:data:`NOTICE` seconds (the command failed because of it: a broken collective); when it
+`NOTICE` seconds (the command failed because of it: a broken collective); when it
 succeeds, the task leaves normally.
 Signals sent to the task (Slurm's warning before the time limit, Ctrl-C) go to the command.
 """
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from .errors import ConfigurationError, ResolutionError
 from .rpc.bootstrapped import Bootstrapped
 
-__all__ = ["supervise", "FORWARDED"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 """Signals the task passes on to its command."""

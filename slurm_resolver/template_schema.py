@@ -1,7 +1,8 @@
 """The parameters of the sbatch templates: one declared schema, each parameter typed and checked.
 
 Every value is checked against its kind before anything is rendered or submitted; a bad
-value is a :class:`TemplateParameterError` that names the parameter, the value and the
+value is a [`TemplateParameterError`][slurm_resolver.template_schema.TemplateParameterError] that names the
+parameter, the value and the
 accepted form (the command line exits 2 for it, as for any usage error).
 """
 
@@ -118,6 +119,7 @@ SCHEMA: tuple[Parameter, ...] = (
     Parameter("requeue", "1", "flag", "1: the job may be requeued (by Slurm, or by itself after a warning)",
               optional=False),
 )
+"""Every template parameter, in the order the listing shows them."""
 SHELL_TEXT = frozenset(p.name for p in SCHEMA if p.kind == "text")
 """Parameters that are shell text, taken as given (one line); every other value is quoted."""
 

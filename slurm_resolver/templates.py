@@ -2,9 +2,10 @@
 
 Templates live in ``sbatch_templates/`` (installed as ``slurm_resolver.sbatch_templates``):
 one comment line ``# defaults: key=value ...`` (the template's own defaults, each a
-parameter of :data:`SCHEMA`), and the body with ``${name}`` placeholders. The ``#SBATCH``
-header is built here from :data:`SCHEMA`, so templates hold no logic: an option left empty
-is simply not written. Single-word values are quoted with :func:`shlex.quote`; ``command``
+parameter of [`SCHEMA`][slurm_resolver.template_schema.SCHEMA]), and the body with ``${name}``
+placeholders. The ``#SBATCH``
+header is built here from the schema, so templates hold no logic: an option left empty
+is simply not written. Single-word values are quoted with `shlex.quote()`; ``command``
 is shell text, taken as given (one line).
 """
 
@@ -19,10 +20,9 @@ from importlib.abc import Traversable
 
 from .errors import ConfigurationError
 from .parsing import parse_jobs
-from .template_schema import SCHEMA, SHELL_TEXT, Parameter, TemplateParameterError, check, named
+from .template_schema import SCHEMA, SHELL_TEXT, TemplateParameterError, check, named
 
-__all__ = ["Parameter", "SCHEMA", "Template", "available", "describe", "defaults", "render", "sbatch_header",
-           "TemplateParameterError", "highest_index", "sweep_selection", "forwarding"]
+__all__ = ["Template", "available", "describe", "defaults", "render"]
 
 
 

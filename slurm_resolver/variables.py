@@ -1,6 +1,6 @@
 """Every environment variable slurm_resolver reads, in one table.
 
-The documentation's variable reference is generated from :data:`VARIABLES`
+The documentation's variable reference is generated from [`VARIABLES`][slurm_resolver.variables.VARIABLES]
 (``python -m slurm_resolver.variables`` prints it as Markdown).
 """
 
@@ -85,6 +85,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_CONF", "Slurm", "slurm.conf, read for AuthInfo=socket= (munged's socket) when authenticating"),
     Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: the ports node leaders try to bind, e.g. 30001,30002"),
 )
+"""Every variable slurm_resolver reads or writes, with who sets it and what is taken from it."""
 
 PREFIXES: tuple[str, ...] = (
     "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
@@ -94,6 +95,7 @@ PREFIXES: tuple[str, ...] = (
 """Names (or prefixes of names) copied into the environment snapshot."""
 
 HET_PATTERN = "{name}_HET_GROUP_{index}"
+"""How Slurm names a het component's variable: ``SLURM_JOB_NODELIST_HET_GROUP_1``."""
 
 
 def reference_markdown() -> str:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..cluster import Cluster
     from ..rpc.bootstrapped import Bootstrapped
 
-__all__ = ["resolved", "bootstrapped", "show", "check", "env", "bootstrap"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def resolved(args: argparse.Namespace) -> Cluster:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-__all__ = ["script", "words"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -11,7 +11,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["build_parser"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 _LISTING = "(the templates listing)"
 

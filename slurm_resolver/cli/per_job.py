@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["speaks_for_job", "task_rank", "task_label"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def speaks_for_job(rank: int | None, all_ranks: bool) -> bool:

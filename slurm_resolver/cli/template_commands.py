@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["templates", "render", "submit", "listing", "pairs"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def pairs(items: list[str] | None) -> dict[str, str]:

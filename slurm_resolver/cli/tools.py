@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["expand", "collapse", "launchers", "variables", "completion"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def expand(args: argparse.Namespace) -> int:

@@ -2,14 +2,16 @@
 
     srun python -m slurm_resolver.training.data_service --jobs data_worker=2,dispatcher=1,trainer=2
 
-:func:`start` gives each task its part: the ``dispatcher`` task runs TF's
+[`start()`][slurm_resolver.training.data_service.start] gives each task its part: the ``dispatcher`` task runs TF's
 ``DispatchServer`` on its spare port, with ``work_dir`` in the job's directory and
 ``fault_tolerant_mode=True`` (a restarted dispatcher keeps its state); ``data_worker``
 tasks run ``WorkerServer`` on their spare ports and register with the address peers can
 reach (TF's default ``localhost:%port%`` breaks every multi-node job); every other task
 consumes with ``dataset.apply(tf.data.experimental.service.distribute(..., service=
-service.target))``. When every consumer has called :meth:`DataService.finish`, the
-dispatcher and the workers stop and return from :meth:`DataService.serve`, so the job
+service.target))``. When every consumer has called
+[`DataService.finish()`][slurm_resolver.training.data_service.DataService.finish], the
+dispatcher and the workers stop and return from
+[`DataService.serve()`][slurm_resolver.training.data_service.DataService.serve], so the job
 ends (tensorflow#56386, #56490: TF's servers do not end by themselves).
 
 The job this module runs when started as a program: each trainer reads a dataset through

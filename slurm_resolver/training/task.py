@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
 
-__all__ = ["start_task"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def start_task(program: str, jobs: str | None, timeout: float,
@@ -17,10 +17,10 @@ def start_task(program: str, jobs: str | None, timeout: float,
                needs: str | None = None, **resolver_options: Any) -> Bootstrapped | None:
     """This task, bootstrapped with the job layout ``jobs`` (``ps=1,worker=3``; None: all workers).
 
-    ``check`` may refuse the parsed layout (raising a :class:`SlurmResolverError`); ``needs``
+    ``check`` may refuse the parsed layout (raising a `SlurmResolverError`); ``needs``
     names the framework the program imports (``'tensorflow'``, ``'torch'``, ``'jax'``: the
     module and the extra that installs it), checked first; the options go to
-    :class:`~slurm_resolver.resolvers.slurm.SlurmClusterResolver`. Returns None after printing
+    [`SlurmClusterResolver`][slurm_resolver.resolvers.slurm.SlurmClusterResolver]. Returns None after printing
     ``<program>: error: ...`` where the task cannot start.
     """
     from ..optional import import_optional
