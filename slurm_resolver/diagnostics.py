@@ -78,7 +78,7 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
         return [*results, Check(Level.FAIL, "resolution", exc.message, exc.hint or "")]
     cluster = resolver.cluster
     me = cluster.me
-    results.append(_ok("resolution", f"{cluster.world_size} tasks" +
+    results.append(_ok("resolution", f"{cluster.world_size} task{'s' * (cluster.world_size != 1)}" +
                        (f"; this is rank {me.rank}, {me.job}:{me.index} on {me.node} at {me.address}" if me else "")))
     disagreements = own_row(cluster)
     if disagreements:

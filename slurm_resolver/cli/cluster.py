@@ -1,9 +1,8 @@
 """The commands about the job's cluster: ``show``, ``check``, ``env`` and ``bootstrap``.
 
-Each reaches the library through one small function: [resolved][slurm_resolver.cli.cluster.resolved]
-for the resolved cluster, [bootstrapped][slurm_resolver.cli.cluster.bootstrapped] for the
-bootstrapped one, ``run_checks`` for the diagnosis. Which task prints what is
-[per_job][slurm_resolver.cli.per_job]'s to say.
+Each reaches the library through one small function: ``resolved`` for the resolved
+cluster, ``bootstrapped`` for the bootstrapped one, ``run_checks`` for the diagnosis.
+Which task prints what is ``per_job``'s to say.
 """
 
 from __future__ import annotations

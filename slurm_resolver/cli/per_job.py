@@ -9,7 +9,7 @@ prints only its own problems, each line prefixed with ``rank N:``, and exits 1 f
 How a silent task knows that it agrees, without sending anything: every task computes the
 whole table from the step's variables, which Slurm gives every task alike, and checks its
 own row against what its launcher told it alone (its node, ``SLURM_LOCALID``,
-``SLURM_NODEID``, ``SLURM_GTIDS``: [own_row][slurm_resolver.diagnostics.own_row]). When
+``SLURM_NODEID``, ``SLURM_GTIDS``: ``own_row``). When
 every task finds its own row right, the one table rank 0 prints is every task's. After a
 bootstrap (``show --bootstrapped``, ``bootstrap`` without a command) every task has
 verified the same table already.

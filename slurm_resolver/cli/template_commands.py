@@ -74,7 +74,7 @@ def listing(only: str | None = None) -> str:
                  "parameters (name, default, meaning; a template's own defaults above win):")
     for p in SCHEMA:
         default = "(this Python)" if p.name == "python" else (values[p.name] or "-")
-        lines.append(f"  {p.name:15} {default + (' *' if p.name in own else ''):22} {p.meaning}")
+        lines.append(f"  {p.name:15} {'*' if p.name in own else ' '} {default:22} {p.meaning}")
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,7 @@ def start_task(program: str, jobs: str | None, timeout: float,
     ``check`` may refuse the parsed layout (raising a `SlurmResolverError`); ``needs``
     names the framework the program imports (``'tensorflow'``, ``'torch'``, ``'jax'``: the
     module and the extra that installs it), checked first; the options go to
-    [`SlurmClusterResolver`][slurm_resolver.resolvers.slurm.SlurmClusterResolver]. Returns None after printing
+    ``SlurmClusterResolver``. Returns None after printing
     ``<program>: error: ...`` where the task cannot start.
     """
     from ..optional import import_optional
