@@ -119,3 +119,13 @@ def test_env_exports_for_a_shell(slurm_cluster: dict[str, str]) -> None:
                           f"eval \"$({' '.join(CLI)} env --format torch)\"; echo $RANK/$WORLD_SIZE@$MASTER_ADDR"],
                          capture_output=True, text=True, timeout=60, check=True)
     assert sorted(out.stdout.split()) == ["0/2@node1", "1/2@node1"]
+
+
+def test_bootstrap_without_a_command_prints_the_verified_cluster_once(slurm_cluster: dict[str, str]) -> None:
+    out = subprocess.run(["srun", "-N2", "-n4", *CLI, "bootstrap"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = json_objects(out.stdout)
+    assert [(r["rank"], r["world_size"], len(r["cluster"]["worker"])) for r in rows] == [(0, 4, 4)]
+    every = subprocess.run(["srun", "-N2", "-n4", *CLI, "bootstrap", "--all-ranks"], capture_output=True, text=True,
+                           timeout=120)
+    assert sorted(r["rank"] for r in json_objects(every.stdout)) == [0, 1, 2, 3]
