@@ -1,8 +1,10 @@
 """Every command and option of ``slurm-resolver``, with its default, its unit and examples.
 
-A command is one ``sub.add_parser`` block below and one function that takes the parsed
-arguments and returns the exit code; ``per_task=True`` marks commands that run in every
-task of a launch (their errors name the task's rank).
+A command is one ``command(...)`` block in a group below (the cluster's commands, the
+templates', the small tools) and one function that takes the parsed arguments and returns
+the exit code; ``per_task=True`` marks commands that run in every task of a launch (their
+errors name the task's rank). A new command is a block in a group, or a group of its own
+called from ``build_parser``.
 """
 
 from __future__ import annotations
@@ -68,11 +70,13 @@ _ALL_RANKS = ("every task prints its whole answer; by default rank 0 prints it a
               "its own problems, prefixed with its rank")
 
 
+Command = Callable[..., argparse.ArgumentParser]
+"""Adds one command: its name, the function that runs it, a summary, examples, and whether it runs per task."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``slurm-resolver``."""
     from .. import __version__
-    from ..exchange import MODES
-    from . import cluster, template_commands, tools
 
     parser = argparse.ArgumentParser(
         prog="slurm-resolver", formatter_class=_Formatter,
@@ -93,6 +97,17 @@ def build_parser() -> argparse.ArgumentParser:
         _global_options(p, top=False)
         p.set_defaults(func=func, per_task=per_task)
         return p
+
+    _cluster_commands(command)
+    _template_commands(command)
+    _tools(command)
+    return parser
+
+
+def _cluster_commands(command: Command) -> None:
+    """``show``, ``env``, ``bootstrap`` and ``check``: they run in every task of a launch."""
+    from ..exchange import MODES
+    from . import cluster
 
     show = command("show", cluster.show, "the calling task and the whole cluster: a table, or JSON",
                    "  srun -N2 -n4 slurm-resolver show              rank 0's table, once for the job\n"
@@ -135,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="one JSON object: every check with its level")
     check.add_argument("--all-ranks", action="store_true", help=_ALL_RANKS)
 
+
+def _template_commands(command: Command) -> None:
+    """``submit``, ``render`` and ``templates``."""
+    from . import template_commands
+
     submit = command("submit", template_commands.submit, "render a template and submit it; --wait follows the job",
                      "  JOB=$(slurm-resolver submit ps_worker --set nodes=4)\n"
                      "  slurm-resolver submit data_parallel --set nodes=2 --set command='python train.py' --wait\n\n"
@@ -159,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     templates.add_argument("name", nargs="?", help="only this template, with its own defaults")
     templates.add_argument("--json", action="store_true", help="the same as one JSON object, for scripts")
 
+
+def _tools(command: Command) -> None:
+    """The small commands."""
+    from . import tools
+
     expand = command("expand", tools.expand, "expand host lists, like scontrol show hostnames",
                      "  slurm-resolver expand 'node[01-03],gpu[1-2]'")
     expand.add_argument("hostlist", nargs="+")
@@ -170,4 +195,3 @@ def build_parser() -> argparse.ArgumentParser:
     completion.add_argument("shell", choices=("bash", "zsh"))
     command("launchers", tools.launchers, "the launch modes, in detection order")
     command("variables", tools.variables, "the environment variable reference")
-    return parser
