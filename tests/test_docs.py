@@ -193,6 +193,20 @@ def test_no_table_repeats_a_row(site: Path) -> None:
             assert [k for k, n in Counter(groups).items() if n > 1] == [], f"{name}: rows repeated"
 
 
+def test_the_protocols_scheme_keeps_its_four_steps(site: Path) -> None:
+    """Two bullets nested by 3 spaces once made the scheme's 4 steps 6 (the issue that brought these tests)."""
+    html = (site / "protocol" / "index.html").read_text()
+    scheme = html[html.index('id="the-scheme"'):]
+    steps, depth = 0, 0
+    for close, tag in re.findall(r"<(/?)(ol|ul|li)\b", scheme[scheme.index("<ol>"):]):
+        if tag != "li":
+            depth += -1 if close else 1
+            if depth == 0:
+                break
+        steps += tag == "li" and not close and depth == 1
+    assert steps == 4
+
+
 def test_nested_lists_are_indented_by_four_spaces() -> None:
     """Python-Markdown nests a list item indented by 4 spaces; 1 to 3 (or 5 to 7) end the outer list instead."""
     for page in sorted(DOCS.rglob("*.md")):
