@@ -1,6 +1,6 @@
 """Adapters: pure translators from a bootstrapped cluster to each framework.
 
-Each returns a mapping (environment variables or keyword arguments); :func:`apply` is
+Each returns a mapping (environment variables or keyword arguments); [`apply()`][slurm_resolver.adapters.apply] is
 the one function that writes them to the environment, refusing to replace a different
 value that is already set unless asked.
 """
@@ -80,6 +80,7 @@ def shell_env(b: Bootstrapped) -> dict[str, str]:
 
 
 FORMATS = {"tf": tensorflow_env, "torch": torch_env, "jax": jax_env, "shell": shell_env}
+"""Each ``--format`` of the command line and its adapter: ``tf``, ``torch``, ``jax``, ``shell``."""
 
 
 def shell(variables: Mapping[str, str]) -> str:
@@ -95,7 +96,8 @@ def apply(variables: Mapping[str, str], overwrite: bool = False) -> dict[str, st
 def tensorflow_server(b: Bootstrapped, config: Any = None, barrier: bool = True, timeout: float = 120.0) -> Any:
     """A real ``tf.distribute.Server`` for this task, on the port it exchanged for a framework.
 
-    TensorFlow's servers listen on the spare ports of :meth:`Bootstrapped.framework_spec`
+    TensorFlow's servers listen on the spare ports of
+    [`Bootstrapped.framework_spec()`][slurm_resolver.rpc.bootstrapped.Bootstrapped.framework_spec]
     while ours keep serving coordination; with ``barrier`` the call returns once every
     task's TensorFlow server listens, so no client can reach a port too early. A task that
     connects as a client instead (``tf.config.experimental_connect_to_cluster`` with its own
@@ -110,7 +112,9 @@ def tensorflow_server(b: Bootstrapped, config: Any = None, barrier: bool = True,
 
 
 def tensorflow_resolver(b: Bootstrapped) -> Any:
-    """A genuine TensorFlow resolver over :meth:`Bootstrapped.framework_spec` for this task."""
+    """A genuine TensorFlow resolver over
+    [`Bootstrapped.framework_spec()`][slurm_resolver.rpc.bootstrapped.Bootstrapped.framework_spec] for this
+    task."""
     tf = import_optional("tensorflow", "tensorflow", "A TensorFlow resolver")
     return tf.distribute.cluster_resolver.SimpleClusterResolver(
         b.framework_spec().to_tensorflow(), master=f"{b.me.host}:{b.me.spare_port}", task_type=b.me.job,

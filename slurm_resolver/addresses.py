@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from .errors import AddressError
 
-__all__ = ["resolves", "address_map", "port_in_use", "first", "OwnNames"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 class OwnNames(Mapping[str, str]):

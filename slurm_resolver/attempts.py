@@ -1,9 +1,9 @@
 """How an attempt of ``slurm-resolver run`` ended, and where the next one runs: pure decisions.
 
-:func:`verdict` reads the outcomes an attempt's tasks recorded (:mod:`slurm_resolver.outcome`)
+`verdict()` reads the outcomes an attempt's tasks recorded (`slurm_resolver.outcome`)
 and tells a death (a task killed by a signal, or gone without a word, its node perhaps with
 it) from the program's own failure (an exit code: an exception, a bad argument).
-:func:`decide` then restarts on the same nodes, on a spare node in place of a bad one, on
+`decide()` then restarts on the same nodes, on a spare node in place of a bad one, on
 fewer nodes where the program says it can, or ends, within the budget of restarts. A
 failure of the program on every task is never restarted, nor the same failure twice.
 """

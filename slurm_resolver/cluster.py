@@ -1,6 +1,7 @@
 """The resolved cluster: one frozen value with every task, and the calling task's place in it.
 
-:func:`slurm_resolver.resolution.resolve` makes it in one pass. A block layout is kept as
+[`slurm_resolver.resolution.resolve()`][slurm_resolver.resolution.resolve] makes it in one pass. A block
+layout is kept as
 nodes and counts, so that a 16,384-task job resolves in about a millisecond; per-rank
 columns are built only when asked for.
 """
@@ -25,6 +26,7 @@ from .placement import Placement
 __all__ = ["Task", "Cluster", "DEFAULT_PORT_BASE"]
 
 DEFAULT_PORT_BASE = 8888
+"""The planned port of each node's first task, as TensorFlow's resolver (its port_base)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,8 @@ class Cluster:
         hosts: each node's address, the one its peers use (its name, or Slurm's NodeAddr).
         port_base: the planned port of local rank 0 on every node.
         gpu_plan: the GPUs of every task.
-        bound_ports, spare_ports: per rank, once bootstrapped (:meth:`with_ports`).
+        bound_ports, spare_ports: per rank, once bootstrapped
+            ([`with_ports()`][slurm_resolver.cluster.Cluster.with_ports]).
         reported_gpus: GPUs that tasks reported in the bootstrap where Slurm bound them
             to each task (nobody else can compute them).
     """
@@ -189,7 +192,7 @@ class Cluster:
 
     def device_env(self) -> dict[str, str]:
         """``CUDA_VISIBLE_DEVICES`` of the calling task, in Slurm's form, where this task sees the
-        node's GPUs and its own are a part of them (write it with :func:`~.environment.export`); ``{}``
+        node's GPUs and its own are a part of them (write it with `export()`); ``{}``
         where there is nothing to set."""
         me = self.me
         if me is None or me.gpus is None or not self.gpu_plan.visible.ids:

@@ -17,6 +17,7 @@ from .errors import ConfigurationError
 __all__ = ["ClusterSpec", "ClusterDict"]
 
 ClusterDict = Mapping[str, Sequence[str] | Mapping[int, str]]
+"""A cluster as plain data: job name to a list of addresses, or to ``{task index: address}`` (sparse)."""
 
 
 def _tasks_of(job: object, tasks: object) -> dict[int, str]:

@@ -1,6 +1,6 @@
 """The one module that touches ``os.environ``: a frozen snapshot in, one writer out.
 
-Everything else in slurm_resolver receives a :class:`Snapshot` (or a plain mapping, in
+Everything else in slurm_resolver receives a [`Snapshot`][slurm_resolver.environment.Snapshot] (or a plain mapping, in
 tests) and never reads the process environment itself.
 """
 
@@ -21,7 +21,7 @@ __all__ = ["Snapshot", "snapshot", "export", "export_defaults", "for_child"]
 class Snapshot(Mapping[str, str]):
     """An immutable copy of the launcher variables of one process.
 
-    Behaves as a read-only mapping; build it with :func:`snapshot`.
+    Behaves as a read-only mapping; build it with [`snapshot()`][slurm_resolver.environment.snapshot].
     """
 
     data: Mapping[str, str] = field(default_factory=dict)

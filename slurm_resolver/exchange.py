@@ -1,8 +1,9 @@
 """Exchanges: every rank contributes a value and receives everyone's, in rank order.
 
-:class:`MPIExchange` runs over MPI; :class:`LocalExchange` runs N ranks in one process
+[`MPIExchange`][slurm_resolver.exchange.MPIExchange] runs over MPI;
+[`LocalExchange`][slurm_resolver.exchange.LocalExchange] runs N ranks in one process
 (threads), for tests and single-node runs. Resolution and the bootstrap take any object
-with ``rank``, ``size`` and ``allgather``, or one of the :data:`MODES`:
+with ``rank``, ``size`` and ``allgather``, or one of the [`MODES`][slurm_resolver.exchange.MODES]:
 
 - ``'auto'``: MPI where the launch can initialise it (an MPI launcher; srun with PMIx),
   else the bootstrap's gRPC rendezvous;
@@ -36,7 +37,8 @@ MODES = ("auto", "mpi", "rendezvous", "none")
 
 
 def check_mode(mode: object, source: str = "exchange") -> None:
-    """Fail unless ``mode`` is one of :data:`MODES` (or an :class:`Exchange` object).
+    """Fail unless ``mode`` is one of [`MODES`][slurm_resolver.exchange.MODES] (or an
+    [`Exchange`][slurm_resolver.exchange.Exchange] object).
 
     >>> check_mode("auto")
     """
@@ -95,7 +97,7 @@ def mpi_exchange(launch: Launch, mode: str | Exchange, timeout: float) -> Exchan
 
 
 class LocalExchange:
-    """One rank of an in-process group; make the group with :meth:`group`."""
+    """One rank of an in-process group; make the group with [`group()`][slurm_resolver.exchange.LocalExchange.group]."""
 
     def __init__(self, rank: int, size: int, shared: dict[str, Any]) -> None:
         self.rank = rank

@@ -32,6 +32,7 @@ __all__ = ["Visible", "GpuPlan", "SOURCES", "parse_devices", "format_devices", "
 _NONE = {"", "NoDevFiles"}
 _ID = re.compile(r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
 SOURCES = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL")
+"""The variables that tell a task's GPUs, in the order they are believed; NVML's devices come after them."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Visible:
 
 
 def parse_devices(text: str, variable: str = "CUDA_VISIBLE_DEVICES") -> tuple[str, ...]:
-    """Parse a device list; the inverse of :func:`format_devices`.
+    """Parse a device list; the inverse of [`format_devices()`][slurm_resolver.gpus.format_devices].
 
     >>> parse_devices("0,2")
     ('0', '2')

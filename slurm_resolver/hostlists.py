@@ -99,7 +99,7 @@ def expand_counts(text: str, variable: str = "SLURM_TASKS_PER_NODE") -> tuple[in
 
 
 def collapse_counts(counts: list[int] | tuple[int, ...]) -> str:
-    """Compress counts as Slurm does; the inverse of :func:`expand_counts`.
+    """Compress counts as Slurm does; the inverse of [`expand_counts()`][slurm_resolver.hostlists.expand_counts].
 
     >>> collapse_counts([4, 1, 1])
     '4,1(x2)'

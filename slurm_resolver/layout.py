@@ -2,7 +2,7 @@
 
 Every launcher plugin reads the layout through these functions, so that no plugin imports
 another. Each takes a plain mapping of variables and raises
-:class:`~slurm_resolver.errors.EnvironmentVariableError` naming the variable at fault.
+[`EnvironmentVariableError`][slurm_resolver.errors.EnvironmentVariableError] naming the variable at fault.
 """
 
 from __future__ import annotations

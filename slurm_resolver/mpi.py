@@ -1,7 +1,7 @@
 """The seam to MPI (mpi4py), imported only when an exchange needs it.
 
 ``import mpi4py.MPI`` initialises MPI, so nothing here runs at import time of
-slurm_resolver; only :func:`world` does, and only when the launcher is an MPI one.
+slurm_resolver; only `world()` does, and only when the launcher is an MPI one.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from .errors import ResolutionError
 from .optional import import_optional
 
-__all__ = ["world", "allgather_bytes", "finalize"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def world() -> Any:

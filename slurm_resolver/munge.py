@@ -4,7 +4,7 @@ Every Slurm cluster runs munged (Slurm itself authenticates with it). A task min
 credential of its own for every call that must be trusted (a credential decodes only once
 per host: never share one); the receiver decodes it and learns the sender's uid, which
 munged vouches for, and the payload. libmunge is loaded on first use; where it or munged is
-missing, :func:`open_munge` says why and returns None.
+missing, `open_munge()` says why and returns None.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import ResolutionError
 
-__all__ = ["Munge", "MungeError", "open_munge", "socket_path", "DEFAULT_SOCKET"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 log = logging.getLogger("slurm_resolver")
 
@@ -72,28 +72,38 @@ class Decoded:
 
 
 class Munge:
-    """libmunge, talking to the munged at ``socket``."""
+    """libmunge, talking to the munged at ``socket``.
+
+    Minting and reading use contexts of their own: libmunge writes what a credential it reads
+    says (its cipher, its MAC...) into the context, and a context that read a forged
+    credential then mints nothing ("Invalid MAC type 0").
+    """
 
     def __init__(self, library: Any, libc: Any, socket: str, decoder: int | None = None) -> None:
         self._lib = library
         self._libc = libc
         self.socket = socket
-        self._ctx = ctypes.c_void_p(library.munge_ctx_create())
-        if not self._ctx.value:
+        self._ctx = self._context(decoder)
+        self._reader = self._context(None)
+
+    def _context(self, decoder: int | None) -> ctypes.c_void_p:
+        ctx = ctypes.c_void_p(self._lib.munge_ctx_create())
+        if not ctx.value:
             raise MungeError(5, "cannot create a MUNGE context")
-        code = library.munge_ctx_set(self._ctx, ctypes.c_int(_OPT_SOCKET), ctypes.c_char_p(socket.encode()))
+        code = self._lib.munge_ctx_set(ctx, ctypes.c_int(_OPT_SOCKET), ctypes.c_char_p(self.socket.encode()))
         if not code and decoder is not None:
-            code = library.munge_ctx_set(self._ctx, ctypes.c_int(_OPT_UID_RESTRICTION), ctypes.c_uint(decoder))
+            code = self._lib.munge_ctx_set(ctx, ctypes.c_int(_OPT_UID_RESTRICTION), ctypes.c_uint(decoder))
         if code:
-            raise MungeError(code, self._text(code))
+            raise MungeError(code, self._text(code, ctx))
+        return ctx
 
     def restricted_to(self, uid: int) -> Munge:
         """libmunge at the same munged, minting credentials that only ``uid`` (and root) can decode:
         what they carry is private to that user."""
         return Munge(self._lib, self._libc, self.socket, decoder=uid)
 
-    def _text(self, code: int) -> str:
-        text = self._lib.munge_ctx_strerror(self._ctx) or self._lib.munge_strerror(code)
+    def _text(self, code: int, ctx: ctypes.c_void_p) -> str:
+        text = self._lib.munge_ctx_strerror(ctx) or self._lib.munge_strerror(code)
         return bytes(text).decode(errors="replace")
 
     def encode(self, payload: bytes) -> bytes:
@@ -101,7 +111,7 @@ class Munge:
         cred = ctypes.c_char_p()
         code = self._lib.munge_encode(ctypes.byref(cred), self._ctx, payload, len(payload))
         if code:
-            raise MungeError(code, self._text(code))
+            raise MungeError(code, self._text(code, self._ctx))
         try:
             return bytes(cred.value or b"")
         finally:
@@ -110,11 +120,11 @@ class Munge:
     def decode(self, credential: bytes) -> Decoded:
         """The payload and the uid of ``credential``; a forged, expired or replayed one is a MungeError."""
         buf, length, uid, gid = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_uint(), ctypes.c_uint()
-        code = self._lib.munge_decode(credential, self._ctx, ctypes.byref(buf), ctypes.byref(length),
+        code = self._lib.munge_decode(credential, self._reader, ctypes.byref(buf), ctypes.byref(length),
                                       ctypes.byref(uid), ctypes.byref(gid))
         try:
             if code:
-                raise MungeError(code, self._text(code))
+                raise MungeError(code, self._text(code, self._reader))
             return Decoded(ctypes.string_at(buf, length.value) if buf.value else b"", uid.value, gid.value)
         finally:
             if buf.value:

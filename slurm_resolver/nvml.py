@@ -1,6 +1,6 @@
 """The seam to NVML (nvidia-ml-py, imported as ``pynvml``), loaded only when asked.
 
-:func:`devices` initialises NVML, reads every GPU (index, minor number, UUID, PCI bus id,
+`devices()` initialises NVML, reads every GPU (index, minor number, UUID, PCI bus id,
 name, MIG instances) and shuts NVML down again. Without the library or a driver it
 returns None: callers fall back to what Slurm's variables say.
 """
@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Device", "devices", "device_ids", "uuid_by_minor", "driver_present", "DRIVER_FILES"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl")
 """Files that exist wherever NVIDIA's kernel driver is loaded (inside containers too)."""

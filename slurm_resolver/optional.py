@@ -11,7 +11,7 @@ from types import ModuleType
 
 from .errors import MissingDependencyError
 
-__all__ = ["import_optional", "EXTRAS"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 EXTRAS = ("tensorflow", "torch", "jax", "kubernetes", "mpi", "pyslurm")
 """The extras of ``pip install 'slurm_resolver[...]'`` (grpc, NVML and hostlists are always installed)."""

@@ -1,11 +1,11 @@
 """What a supervised task's command came to: one small record, written where ``slurm-resolver run`` reads it.
 
-``slurm-resolver bootstrap -- CMD`` writes an :class:`Outcome` into the directory named by
+``slurm-resolver bootstrap -- CMD`` writes an `Outcome` into the directory named by
 ``SLURM_RESOLVER_OUTCOMES`` (``run`` gives each attempt its own) when the command did not
 simply succeed: a task whose command failed or was killed writes its own, and one task
 that stopped its command because peers died (the lowest rank it knows alive) writes the
 deaths it heard of. ``run`` reads them to tell a death (restart) from the program's own
-failure (do not). Every record is bounded: a few lines of text, at most :data:`HEARD` deaths.
+failure (do not). Every record is bounded: a few lines of text, at most `HEARD` deaths.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Outcome:
         status: the command's exit code, or minus the signal that ended it.
         reason: one line: ``raised ValueError: a bad batch``, ``killed by signal 9 (SIGKILL)``.
         oom: the kernel's OOM killer ended the command (its node's count of OOM kills rose).
-        heard: peers found dead while the command ran (at most :data:`HEARD`).
+        heard: peers found dead while the command ran (at most `HEARD`).
         at: wall-clock seconds (``time.time()``) when the command ended, or a death was heard.
     """
 
@@ -86,7 +86,7 @@ class Outcome:
 
     @classmethod
     def from_json(cls, text: str) -> Outcome:
-        """The record of :meth:`as_json`; ``ValueError`` for anything else."""
+        """The record of `as_json()`; ``ValueError`` for anything else."""
         data: Any = json.loads(text)
         try:
             heard = tuple(Death(int(r), str(n), str(w)) for r, n, w in data["heard"][:HEARD])
@@ -147,7 +147,7 @@ def bootstrapped_at(directory: Path) -> float | None:
 class Recording:
     """Where ``run`` asks an attempt's tasks to record their outcomes, and which attempt it is.
 
-    It travels in the tasks' environment (:meth:`variables` writes it, :meth:`of` reads it back):
+    It travels in the tasks' environment (`variables()` writes it, `of()` reads it back):
     ``SLURM_RESOLVER_OUTCOMES``, ``SLURM_RESOLVER_ATTEMPT`` (1 for the first) and, from the
     second attempt on, ``SLURM_RESOLVER_FAILED_AT`` (when the attempt before failed).
 

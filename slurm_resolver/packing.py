@@ -122,7 +122,8 @@ def runs(jobs: Jobs, world_size: int, components: Sequence[int] = ()) -> tuple[t
 
 
 def pack(jobs: Jobs, world_size: int, components: Sequence[int] = ()) -> Packing:
-    """The :class:`Packing` of ``world_size`` ranks into ``jobs`` (see :func:`runs`)."""
+    """The [`Packing`][slurm_resolver.packing.Packing] of ``world_size`` ranks into ``jobs`` (see
+    [`runs()`][slurm_resolver.packing.runs])."""
     return Packing(runs(jobs, world_size, components))
 
 

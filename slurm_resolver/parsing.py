@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from .errors import EnvironmentVariableError
 
-__all__ = ["require", "read_int", "optional_int", "parse_jobs"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def require(env: Mapping[str, str], name: str, hint: str | None = None) -> str:

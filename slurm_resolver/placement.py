@@ -5,7 +5,8 @@ lays tasks out, from the per-node task counts; every task checks that the host c
 for its own rank is the node it runs on. ``arbitrary`` is read from its host file
 (``SLURM_HOSTFILE``) where the task can read it. Other layouts (MPI launchers, ``arbitrary``
 without a readable host file, het components of several tasks on several nodes) are never
-guessed: the ranks exchange their nodes (:meth:`Placement.from_hosts`).
+guessed: the ranks exchange their nodes
+([`Placement.from_hosts()`][slurm_resolver.placement.Placement.from_hosts]).
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class Placement:
             raise IndexError(f"rank {rank} is not in a job of {self.world_size} tasks (ranks 0-{self.world_size - 1})")
 
     def node_index(self, rank: int) -> int:
-        """The position in :attr:`nodes` of the node of ``rank``."""
+        """The position in `nodes` of the node of ``rank``."""
         self._check(rank)
         if self._uniform:
             return rank // self._uniform
@@ -125,7 +126,7 @@ class Placement:
         return self.hosts[rank]
 
     def ranks_on(self, position: int) -> Sequence[int]:
-        """The ranks on the node at ``position`` of :attr:`nodes`, in local-rank order."""
+        """The ranks on the node at ``position`` of `nodes`, in local-rank order."""
         if self._uniform:
             return range(position * self._uniform, (position + 1) * self._uniform)
         if self.hosts is None:

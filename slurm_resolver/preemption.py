@@ -34,6 +34,7 @@ from .errors import ConfigurationError
 __all__ = ["Preemption", "requeue", "requeue_id", "restart_count", "attempt", "checkpoint_dir", "DEFAULT_SIGNAL"]
 
 DEFAULT_SIGNAL = "USR2"
+"""The signal of Slurm's warning in the templates (``--signal=B:USR2@60``): USR2, as NCCL may catch USR1."""
 
 
 def _signal(name: str | int) -> signal.Signals:

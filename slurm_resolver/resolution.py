@@ -1,10 +1,10 @@
 """Resolution: from an environment snapshot to the complete, frozen cluster, in one pass.
 
-:func:`resolve` takes one snapshot of the environment and goes down once: settings
-(explicit argument > ``SLURM_RESOLVER_*`` variable > default, in :func:`_setting`), the
+[`resolve()`][slurm_resolver.resolution.resolve] takes one snapshot of the environment and goes down once: settings
+(explicit argument > ``SLURM_RESOLVER_*`` variable > default, in `_setting()`), the
 launch, the placement of every rank (computed; or learned from every task's node, through
 MPI where it initialises, else a rendezvous of the step's tasks), the packing into jobs,
-the GPUs, the addresses. Out comes one frozen :class:`~slurm_resolver.cluster.Cluster`.
+the GPUs, the addresses. Out comes one frozen [`Cluster`][slurm_resolver.cluster.Cluster].
 """
 
 from __future__ import annotations
@@ -137,8 +137,8 @@ def resolve(
         gpus_per_task: GPUs of each task, a count or per job (``{'ps': 0}``); default an
             even split of the node's GPUs.
         gpus_per_node: GPUs of each node to use (default: all the task can see).
-        exchange: one of :data:`~slurm_resolver.exchange.MODES`, or an
-            :class:`~slurm_resolver.exchange.Exchange`; used only where the environment
+        exchange: one of [`MODES`][slurm_resolver.exchange.MODES], or an
+            [`Exchange`][slurm_resolver.exchange.Exchange]; used only where the environment
             does not place every rank.
         timeout: seconds an exchange may wait for the other ranks.
         resolves: seam for tests: whether a name resolves (``getaddrinfo``).
@@ -151,7 +151,7 @@ def resolve(
     under MPI the ranks exchange their nodes here; otherwise the cluster is returned
     provisional (``placement.exact`` false: this task's node exact), and the layout is
     learned from the other tasks by ``bootstrap()`` in its own exchange, or by
-    :func:`slurm_resolver.rpc.learn.learn_layout` (which ``SlurmClusterResolver`` calls);
+    `slurm_resolver.rpc.learn.learn_layout()` (which ``SlurmClusterResolver`` calls);
     ``exchange='none'`` refuses instead.
     """
     env = snapshot(environ)

@@ -5,8 +5,8 @@
 
 Each attempt is one step, ``srun ... slurm-resolver bootstrap -- COMMAND``: its tasks watch
 each other, and a task that dies ends the step within seconds, naming it. Each task records
-what its command came to (:mod:`slurm_resolver.outcome`); ``run`` reads that and Slurm's
-view of the nodes, and decides (:mod:`slurm_resolver.attempts`): the same nodes again, a
+what its command came to (`slurm_resolver.outcome`); ``run`` reads that and Slurm's
+view of the nodes, and decides (`slurm_resolver.attempts`): the same nodes again, a
 spare node in place of a bad one, fewer nodes, or the end, with every attempt's reason. No
 attempt goes back to the queue. The tasks find ``SLURM_RESOLVER_ATTEMPT`` (1, 2, ...) beside
 ``SLURM_RESTART_COUNT``, and resume from ``checkpoint_dir()``.

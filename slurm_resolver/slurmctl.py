@@ -3,7 +3,7 @@
 Every call to ``scontrol`` or ``sbatch`` and every use of pyslurm goes through this module.
 pyslurm (which needs Slurm 25.11) is tried first for what it can do; any failure of it
 falls back to the command line, which is the tested path. Nothing here runs on the
-start-up path of a task, except :func:`node_addresses` where a node name does not resolve.
+start-up path of a task, except `node_addresses()` where a node name does not resolve.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from typing import Any
 from .errors import AddressError, ConfigurationError
 from .hostlists import collapse
 
-__all__ = ["command", "run", "parse_records", "node_addresses", "submit", "job_records", "requeue", "pyslurm",
-           "unhealthy", "node_health"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 log = logging.getLogger("slurm_resolver")
 
@@ -112,9 +111,26 @@ def submit(text: str) -> str:
             log.debug("pyslurm could not submit (%s); using sbatch", exc)
     out = run(["sbatch", "--parsable"], 120, stdin=text)
     if out.returncode != 0:
-        raise ConfigurationError(f"sbatch refused the job: {out.stderr.strip() or out.stdout.strip()}",
-                                 "check the parameters with `slurm-resolver render`")
+        said = (out.stderr.strip() or out.stdout.strip()).splitlines() or ["(no message)"]
+        last = said[-1].removeprefix("sbatch: ")  # sbatch ends with the line that says why
+        raise ConfigurationError(f"sbatch refused the job: {last}", _submit_hint("\n".join(said)))
     return out.stdout.strip().split(";")[0]
+
+
+_UNREACHABLE = ("configuration source", "configuration file", "slurm.conf", "unable to contact slurm controller",
+                "connection refused", "socket timed out", "zero bytes were transmitted", "authentication", "munge")
+
+
+def _submit_hint(said: str) -> str:
+    """Where to look when sbatch fails: Slurm's configuration and controller, or the script.
+
+    >>> _submit_hint("sbatch: error: Could not establish a configuration source").split(":")[0]
+    "Slurm's client finds no controller"
+    """
+    if any(words in said.lower() for words in _UNREACHABLE):
+        return ("Slurm's client finds no controller: set SLURM_CONF to the cluster's slurm.conf or run on a "
+                "login node; check with scontrol ping")
+    return "the message is sbatch's; check the script with slurm-resolver render TEMPLATE --set ..."
 
 
 def job_records(job_id: str) -> list[dict[str, str]]:

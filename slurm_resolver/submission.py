@@ -1,6 +1,6 @@
 """Following a submitted job until it ends: its state, its output, its exit code.
 
-Submission and job records come from :mod:`slurm_resolver.slurmctl`, the one seam to Slurm.
+Submission and job records come from `slurm_resolver.slurmctl`, the one seam to Slurm.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from typing import TextIO
 from .errors import ResolutionError
 from .slurmctl import job_records, submit
 
-__all__ = ["submit", "job_records", "wait", "TERMINAL"]
+__all__ = ["submit", "wait", "TERMINAL"]
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
             "BOOT_FAIL", "DEADLINE"}
+"""Slurm's job states in which a job has ended: ``wait`` returns once every record is in one."""
 
 
 def _exit_code(records: list[dict[str, str]]) -> int:

@@ -6,7 +6,7 @@ the command's whole group is stopped (SIGTERM, then SIGKILL once the command has
 after the grace), so that no child of a shell script is left running, and the task exits
 1 with an error naming the dead task: a collective then never waits for a peer that is
 gone. When the command fails, the task reports itself dead with its exit code, so that the
-others stop too, unless a peer's death comes within :data:`NOTICE` seconds (the command
+others stop too, unless a peer's death comes within `NOTICE` seconds (the command
 failed because of it: a broken collective; a command killed with SIGKILL is reported at
 once); when it succeeds, the task leaves normally.
 Signals sent to the task (Slurm's warning before the time limit, Ctrl-C) go to the
@@ -15,7 +15,7 @@ calls back, and either sets the one event the task waits on.
 
 The command's standard error passes through the task, which keeps its last lines to name
 an error. Under ``slurm-resolver run`` (``SLURM_RESOLVER_OUTCOMES`` set) the task records
-what its command came to (:mod:`slurm_resolver.outcome`), and rank 0 records when the
+what its command came to (`slurm_resolver.outcome`), and rank 0 records when the
 attempt was bootstrapped and says how long after the previous attempt's failure. A command
 that bootstraps itself (``slurm_resolver.bootstrap()`` in it) gets rendezvous ports of its
 own (``SLURM_RESOLVER_RENDEZVOUS_PORTS``, where it is not set), away from this task's.
@@ -38,7 +38,7 @@ from .errors import ConfigurationError, ResolutionError
 from .outcome import Death, Ending, Outcome, Recording, mark_bootstrapped, write
 from .rpc.bootstrapped import Bootstrapped
 
-__all__ = ["supervise", "FORWARDED", "NOTICE", "last_error", "ended_as", "command_rendezvous_ports"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 """Signals the task passes on to its command's process group."""
@@ -157,7 +157,7 @@ class _Child:
         self.exited.wait()
 
     def error(self) -> str:
-        """The line of its standard error that names its error (see :func:`last_error`)."""
+        """The line of its standard error that names its error (see `last_error()`)."""
         self._reader.join(0.5)  # the last bytes it wrote before it ended
         return last_error(self._tail.decode(errors="replace"))
 

@@ -1,7 +1,8 @@
 """The parameters of the sbatch templates: one declared schema, each parameter typed and checked.
 
 Every value is checked against its kind before anything is rendered or submitted; a bad
-value is a :class:`TemplateParameterError` that names the parameter, the value and the
+value is a [`TemplateParameterError`][slurm_resolver.template_schema.TemplateParameterError] that names the
+parameter, the value and the
 accepted form (the command line exits 2 for it, as for any usage error).
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 
-__all__ = ["Parameter", "SCHEMA", "KINDS", "TemplateParameterError", "check", "SHELL_TEXT"]
+__all__ = ["Parameter", "Kind", "SCHEMA", "KINDS", "TemplateParameterError", "check", "named", "SHELL_TEXT"]
 
 
 class TemplateParameterError(ConfigurationError):
@@ -27,25 +28,36 @@ _TIME = (r"\d{1,6}", r"\d{1,6}:\d{1,2}", r"\d{1,6}:\d{1,2}:\d{1,2}", r"\d{1,4}-\
 _JOB = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
 _INDICES = r"\d{1,7}(-\d{1,7}(:[1-9]\d{0,6})?)?"
 
-KINDS: dict[str, tuple[str, str]] = {
-    "count": (r"[1-9]\d{0,6}", "a whole number >= 1"),
-    "time": ("|".join(_TIME), "Slurm's time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"),
-    "gpus": (r"[1-9]\d{0,3}|[A-Za-z0-9_.-]{1,64}:[1-9]\d{0,3}", "a GPU count, or type:count (a100:2)"),
-    "name": (_NAME, "a name of letters, digits and ._+@:=- (a job, partition or account name)"),
-    "path": (r"[^\x00-\x1f'\"`$\\\\;&|<>*?]{1,1024}", "a file path (no quotes, $, ;, &, |, <, >, *, ?)"),
-    "jobs": (rf"({_JOB}=\d{{1,6}}(,{_JOB}=\d{{1,6}})*|{_JOB}(,{_JOB})*)",
-             "name=count pairs such as ps=1,worker=3, or names per het component such as ps,worker"),
-    "format": (r"tf|torch|jax|shell", "tf, torch, jax or shell"),
-    "flag": (r"0|1", "0 or 1"),
-    "signal": (r"(USR1|USR2|TERM|INT|HUP|QUIT|URG|XCPU|XFSZ|VTALRM|PROF|WINCH)@\d{1,5}",
-               "SIGNAL@SECONDS before the end, such as USR2@60 (empty: no warning)"),
-    "module": (r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*",
-               "a Python module such as slurm_resolver.training.ddp"),
-    "text": (r"[^\n\r\x00]*", "one line of shell text"),
-    "array": (rf"{_INDICES}(,{_INDICES})*(%[1-9]\d{{0,4}})?",
-              "Slurm's array indices: 0-7, 1,3,5, 0-15:4, with %N to run at most N at once (0-7%2)"),
+@dataclass(frozen=True)
+class Kind:
+    """A kind of parameter value: the pattern its values match in full, the form in words, an example."""
+
+    pattern: str
+    form: str
+    example: str
+
+
+KINDS: dict[str, Kind] = {
+    "count": Kind(r"[1-9]\d{0,6}", "a whole number >= 1", "2"),
+    "time": Kind("|".join(_TIME), "Slurm's time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS", "1:00:00"),
+    "gpus": Kind(r"[1-9]\d{0,3}|[A-Za-z0-9_.-]{1,64}:[1-9]\d{0,3}", "a GPU count, or type:count (a100:2)", "1"),
+    "name": Kind(_NAME, "a name of letters, digits and ._+@:=- (a job, partition or account name)", "x"),
+    "path": Kind(r"[^\x00-\x1f'\"`$\\\\;&|<>*?]{1,1024}", "a file path (no quotes, $, ;, &, |, <, >, *, ?)",
+                 "out-%j.txt"),
+    "jobs": Kind(rf"({_JOB}=\d{{1,6}}(,{_JOB}=\d{{1,6}})*|{_JOB}(,{_JOB})*)",
+                 "name=count pairs such as ps=1,worker=3, or names per het component such as ps,worker",
+                 "ps=1,worker=3"),
+    "format": Kind(r"tf|torch|jax|shell", "tf, torch, jax or shell", "torch"),
+    "flag": Kind(r"0|1", "0 or 1", "1"),
+    "signal": Kind(r"(USR1|USR2|TERM|INT|HUP|QUIT|URG|XCPU|XFSZ|VTALRM|PROF|WINCH)@\d{1,5}",
+                   "SIGNAL@SECONDS before the end, such as USR2@60 (empty: no warning)", "USR2@60"),
+    "module": Kind(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*",
+                   "a Python module such as slurm_resolver.training.ddp", "slurm_resolver.training.ddp"),
+    "text": Kind(r"[^\n\r\x00]*", "one line of shell text", "'--epochs 3'"),
+    "array": Kind(rf"{_INDICES}(,{_INDICES})*(%[1-9]\d{{0,4}})?",
+                  "Slurm's array indices: 0-7, 1,3,5, 0-15:4, with %N to run at most N at once (0-7%2)", "0-7"),
 }
-"""Each kind: the full-match pattern of its values, and the accepted form in words."""
+"""Every kind of parameter value, by name."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,18 @@ class Parameter:
     option: str = ""
     optional: bool = True
     """Whether an empty value is allowed (it leaves the option out)."""
+    example: str = ""
+    """A value to show in a hint where the default is none (or depends on the machine)."""
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """Other names the parameter answers to: its name with dashes, and sbatch's option.
+
+        >>> SCHEMA[2].spellings
+        ('tasks-per-node', 'ntasks-per-node')
+        """
+        names = (self.name.replace("_", "-"), self.option.removeprefix("--"))
+        return tuple(n for n in dict.fromkeys(names) if n and n != self.name)
 
 
 SCHEMA: tuple[Parameter, ...] = (
@@ -82,7 +106,8 @@ SCHEMA: tuple[Parameter, ...] = (
     Parameter("srun_args", "", "text", "extra srun arguments"),
     Parameter("mpirun_args", "", "text", "extra mpirun arguments"),
     Parameter("extra_sbatch", "", "text", "extra #SBATCH lines, separated by ';'"),
-    Parameter("python", sys.executable, "path", "the Python interpreter of the tasks", optional=False),
+    Parameter("python", sys.executable, "path", "the Python interpreter of the tasks", optional=False,
+              example="/usr/bin/python3"),
     Parameter("hetjob", "0", "flag", "1 for a heterogeneous job: a ps component of ps_nodes nodes, then the workers",
               optional=False),
     Parameter("signal", "USR2@60", "signal", "the warning Slurm sends before the time limit or a preemption, "
@@ -99,6 +124,7 @@ SCHEMA: tuple[Parameter, ...] = (
     Parameter("min_nodes", "", "count", "the fewest nodes run restarts the step on, where no spare is left "
               "(and --no-kill; empty: all)"),
 )
+"""Every template parameter, in the order the listing shows them."""
 SHELL_TEXT = frozenset(p.name for p in SCHEMA if p.kind == "text")
 """Parameters that are shell text, taken as given (one line); every other value is quoted."""
 
@@ -113,16 +139,50 @@ def check(values: Mapping[str, str]) -> None:
     Traceback (most recent call last):
     ...
     slurm_resolver.template_schema.TemplateParameterError: template parameter nodes='four' is not a whole number >= 1
-    HINT: give nodes as a whole number >= 1, e.g. --set nodes=2
+    HINT: e.g. --set nodes=2
     """
     for key, value in values.items():
         parameter = _BY_NAME.get(key)
         if parameter is None:
             continue
-        pattern, form = KINDS[parameter.kind]
+        kind = KINDS[parameter.kind]
         if value == "" and parameter.optional:
             continue
-        if not re.fullmatch(pattern, value):
-            example = parameter.default or {"gpus": "1", "count": "2", "name": "x"}.get(parameter.kind, "...")
-            raise TemplateParameterError(f"template parameter {key}={value!r} is not {form}",
-                                         f"give {key} as {form}, e.g. --set {key}={example}")
+        if not re.fullmatch(kind.pattern, value):
+            example = parameter.example or parameter.default or kind.example
+            raise TemplateParameterError(f"template parameter {key}={value!r} is not {kind.form}",
+                                         f"e.g. --set {key}={example}")
+
+
+_SPELLINGS = {spelling: p.name for p in SCHEMA for spelling in p.spellings}
+
+
+def named(values: Mapping[str, str]) -> dict[str, str]:
+    """``values`` by the schema's names: sbatch's spellings and dashes (``ntasks-per-node``,
+    ``job-name``) become the parameters they mean; an unknown name is refused with the
+    closest names.
+
+    >>> named({"ntasks-per-node": "4", "nodes": "2"})
+    {'tasks_per_node': '4', 'nodes': '2'}
+    >>> named({"node": "4"})
+    Traceback (most recent call last):
+    ...
+    slurm_resolver.template_schema.TemplateParameterError: unknown template parameter 'node'
+    HINT: did you mean nodes or ps_nodes? `slurm-resolver templates` lists every parameter
+    """
+    import difflib
+
+    result: dict[str, str] = {}
+    for key, value in values.items():
+        name = key if key in _BY_NAME else _SPELLINGS.get(key)
+        if name is None:
+            close = difflib.get_close_matches(key.replace("-", "_"), [*_BY_NAME, *_SPELLINGS], n=3, cutoff=0.6)
+            guesses = " or ".join(dict.fromkeys(_SPELLINGS.get(c, c) for c in close))
+            raise TemplateParameterError(f"unknown template parameter {key!r}",
+                                         (f"did you mean {guesses}? " if guesses else "") +
+                                         "`slurm-resolver templates` lists every parameter")
+        if name in result and result[name] != value:
+            raise TemplateParameterError(f"template parameter {name} is given twice, as {name}={result[name]!r} "
+                                         f"and {key}={value!r}", f"give {name} once")
+        result[name] = value
+    return result

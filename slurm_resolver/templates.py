@@ -2,9 +2,10 @@
 
 Templates live in ``sbatch_templates/`` (installed as ``slurm_resolver.sbatch_templates``):
 one comment line ``# defaults: key=value ...`` (the template's own defaults, each a
-parameter of :data:`SCHEMA`), and the body with ``${name}`` placeholders. The ``#SBATCH``
-header is built here from :data:`SCHEMA`, so templates hold no logic: an option left empty
-is simply not written. Single-word values are quoted with :func:`shlex.quote`; ``command``
+parameter of [`SCHEMA`][slurm_resolver.template_schema.SCHEMA]), and the body with ``${name}``
+placeholders. The ``#SBATCH``
+header is built here from the schema, so templates hold no logic: an option left empty
+is simply not written. Single-word values are quoted with `shlex.quote()`; ``command``
 is shell text, taken as given (one line).
 """
 
@@ -19,10 +20,9 @@ from importlib.abc import Traversable
 
 from .errors import ConfigurationError
 from .parsing import parse_jobs
-from .template_schema import SCHEMA, SHELL_TEXT, Parameter, TemplateParameterError, check
+from .template_schema import SCHEMA, SHELL_TEXT, TemplateParameterError, check, named
 
-__all__ = ["Parameter", "SCHEMA", "Template", "available", "describe", "defaults", "render", "sbatch_header",
-           "TemplateParameterError", "highest_index", "sweep_selection", "forwarding"]
+__all__ = ["Template", "available", "describe", "defaults", "render"]
 
 
 
@@ -101,8 +101,8 @@ def sbatch_header(values: Mapping[str, str], het: bool = False) -> str:
     lines += [f"#SBATCH {p.option}={shlex.quote(values[p.name])}" for p in options]
     if values.get("signal"):
         lines.append(f"#SBATCH --signal=B:{values['signal']}")  # to the batch script, which passes it on
-    if values.get("requeue") == "1":
-        lines.append("#SBATCH --requeue")
+    if values.get("requeue") == "1":  # a requeued job's second run appends: the first run's lines stay
+        lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
     lines += [f"#SBATCH {extra.strip()}" for extra in values.get("extra_sbatch", "").split(";") if extra.strip()]
     return "\n".join(lines)
 
@@ -265,16 +265,13 @@ def _tasks_of_jobs(merged: dict[str, str], given: set[str]) -> None:
 
 
 def render(name: str, values: Mapping[str, str] | None = None) -> str:
-    """The sbatch text of template ``name``: its defaults, overridden by ``values``."""
-    known = {p.name for p in SCHEMA}
-    unknown = sorted(set(values or {}) - known)
-    base = defaults(name)
-    if unknown:
-        listing = ", ".join(f"{p.name} (default {base[p.name]!r})" for p in SCHEMA)
-        raise TemplateParameterError(f"unknown template parameter(s) {unknown}", f"valid parameters: {listing}")
-    merged = {**base, **(values or {})}
+    """The sbatch text of template ``name``: its defaults, overridden by ``values`` (by the
+    schema's names, or sbatch's spellings such as ``ntasks-per-node``)."""
+    base = defaults(name)  # names a template that does not exist first
+    given = named(values or {})
+    merged = {**base, **given}
     check(merged)
-    _tasks_of_jobs(merged, set(values or {}))
+    _tasks_of_jobs(merged, set(given))
     _with_sweep(merged)
     text = _text(name)
     step = _step(merged)

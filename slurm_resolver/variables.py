@@ -1,6 +1,6 @@
 """Every environment variable slurm_resolver reads, in one table.
 
-The documentation's variable reference is generated from :data:`VARIABLES`
+The documentation's variable reference is generated from [`VARIABLES`][slurm_resolver.variables.VARIABLES]
 (``python -m slurm_resolver.variables`` prints it as Markdown).
 """
 
@@ -80,8 +80,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_RESOLVER_RANK", "slurm-resolver bootstrap --format shell", "the task's rank (written)"),
     Variable("SLURM_RESOLVER_WORLD_SIZE", "slurm-resolver bootstrap --format shell", "number of tasks (written)"),
     Variable("SLURM_RESOLVER_ADDRESS", "slurm-resolver bootstrap --format shell", "host:port of the task's server (written)"),
-    Variable("TF_CPP_MIN_LOG_LEVEL", "slurm_resolver.training (written when unset)", "2: TensorFlow's info logs off in the training jobs"),
     Variable("GRPC_VERBOSITY", "slurm_resolver's servers (written when unset)", "ERROR: gRPC core's INFO lines (one per closed connection) off"),
+    Variable("TF_CPP_MIN_LOG_LEVEL", "slurm_resolver.training (written when unset)", "2 unless set: TensorFlow's native info and warning records are kept out of the training jobs' output (0 keeps them)"),
     Variable("JAX_PLATFORMS", "slurm_resolver.training.jax_job (written when unset)", "cpu where the task has no GPU"),
     Variable("OMP_NUM_THREADS", "slurm_resolver.training.ddp (written when unset)", "1: one thread per rank on shared CPUs"),
     Variable("SLURM_RESOLVER_AUTH", "user", "bootstrap: auto (a secret where given, else MUNGE where munged answers, else none, said loudly), secret, munge or none"),
@@ -91,15 +91,17 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_CONF", "Slurm", "slurm.conf, read for AuthInfo=socket= (munged's socket) when authenticating"),
     Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: the ports node leaders try to bind, e.g. 30001,30002"),
 )
+"""Every variable slurm_resolver reads or writes, with who sets it and what is taken from it."""
 
 PREFIXES: tuple[str, ...] = (
     "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
     "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+    "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
 )
 """Names (or prefixes of names) copied into the environment snapshot."""
 
 HET_PATTERN = "{name}_HET_GROUP_{index}"
+"""How Slurm names a het component's variable: ``SLURM_JOB_NODELIST_HET_GROUP_1``."""
 
 
 def reference_markdown() -> str:

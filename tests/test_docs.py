@@ -1,18 +1,58 @@
-"""The documentation stays true: the variable reference is generated, the examples run."""
+"""The documentation stays true: the variable reference is generated, the examples run, the site
+builds without a warning, renders what its sources mean (lists, code, diagrams, cross-references),
+and its API reference shows exactly each module's ``__all__``, every name with a docstring."""
 
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
 import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+import slurm_resolver
+from slurm_resolver import placement
 from slurm_resolver.variables import VARIABLES, reference_markdown
 
 from .conftest import ROOT
 
 DOCS = ROOT / "docs"
 EXAMPLES = sorted((DOCS / "resolvers").glob("*.md"))
+REFERENCE = ("reference", "reference-extending", "reference-jobs")
+RAW_ROLE = re.compile(r":(?:py:)?(?:meth|func|class|data|mod|attr|exc|obj|const|ref|doc|term):(?:<code>|`)")
+"""A reStructuredText role that Markdown left as text (:meth:`x` renders as :meth:<code>x</code>)."""
+
+def modules() -> list[str]:
+    """Every module of the package, the rpc package's included (not the generated protocol buffers)."""
+    found = pkgutil.walk_packages(slurm_resolver.__path__, "slurm_resolver.")
+    return ["slurm_resolver", *sorted(m.name for m in found if not m.name.endswith(("_pb2", "__main__")))]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once with warnings as errors (an unresolved cross-reference is one)."""
+    out = tmp_path_factory.mktemp("site")
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert built.returncode == 0, built.stderr
+    return out
+
+
+def pages(site: Path) -> dict[str, str]:
+    return {str(p.relative_to(site)): p.read_text() for p in sorted(site.rglob("*.html"))}
+
+
+def documented(site: Path) -> set[str]:
+    """The ids of every object the API reference documents."""
+    return {anchor for page in REFERENCE
+            for anchor in re.findall(r'<h\d id="(slurm_resolver(?:\.\w+)+)"', (site / page / "index.html").read_text())}
 
 
 def test_variable_reference_is_generated_from_the_table() -> None:
@@ -39,20 +79,140 @@ def test_examples_run(page: Path) -> None:
         exec(compile(block, str(page), "exec"), {})
 
 
-def test_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
+def test_site_builds_with_warnings_as_errors(site: Path) -> None:
+    assert (site / "bootstrap" / "index.html").is_file() and (site / "protocol" / "index.html").is_file()
+    assert (site / "search" / "search_index.json").is_file()  # the theme's search
+    assert (site / "javascripts" / "mermaid.min.js").is_file()  # vendored: no CDN
 
-    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert out.returncode == 0, out.stderr
-    assert (tmp_path / "site" / "bootstrap" / "index.html").is_file()
-    assert (tmp_path / "site" / "search" / "search_index.json").is_file()  # the theme's search
-    reference = (tmp_path / "site" / "reference" / "index.html").read_text()
-    import slurm_resolver
 
+def test_no_raw_restructuredtext_role_is_left_in_the_html(site: Path) -> None:
+    found = set()
+    for name, html in pages(site).items():
+        for role in RAW_ROLE.finditer(html):
+            owners = re.findall(r'<h\d id="(slurm_resolver[\w.]*)"', html[:role.start()])
+            found.add(owners[-1] if owners else f"{name}: {html[role.start():role.start() + 60]}")
+    assert found == set(), "write [text][slurm_resolver.module.name] or `name` in docstrings"
+
+
+def test_the_api_reference_shows_exactly_each_modules_all(site: Path) -> None:
+    ids = documented(site)
+    undocumented, not_exported = set(), set()
+    for name in modules():
+        module = importlib.import_module(name)
+        for export in getattr(module, "__all__", ()):
+            obj = getattr(module, export)
+            canonical = f"{getattr(obj, '__module__', name)}.{getattr(obj, '__qualname__', export)}"
+            if export != "__version__" and not {f"{name}.{export}", canonical} & ids:
+                undocumented.add(f"{name}.{export}")
+    for anchor in ids - set(modules()):
+        parent, _, leaf = anchor.rpartition(".")
+        if parent in modules() and leaf not in importlib.import_module(parent).__all__:
+            not_exported.add(anchor)
+    assert undocumented == set(), "document these in docs/reference*.md, or take them out of __all__"
+    assert not_exported == set(), "documented but not in their module's __all__"
     for name in slurm_resolver.__all__:
         if name != "__version__":
-            assert re.search(rf'id="slurm_resolver\.[\w.]*\b{name}"', reference), f"{name} is not on the API reference"
+            assert any(re.search(rf"^slurm_resolver\.[\w.]*\b{name}$", i) for i in ids), f"{name} is not documented"
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    import griffe
+
+    package = griffe.load("slurm_resolver", search_paths=[str(ROOT)], resolve_aliases=True, resolve_external=False)
+    bare = set()
+    for name in modules():
+        module = package[name.removeprefix("slurm_resolver.")] if name != "slurm_resolver" else package
+        for export in getattr(importlib.import_module(name), "__all__", ()):
+            member = module[export] if export != "__version__" else None
+            target = member.final_target if member is not None and member.is_alias else member
+            if target is not None and not target.docstring:
+                bare.add(f"{name}.{export}")
+    assert bare == set(), "give each a docstring (a constant: a string on the next line)"
+
+
+def test_code_blocks_are_highlighted(site: Path) -> None:
+    for name, html in pages(site).items():
+        blocks = re.findall(r'(<div class="[^"]*highlight[^"]*">)?<pre(?! class="mermaid")[^>]*>', html)
+        assert "" not in blocks, f"{name}: {blocks.count('')} code blocks without highlighting"
+
+
+def test_no_paragraph_is_repeated_on_a_page(site: Path) -> None:
+    for name, html in pages(site).items():
+        if name.startswith("reference"):
+            continue  # the reference repeats what many objects share ("on the running event loop")
+        paragraphs = Counter(re.sub(r"\s+", " ", p) for p in re.findall(r"<p>(.*?)</p>", html, re.S) if len(p) > 80)
+        assert [p for p, n in paragraphs.items() if n > 1] == [], name
+
+
+def test_no_table_repeats_a_row(site: Path) -> None:
+    """A row's first cell comes back only right below it (a group, such as a framework's adapters)."""
+    for name, html in pages(site).items():
+        for table in re.findall(r"<tbody>(.*?)</tbody>", html, re.S):
+            keys = [re.sub(r"<[^>]+>", "", row.split("</td>")[0]) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
+            groups = [key for i, key in enumerate(keys) if i == 0 or key != keys[i - 1]]
+            assert [k for k, n in Counter(groups).items() if n > 1] == [], f"{name}: rows repeated"
+
+
+def test_the_protocols_scheme_keeps_its_four_steps(site: Path) -> None:
+    """Two bullets nested by 3 spaces once made the scheme's 4 steps 6 (the issue that brought these tests)."""
+    html = (site / "protocol" / "index.html").read_text()
+    scheme = html[html.index('id="the-scheme"'):]
+    steps, depth = 0, 0
+    for close, tag in re.findall(r"<(/?)(ol|ul|li)\b", scheme[scheme.index("<ol>"):]):
+        if tag != "li":
+            depth += -1 if close else 1
+            if depth == 0:
+                break
+        steps += tag == "li" and not close and depth == 1
+    assert steps == 4
+
+
+def test_nested_lists_are_indented_by_four_spaces() -> None:
+    """Python-Markdown nests a list item indented by 4 spaces; 1 to 3 (or 5 to 7) end the outer list instead."""
+    for page in sorted(DOCS.rglob("*.md")):
+        wrong = [line for line in page.read_text().splitlines() if re.match(r"( {1,3}| {5,7})([-*+]|\d+\.) ", line)]
+        assert wrong == [], f"{page.name}: {wrong}"
+
+
+def placement_diagram() -> str:
+    """concepts.md's picture of ``srun -N2 -n8`` under each distribution, from placement's own functions."""
+    nodes, counts = ("node1", "node2"), (4, 4)
+    layouts = {"block": ("-m block: each node filled in turn", placement.block(nodes, counts)),
+               "cyclic": ("-m cyclic: one task a node, round-robin", placement.cyclic(nodes, counts)),
+               "plane": ("-m plane=2: two at a time, round-robin", placement.plane(nodes, counts, 2))}
+    lines = ["flowchart TB"]
+    for name, (title, hosts) in layouts.items():
+        lines += [f'    subgraph {name}["{title}"]', "        direction LR"]
+        for node in nodes:
+            ranks = [rank for rank, host in enumerate(hosts) if host == node]
+            lines += [f'        subgraph {name}_{node}["{node}"]', "            direction LR",
+                      "            " + " ~~~ ".join(f'{name}{rank}(("{rank}"))' for rank in ranks), "        end"]
+        lines += [f"        {name}_{nodes[0]} ~~~ {name}_{nodes[1]}", "    end"]
+    lines.append("    block ~~~ cyclic ~~~ plane")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_placement_picture_is_slurms_layout() -> None:
+    assert f"```mermaid\n{placement_diagram()}```" in (DOCS / "concepts.md").read_text()
+
+
+def diagrams_drawn(site: Path, page: str) -> tuple[int, int]:
+    """How many diagrams headless Chromium drew on ``page``, and how many it was given; no network at all."""
+    with_network_off = ["--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
+    profile = site.parent / f"chromium-{page}"
+    out = subprocess.run([shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                          f"--user-data-dir={profile}", *with_network_off, "--virtual-time-budget=10000",
+                          "--dump-dom", (site / page / "index.html").as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    given = (site / page / "index.html").read_text().count('<pre class="mermaid">')
+    return out.stdout.count('<div class="mermaid">'), given  # the theme swaps each drawn diagram's <pre> for a <div>
+
+
+def test_the_diagrams_render_without_the_internet(site: Path) -> None:
+    assert shutil.which("chromium"), "Debian's chromium is installed by scripts/test"
+    sources = {p.stem: p.read_text().count("```mermaid") for p in DOCS.glob("*.md")}
+    with_diagrams = sorted(page for page, count in sources.items() if count)
+    assert {"bootstrap", "concepts", "protocol", "training"} <= set(with_diagrams)
+    with ThreadPoolExecutor(len(with_diagrams)) as pool:
+        drawn = dict(zip(with_diagrams, pool.map(lambda page: diagrams_drawn(site, page), with_diagrams)))
+    assert drawn == {page: (sources[page], sources[page]) for page in with_diagrams}

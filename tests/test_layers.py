@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"rpc", "rpc.*"},
     # What users call: the TensorFlow-shaped resolvers, adapters, training jobs, the command line.
     {"adapters", "resolvers", "resolvers.*", "supervise", "restart", "preemption", "training", "training.*",
-     "submission", "templates", "diagnostics", "completion", "cli", "", "__main__"},
+     "submission", "templates", "diagnostics", "cli", "cli.*", "", "__main__"},
 ]
 
 RPC_LAYERS: list[set[str]] = [

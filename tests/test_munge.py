@@ -37,3 +37,14 @@ def test_a_credential_carries_its_payload_and_uid_once(slurm_cluster: dict[str, 
         munge.decode(credential)
     with pytest.raises(MungeError):
         munge.decode(b"MUNGE:not-a-credential:")
+
+
+@pytest.mark.slurm
+def test_a_forged_credential_read_leaves_minting_intact(slurm_cluster: dict[str, str]) -> None:
+    """libmunge writes what it reads into the context: a forged credential read on the minting
+    context left it minting nothing ("Invalid MAC type 0"), and a squatter's answer broke a bootstrap."""
+    munge, why = open_munge(snapshot())
+    assert munge is not None, why
+    with pytest.raises(MungeError):
+        munge.decode(b"forgedforgedforgedforged")
+    assert munge.decode(munge.encode(b"after")).payload == b"after"

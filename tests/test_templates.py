@@ -77,11 +77,47 @@ def test_empty_options_are_left_out() -> None:
     assert "#SBATCH --gpus-per-task=1" in render("data_parallel", {"gpus_per_task": "1"})
 
 
-def test_unknown_key_lists_the_valid_ones_with_defaults() -> None:
+@pytest.mark.parametrize("key, guess", [("nodez", "nodes"), ("node", "nodes"), ("task_per_node", "tasks_per_node"),
+                                        ("gpus-per-nodes", "gpus_per_task"), ("jbos", "jobs")])
+def test_an_unknown_key_suggests_the_closest_names_in_one_short_line(key: str, guess: str) -> None:
     with pytest.raises(ConfigurationError) as info:
-        render("ps_worker", {"nodez": "3"})
-    assert "nodez" in info.value.message and "nodes (default '3')" in str(info.value.hint)
-    assert "jobs (default 'chief=1,ps=2,worker=2')" in str(info.value.hint)
+        render("ps_worker", {key: "3"})
+    line = info.value.one_line()
+    assert f"unknown template parameter {key!r}" in line and f"did you mean {guess}" in line
+    assert len(line) < 160 and "/" not in line.replace("render|submit", "")  # no machine path, no listing
+
+
+def test_an_unknown_key_without_a_close_name_points_at_the_listing() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        render("ps_worker", {"frobnicate": "3"})
+    assert info.value.hint == "`slurm-resolver templates` lists every parameter"
+
+
+@pytest.mark.parametrize("spelling, name", [("tasks-per-node", "tasks_per_node"), ("ntasks-per-node", "tasks_per_node"),
+                                            ("ntasks", "tasks"), ("job-name", "job_name"),
+                                            ("cpus-per-task", "cpus_per_task"), ("gpus-per-task", "gpus_per_task"),
+                                            ("program-args", "program_args")])
+def test_sbatch_spellings_mean_the_parameter_they_name(spelling: str, name: str) -> None:
+    value = {"job_name": "x", "program_args": "--epochs 3"}.get(name, "4")
+    assert render("data_parallel", {spelling: value}) == render("data_parallel", {name: value})
+
+
+def test_a_parameter_given_twice_differently_is_refused() -> None:
+    with pytest.raises(TemplateParameterError, match="given twice"):
+        render("data_parallel", {"tasks_per_node": "2", "ntasks-per-node": "4"})
+
+
+def test_a_hint_does_not_repeat_the_message() -> None:
+    for key, bad, example in (("nodes", "abc", "2"), ("jobs", "ps=", "ps=1,worker=3"), ("time", "1h", "00:10:00"),
+                              ("python", "a;b", "/usr/bin/python3")):
+        with pytest.raises(TemplateParameterError) as info:
+            render("data_parallel", {key: bad})
+        assert info.value.hint == f"e.g. --set {key}={example}"
+
+
+def test_a_requeueable_job_appends_to_its_output() -> None:
+    assert "#SBATCH --requeue\n#SBATCH --open-mode=append\n" in render("data_parallel")
+    assert "--open-mode" not in render("data_parallel", {"requeue": "0"})
 
 
 def test_errors() -> None:

@@ -1,8 +1,8 @@
 """Launch detection: each launch mode is a small plugin, tried in a fixed, tested order.
 
 MPI launchers come first (their rank wins over ``SLURM_PROCID``), then Slurm's own
-modes, then the single-process fallback. :func:`register` adds a plugin. Code outside
-this package decides on a :class:`Launch`'s capabilities, never on a launcher's name.
+modes, then the single-process fallback. [`register()`][slurm_resolver.launchers.register] adds a plugin. Code outside
+this package decides on a [`Launch`][slurm_resolver.launchers.Launch]'s capabilities, never on a launcher's name.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .slurm import BatchStep, SallocShell, SrunStep
 __all__ = ["Launch", "Launcher", "LAUNCHERS", "detect", "resolve", "register", "by_name"]
 
 LAUNCHERS: list[type[Launcher]] = [OpenMPI, MpichHydra, PMIx, SrunStep, BatchStep, SallocShell, SingleProcess]
+"""The plugins in the order they are tried: MPI launchers first, the single process last."""
 
 
 def register(launcher: type[Launcher], before: type[Launcher] = SingleProcess) -> None:

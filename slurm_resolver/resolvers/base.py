@@ -1,9 +1,13 @@
 """ClusterResolver, the contract of TensorFlow's resolvers, and its simplest members.
 
-:class:`ClusterResolver` mirrors ``tf.distribute.cluster_resolver.ClusterResolver``;
-:class:`SimpleClusterResolver` and :class:`UnionClusterResolver` behave as TensorFlow's.
-Every resolver can also write its task's TF_CONFIG (:meth:`ClusterResolver.tf_config`) and
-become a genuine TensorFlow resolver (:meth:`ClusterResolver.to_tensorflow`).
+[`ClusterResolver`][slurm_resolver.resolvers.base.ClusterResolver] mirrors
+``tf.distribute.cluster_resolver.ClusterResolver``;
+[`SimpleClusterResolver`][slurm_resolver.resolvers.base.SimpleClusterResolver] and
+[`UnionClusterResolver`][slurm_resolver.resolvers.base.UnionClusterResolver] behave as TensorFlow's.
+Every resolver can also write its task's TF_CONFIG
+([`ClusterResolver.tf_config()`][slurm_resolver.resolvers.base.ClusterResolver.tf_config]) and
+become a genuine TensorFlow resolver
+([`ClusterResolver.to_tensorflow()`][slurm_resolver.resolvers.base.ClusterResolver.to_tensorflow]).
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ def format_master_url(master: str, rpc_layer: str | None = None) -> str:
 class ClusterResolver(abc.ABC):
     """Abstract resolver: where the cluster is, and which task of it this process is.
 
-    Subclasses implement :meth:`cluster_spec` and :meth:`master`, and set
+    Subclasses implement [`cluster_spec()`][slurm_resolver.resolvers.base.ClusterResolver.cluster_spec] and
+    [`master()`][slurm_resolver.resolvers.base.ClusterResolver.master], and set
     ``self._task_type``, ``self._task_id`` and ``self._rpc_layer`` where they apply.
     """
 
@@ -135,8 +140,9 @@ class SimpleClusterResolver(ClusterResolver):
     """A resolver that returns exactly what it was given.
 
     Args:
-        cluster_spec: the cluster (a :class:`ClusterSpec`, TensorFlow's, or a dict).
-        master: the session master returned by :meth:`master` without a task.
+        cluster_spec: the cluster (a [`ClusterSpec`][slurm_resolver.cluster_spec.ClusterSpec], TensorFlow's, or a dict).
+        master: the session master returned by
+            [`master()`][slurm_resolver.resolvers.base.SimpleClusterResolver.master] without a task.
         task_type: this task's job name.
         task_id: this task's index in its job.
         environment: ``''`` or ``'google'``.

@@ -39,7 +39,7 @@ class KubernetesClusterResolver(ClusterResolver):
         job_to_label_mapping: job name to a list of label selectors; default
             ``{'worker': ['job-name=tensorflow']}``.
         tf_server_port: the port every task's server listens on.
-        rpc_layer: protocol of :meth:`master` URLs.
+        rpc_layer: protocol of [`master()`][slurm_resolver.resolvers.kubernetes.KubernetesClusterResolver.master] URLs.
         override_client: an object with ``list_pod_for_all_namespaces(label_selector=...)``
             (a ``kubernetes.client.CoreV1Api``, or a stand-in for tests); without it the
             in-cluster configuration or ``~/.kube/config`` is loaded.

@@ -1,9 +1,10 @@
 """SlurmClusterResolver: TensorFlow's constructor and methods, right on every real launch.
 
-A thin view over one :class:`~slurm_resolver.cluster.Cluster`, resolved once in the
-constructor by :func:`slurm_resolver.resolution.resolve` (and, where only the step's tasks can
-tell the layout, completed by :func:`slurm_resolver.rpc.learn.learn_layout`);
-:meth:`cluster_spec` returns it.
+A thin view over one [`Cluster`][slurm_resolver.cluster.Cluster], resolved once in the
+constructor by [`slurm_resolver.resolution.resolve()`][slurm_resolver.resolution.resolve] (and,
+where only the step's tasks can tell the layout, completed by
+`slurm_resolver.rpc.learn.learn_layout()`);
+[`cluster_spec()`][slurm_resolver.resolvers.slurm.SlurmClusterResolver.cluster_spec] returns it.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ class SlurmClusterResolver(ClusterResolver):
             ``{'ps': 0, 'worker': 2}`` (default: the node's GPUs split evenly).
         tasks_per_node: overrides Slurm's layout: a count, or ``{node: count}``.
         auto_set_gpu: write the calling task's ``CUDA_VISIBLE_DEVICES`` (in Slurm's form).
-        rpc_layer: protocol of :meth:`master` URLs.
+        rpc_layer: protocol of [`master()`][slurm_resolver.resolvers.slurm.SlurmClusterResolver.master] URLs.
         environ: variables to read instead of ``os.environ`` (keyword only).
         exchange: one of ``'auto'``, ``'mpi'``, ``'rendezvous'``, ``'none'``, or an
-            Exchange (keyword only); see :mod:`slurm_resolver.exchange`.
+            Exchange (keyword only); see [`slurm_resolver.exchange`][slurm_resolver.exchange].
         check_port: fail when the calling task's port is already taken on its node,
             typically by another job sharing the node (keyword only). TensorFlow does
             not check, and a worker may then run its ops on another job's server.

@@ -2,7 +2,8 @@
 
 Behaves as TensorFlow's: TF_CONFIG is read again at every call, explicit arguments win
 over its values, a missing ``cluster`` gives an empty ClusterSpec, ``session_master`` wins
-in :meth:`master`. Unlike TensorFlow, a malformed TF_CONFIG is an error that names the
+in [`master()`][slurm_resolver.resolvers.tfconfig.TFConfigClusterResolver.master]. Unlike TensorFlow, a
+malformed TF_CONFIG is an error that names the
 field and the fix, and ``environment`` is also read from TF_CONFIG (TensorFlow 2.21 takes
 it only from the constructor).
 """

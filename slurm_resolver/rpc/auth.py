@@ -1,6 +1,6 @@
 """Who may call, and who may answer: every call and every answer carries a seal a task of the job made.
 
-Every message that opens a call or an answer is an envelope (:mod:`~slurm_resolver.rpc.wire`):
+Every message that opens a call or an answer is an envelope (`slurm_resolver.rpc.wire`):
 a header and its seal. The header names the launch, the round, the caller's rank, a nonce
 fresh for every call (an answer carries it back) and the port of the server called, and it
 commits to the chunks that follow; the seal proves who wrote it:
@@ -35,11 +35,14 @@ import pwd
 import secrets
 import stat
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
-from ..munge import Munge, MungeError, open_munge
 
-__all__ = ["Authority", "AuthMode", "Purpose", "authority", "MODES", "SECRET", "SECRET_FILE"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ..munge import Munge  # libmunge loads only where MUNGE proves calls
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 
@@ -82,8 +85,8 @@ class Authority:
     Args:
         mode: how seals are made.
         how: how it was decided, for ``check`` and logs.
-        munge: libmunge (:attr:`AuthMode.MUNGE`).
-        secret: the job's secret (:attr:`AuthMode.SECRET`).
+        munge: libmunge (`MUNGE`).
+        secret: the job's secret (`SECRET`).
         launch: the launch's key (``<job>.<step>``): a secret's seals are good for one launch.
     """
 
@@ -155,6 +158,8 @@ class Authority:
         return self._restricted
 
     def _check_munge(self, purpose: Purpose, header: bytes, seal: bytes) -> str:
+        from ..munge import MungeError
+
         assert self._munge is not None
         if not seal:
             return "no MUNGE credential"
@@ -218,6 +223,8 @@ def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authorit
         if mode == "secret":
             raise ConfigurationError(f"auth='secret' but {where}",
                                      f"export {SECRET} in the job (the templates do), or use auth='auto'")
+    from ..munge import open_munge
+
     munge, how = open_munge(env)
     if munge is not None:
         return Authority(AuthMode.MUNGE, how, munge=munge)

@@ -1,12 +1,12 @@
 """bootstrap(): every task starts a real server, and all agree on one verified cluster.
 
-:func:`bootstrap_async` reads as its phases:
+`bootstrap_async()` reads as its phases:
 
-1. **start**: the task's :class:`~slurm_resolver.rpc.server.Server` on its node's address, a
+1. **start**: the task's `Server` on its node's address, a
    spare free port reserved for a framework, its place in the tree of node leaders;
 2. **exchange**: what nobody can compute (bound port, spare port, GPUs Slurm bound to one
    task) through MPI's allgather under an MPI launcher (and under srun with PMIx where MPI
-   initialises), otherwise up and down the tree (:mod:`~slurm_resolver.rpc.member`); the
+   initialises), otherwise up and down the tree (`slurm_resolver.rpc.member`); the
    root decides the table and the launch's key;
 3. **verify**: each task asks the next task in rank order who it is, so every server is
    checked by one peer;
@@ -59,15 +59,15 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     """Start this task's server, agree with every other task on one cluster, verify it.
 
     Args:
-        cluster: the resolved :class:`~slurm_resolver.cluster.Cluster`
+        cluster: the resolved `Cluster`
             (``slurm_resolver.resolve(jobs=...)``); default: resolved from the environment.
-        options: a :class:`~slurm_resolver.rpc.options.BootstrapOptions`; keywords of its
+        options: a `BootstrapOptions`; keywords of its
             fields (``timeout=30``, ``verify='all'``, ``auth='munge'``...) override it.
         environ: variables instead of ``os.environ`` (tests, simulations).
         network: where servers listen (default: real gRPC).
 
     The server and its calls run on an event loop thread of this task, which lives until
-    :meth:`Bootstrapped.stop`. :func:`bootstrap_async` is the same on a running loop.
+    `stop()`. `bootstrap_async()` is the same on a running loop.
     """
     chosen = BootstrapOptions.of(options, keywords)
     loop = LoopThread()
@@ -113,7 +113,7 @@ class _Laps:
 async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOptions | None = None, *,
                           environ: Mapping[str, str] | None = None, network: Network | None = None,
                           **keywords: object) -> Bootstrapped:
-    """:func:`bootstrap` as a coroutine on the running event loop (the scale simulation runs
+    """`bootstrap()` as a coroutine on the running event loop (the scale simulation runs
     thousands of tasks on one loop this way); the result's coroutines are on ``.aio``."""
     chosen = BootstrapOptions.of(options, keywords)
     lap = _Laps()
@@ -163,7 +163,7 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
 
 
 def _authority(auth: str | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
-    """How this task's calls and answers are proven (see :mod:`~.auth`); in an in-process network, whose
+    """How this task's calls and answers are proven (see `auth`); in an in-process network, whose
     simulated tasks share one process anyway, nothing unless asked. A job without proof says so, once."""
     from .local import LocalNetwork
 

@@ -1,4 +1,4 @@
-"""The verified cluster that :func:`~slurm_resolver.rpc.bootstrap.bootstrap` returns.
+"""The verified cluster that `bootstrap()` returns.
 
 It answers the questions of TensorFlow's resolvers (``cluster_spec``, ``task_type``,
 ``master``...) so it can stand where one is expected, keeps this task's server running
@@ -40,7 +40,7 @@ _previous_hook: Callable[..., Any] | None = None  # the excepthook before _repor
 
 
 def _report_crash(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
-    """``sys.excepthook`` while a task reports crashes (see :meth:`Bootstrapped.report_crashes`)."""
+    """``sys.excepthook`` while a task reports crashes (see `report_crashes()`)."""
     if not (hasattr(sys, "ps1") or sys.flags.interactive):
         for task in list(_reporting):
             task._crashed(kind, value)
@@ -51,15 +51,15 @@ class Bootstrapped:
     """The verified cluster: every task's bound and spare port, and this task's running server.
 
     Attributes:
-        cluster: the cluster with the ports the servers bound (:attr:`Cluster.bound_ports`).
+        cluster: the cluster with the ports the servers bound (`bound_ports`).
         timings: seconds spent in each phase: resolve, grpc (its import), server, exchange,
             verify, barrier.
         exchanged: how the tasks exchanged their records: ``'tree'`` or ``'mpi'``.
         authenticated: how tasks proved who they are (a secret, MUNGE), or why they did not
             (``not authenticated: ...``).
-        aio: the coroutines of :meth:`barrier`, :meth:`vote`, :meth:`wait_for`,
-            :meth:`announce`, :meth:`fail` and :meth:`stop`, for the running event loop
-            (:func:`~slurm_resolver.rpc.bootstrap.bootstrap_async`'s).
+        aio: the coroutines of `barrier()`, `vote()`, `wait_for()`,
+            `announce()`, `fail()` and `stop()`, for the running event loop
+            (`bootstrap_async()`'s).
     """
 
     rpc_layer = "grpc"
@@ -81,7 +81,7 @@ class Bootstrapped:
         self.aio = Coroutines(self)
 
     def attach(self, loop: LoopThread) -> None:
-        """The event loop thread that serves this task (made by :func:`bootstrap`)."""
+        """The event loop thread that serves this task (made by `bootstrap()`)."""
         self._loop = loop
 
     @classmethod
@@ -103,7 +103,7 @@ class Bootstrapped:
 
     @cached_property
     def peers(self) -> tuple[Task, ...]:
-        """Every task, by rank (built on first use: prefer :meth:`task` in large jobs)."""
+        """Every task, by rank (built on first use: prefer `task()` in large jobs)."""
         return tuple(map(self.cluster.task, range(self.world_size)))
 
     @property
@@ -123,7 +123,7 @@ class Bootstrapped:
 
     @property
     def server(self) -> Served | None:
-        """This task's running server (its ``port``), until :meth:`stop`."""
+        """This task's running server (its ``port``), until `stop()`."""
         return self._served
 
     @property
@@ -185,7 +185,7 @@ class Bootstrapped:
         return self._run(self.aio.vote(name, yes, timeout))
 
     def wait_for(self, name: str, timeout: float | None = None) -> None:
-        """Block until some task calls :meth:`announce` with ``name`` (every task may wait).
+        """Block until some task calls `announce()` with ``name`` (every task may wait).
 
         The notice comes down the tree of node leaders: a task waiting here holds one call
         to its node's leader, whatever the size of the job. A leader that dies makes its
@@ -194,7 +194,7 @@ class Bootstrapped:
         self._run(self.aio.wait_for(name, timeout))
 
     def announce(self, name: str, timeout: float = 60.0) -> None:
-        """Tell every task in :meth:`wait_for` of ``name`` (e.g. the chief: training is done)."""
+        """Tell every task in `wait_for()` of ``name`` (e.g. the chief: training is done)."""
         self._run(self.aio.announce(name, timeout))
 
     def _joined(self) -> Member:
@@ -232,7 +232,7 @@ class Bootstrapped:
             self._loop.run(self.aio.fail(why))
 
     def report_crashes(self) -> None:
-        """Make an uncaught exception in this process :meth:`fail` this task, naming it, before it ends.
+        """Make an uncaught exception in this process `fail()` this task, naming it, before it ends.
 
         Without this a crashing interpreter would still leave normally (its exit handlers run),
         and its peers would never hear that it failed. At an interactive prompt (``python -i``,
@@ -268,34 +268,34 @@ class Bootstrapped:
 
 
 class Coroutines:
-    """The blocking calls of a :class:`Bootstrapped` as coroutines, for the running event loop."""
+    """The blocking calls of a `Bootstrapped` as coroutines, for the running event loop."""
 
     def __init__(self, task: Bootstrapped) -> None:
         self._task = task
 
     async def barrier(self, name: str, timeout: float = 60.0) -> None:
-        """:meth:`Bootstrapped.barrier`."""
+        """`barrier()`."""
         await self._task._joined().barrier(_round_name(name), timeout)
 
     async def vote(self, name: str, yes: bool, timeout: float = 60.0) -> bool:
-        """:meth:`Bootstrapped.vote`."""
+        """`vote()`."""
         return await self._task._joined().vote(_round_name(name), yes, timeout)
 
     async def wait_for(self, name: str, timeout: float | None = None) -> None:
-        """:meth:`Bootstrapped.wait_for`."""
+        """`wait_for()`."""
         await self._task._joined().wait_for(_round_name(name), _FOREVER if timeout is None else timeout)
 
     async def announce(self, name: str, timeout: float = 60.0) -> None:
-        """:meth:`Bootstrapped.announce`."""
+        """`announce()`."""
         await self._task._joined().announce(_round_name(name), timeout)
 
     async def fail(self, why: str) -> None:
-        """:meth:`Bootstrapped.fail`."""
+        """`fail()`."""
         if self._task._detector is not None:
             await self._task._detector.fail(why)
 
     async def stop(self, grace: float | None = 1.0) -> None:
-        """:meth:`Bootstrapped.stop`, on the running event loop (the loop itself is the caller's)."""
+        """`stop()`, on the running event loop (the loop itself is the caller's)."""
         task = self._task
         detector, task._detector = task._detector, None
         if detector is not None:

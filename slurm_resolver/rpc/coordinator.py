@@ -1,7 +1,7 @@
 """What one task's server answers: its identity, and the rounds it leads; transport-agnostic.
 
 Handlers take and return bytes (the messages of ``coordination.proto``, through
-:mod:`~slurm_resolver.rpc.wire`), so the same code serves gRPC calls in a real job and
+`slurm_resolver.rpc.wire`), so the same code serves gRPC calls in a real job and
 in-process calls in the scale simulation. A call is checked from its first message (its
 launch, its seal, whether the caller joins rounds here) before more of it is read; every
 answer is sealed. Handlers are coroutines on the task's event loop; every wait is on an
@@ -37,7 +37,7 @@ from .wire import (
     unwrap,
 )
 
-__all__ = ["Coordinator", "Watched", "FIRST_BEAT"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 
@@ -46,13 +46,13 @@ FIRST_BEAT = 10.0
 
 
 class Watched(Protocol):
-    """The leader's side of failure detection, once this task watches (see :mod:`~.watch`)."""
+    """The leader's side of failure detection, once this task watches (see `watch`)."""
 
     sources: frozenset[Source]
 
     def serve(self, source: Source, first: Beat, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """The events of a task below whose first beat was ``first``, until its call ends; raises
-        :class:`~.transport.Refused` at once where it may not watch here."""
+        `Refused` at once where it may not watch here."""
         ...
 
 
@@ -83,7 +83,7 @@ class Coordinator:
         self.refused = 0
         """How many calls were refused for their seals (the first ones are logged)."""
         self.rounds = Rounds()
-        """The rounds this server keeps (see :mod:`~slurm_resolver.rpc.rounds`)."""
+        """The rounds this server keeps (see `slurm_resolver.rpc.rounds`)."""
         self._ask_above = ask_above
         self._asking: set[asyncio.Task[None]] = set()
         self._watched: Watched | None = None
@@ -140,8 +140,8 @@ class Coordinator:
     # Rounds: a task below contributes, and gets the result.
 
     async def join(self, call: Call, more: Sequence[bytes], deadline: float) -> tuple[Round, list[bytes]]:
-        """The answer to ``call`` (checked by :meth:`open_call`) once its round is decided, and the
-        round; the transport calls :meth:`sent` with it once the answer went out (or failed to)."""
+        """The answer to ``call`` (checked by `open_call()`) once its round is decided, and the
+        round; the transport calls `sent()` with it once the answer went out (or failed to)."""
         try:
             records = read_records(call, more, self.world_size)
         except WireError as exc:
@@ -257,7 +257,7 @@ class Coordinator:
         return encode_identity(self.identity, nonce, lambda h: self.authority.seal(Purpose.ANSWER, h))
 
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """A task below keeps its heartbeat here (see :mod:`~slurm_resolver.rpc.watch`): its first
+        """A task below keeps its heartbeat here (see `slurm_resolver.rpc.watch`): its first
         beat is checked, the first event answers it, and the watch serves the rest."""
         watched = self._watched
         if watched is None:

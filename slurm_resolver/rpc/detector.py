@@ -1,8 +1,8 @@
 """Failure detection of one task after the bootstrap: its watch of the tasks below, its call up.
 
-:class:`FailureDetector` puts the two sides together (:mod:`~slurm_resolver.rpc.watch`, the
-leader's; :mod:`~slurm_resolver.rpc.listen`, the task's own) over the deaths they share
-(:mod:`~slurm_resolver.rpc.heartbeat`), and says how the task ends: it fails (everyone is
+`FailureDetector` puts the two sides together (`slurm_resolver.rpc.watch`, the
+leader's; `slurm_resolver.rpc.listen`, the task's own) over the deaths they share
+(`slurm_resolver.rpc.heartbeat`), and says how the task ends: it fails (everyone is
 told why) or it leaves normally (its silence is no failure, and a leader hands its place to
 a task of its node).
 """
@@ -23,7 +23,7 @@ from .tree import Plan
 from .watch import Watch
 from .wire import encode_beat, encode_event
 
-__all__ = ["FailureDetector"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 
 class FailureDetector:

@@ -12,7 +12,7 @@ from .server import JOIN_BUNDLED_METHOD, JOIN_METHOD, WATCH_METHOD, WHO_METHOD, 
 from .transport import Failed, Handlers, Link, LinkError, Refusal, Served
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 
-__all__ = ["GrpcNetwork", "GrpcLink", "CHANNEL_OPTIONS"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 _REFUSALS = {r.value: r for r in Refusal}
 
@@ -99,7 +99,7 @@ class _Served:
 
 
 class GrpcNetwork:
-    """Real gRPC servers and channels; :meth:`connect` makes one channel per peer."""
+    """Real gRPC servers and channels; `connect()` makes one channel per peer."""
 
     def __init__(self) -> None:
         self._grpc = grpc_module()

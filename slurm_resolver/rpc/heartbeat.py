@@ -1,9 +1,9 @@
 """What both sides of failure detection share: the deaths a task knows, where news goes, and the clock.
 
 Every task keeps one long call (``Watch``) to the task above it and beats on it; a leader
-watches the calls of the tasks below it (:mod:`~slurm_resolver.rpc.watch`), and a task
-follows its own call up (:mod:`~slurm_resolver.rpc.listen`). Both sides learn of deaths and
-tell each other through :class:`Deaths`: a death found below goes up (in this task's next
+watches the calls of the tasks below it (`slurm_resolver.rpc.watch`), and a task
+follows its own call up (`slurm_resolver.rpc.listen`). Both sides learn of deaths and
+tell each other through `Deaths`: a death found below goes up (in this task's next
 beat) and down (to every task below); a death heard from above goes down only.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from .messages import SHOWN, Source
 from .wire import encode_beat, encode_event
 
-__all__ = ["Deaths", "stood_still"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 

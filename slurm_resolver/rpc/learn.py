@@ -1,9 +1,9 @@
 """The layout of a step that the environment does not tell, learned from every task of the step.
 
 A heterogeneous step whose components run several tasks on each of several nodes is laid out
-with distributions the environment does not tell: :func:`~slurm_resolver.resolution.resolve`
+with distributions the environment does not tell: `resolve()`
 returns it provisional (``placement.exact`` false: the caller's node exact, the rest to be
-learned), and never opens a socket. :func:`learn_layout` learns the rest through a bootstrap
+learned), and never opens a socket. `learn_layout()` learns the rest through a bootstrap
 of its own among the step's tasks (each tells its node), for the callers that need the
 whole layout before their own bootstrap: ``SlurmClusterResolver`` and the command line.
 ``bootstrap()`` itself needs none of this: it learns the layout in its own exchange.

@@ -7,7 +7,7 @@ a server that is not a task of the job cannot answer it. Silence from above for
 leaves normally it names a successor, a task of its own node that watches in its place: the
 successor takes its sources over and watches on the task it watched on, and the others move
 their call to the successor, so that failure detection outlives a leader whose work is done
-(see :mod:`~slurm_resolver.rpc.watch`).
+(see `slurm_resolver.rpc.watch`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .messages import HandOver, Source, WireError
 from .transport import Failed, Link, LinkError, Network, end_call
 from .wire import NONCE, Beat, Event, decode_event, encode_beat, encode_first_beat, unwrap
 
-__all__ = ["Listener"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 

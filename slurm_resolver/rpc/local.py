@@ -1,6 +1,6 @@
 """An in-process network: many tasks' servers in one event loop, for tests and the scale benchmark.
 
-Calls run the same handlers as gRPC calls do (:class:`~slurm_resolver.rpc.transport.Handlers`),
+Calls run the same handlers as gRPC calls do (`Handlers`),
 with the same bytes; the network counts what every server receives and sends and how many
 peers connect to it, so a simulation can check the bootstrap's bounds. Every host has its
 own ports, as real nodes do. Not thread-safe: every task of one network runs on one event loop.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .transport import Failed, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
 
-__all__ = ["LocalNetwork", "ServerStats"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 _FIRST_PORT = 40000
 _LAST_PORT = 65535
@@ -23,7 +23,7 @@ _LAST_PORT = 65535
 
 @dataclass
 class ServerStats:
-    """What one server of a :class:`LocalNetwork` handled."""
+    """What one server of a `LocalNetwork` handled."""
 
     connections: int = 0
     calls: int = 0

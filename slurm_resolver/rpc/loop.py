@@ -13,13 +13,13 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["LoopThread"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 T = TypeVar("T")
 
 
 class LoopThread:
-    """An event loop running on a daemon thread until :meth:`close`."""
+    """An event loop running on a daemon thread until `close()`."""
 
     def __init__(self, name: str = "slurm-resolver") -> None:
         self.loop = asyncio.new_event_loop()

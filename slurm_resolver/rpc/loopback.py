@@ -1,8 +1,8 @@
 """Many tasks of one launch bootstrapping over real gRPC: each node on its own loopback address.
 
-What :mod:`~slurm_resolver.rpc.simulate` does without sockets, this does with them: every
-task runs :func:`~slurm_resolver.rpc.bootstrap.bootstrap_async` over its own
-:class:`~slurm_resolver.rpc.grpc_network.GrpcNetwork` (its own gRPC server and channels),
+What `slurm_resolver.rpc.simulate` does without sockets, this does with them: every
+task runs `bootstrap_async()` over its own
+`GrpcNetwork` (its own gRPC server and channels),
 each simulated node at its own address (``127.77.x.y``, as the cluster's ``NodeAddr`` would
 give it), the nodes spread over ``procs`` processes (a node's tasks in one process, as on a
 real node), every process one event loop. The tasks prove who they are with a secret (the

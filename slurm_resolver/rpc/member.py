@@ -21,7 +21,7 @@ from .tree import Plan
 from .uplink import HINT, Uplink
 from .wire import Outcome, decide
 
-__all__ = ["Member"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 
 class Member:

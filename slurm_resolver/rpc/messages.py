@@ -1,11 +1,11 @@
 """What the bootstrap's messages say, as values: rounds, sources, records, tables, failures.
 
-These are the protocol's state, typed: a round is a :class:`Round` (a :class:`RoundKind`, a
-name, a count), never a string to parse; who joins a round at a leader is a :class:`Source`
+These are the protocol's state, typed: a round is a `Round` (a `RoundKind`, a
+name, a count), never a string to parse; who joins a round at a leader is a `Source`
 (a task of its node, or the leader of a child node), never a number whose sign means
-something. :mod:`~slurm_resolver.rpc.wire` turns them into bytes and back; nothing else does.
-Every value here is bounded whatever the job's size: a failure names at most :data:`SHOWN`
-ranks and one reason of at most :data:`REASON` characters.
+something. `slurm_resolver.rpc.wire` turns them into bytes and back; nothing else does.
+Every value here is bounded whatever the job's size: a failure names at most `SHOWN`
+ranks and one reason of at most `REASON` characters.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["RoundKind", "Round", "TABLE_ROUND", "VERIFIED_ROUND", "SourceKind", "Source", "Records", "Contribution",
-           "Table", "Failure", "HandOver", "WireError", "SHOWN", "REASON", "NAME"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 SHOWN = 8
 """Ranks a failure names; the rest is a count."""
@@ -188,7 +187,7 @@ class Table:
 
 @dataclass(frozen=True)
 class Failure:
-    """What went wrong: the lowest missing ranks (at most :data:`SHOWN`), their count, one reason.
+    """What went wrong: the lowest missing ranks (at most `SHOWN`), their count, one reason.
 
     >>> Failure.missing_ranks(range(20)).merge(Failure.of("rank 3 failed")).missing_count
     20

@@ -4,8 +4,8 @@
 are the same: the keywords are sugar for this value. A value given explicitly wins over its
 variable (``SLURM_RESOLVER_EXCHANGE``, ``SLURM_RESOLVER_AUTH``,
 ``SLURM_RESOLVER_RENDEZVOUS_PORTS``), which wins over the default; anything out of range is
-a :class:`~slurm_resolver.errors.ConfigurationError` before anything starts. The command
-line's ``slurm-resolver bootstrap`` offers the same options (:data:`FIELDS`).
+a `ConfigurationError` before anything starts. The command
+line's ``slurm-resolver bootstrap`` offers the same options (`FIELDS`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .auth import MODES as AUTH_MODES
 from .ports import candidates_of
 from .tree import DEFAULT_FANOUT
 
-__all__ = ["BootstrapOptions", "FIELDS", "parse_ports"]
+__all__ = ["BootstrapOptions"]
 
 
 def _seconds(name: str, value: object, low: float, high: float) -> None:
@@ -46,7 +46,7 @@ class BootstrapOptions:
                 "initialises, else the tree of node leaders), mpi, or rendezvous "
                 "(default: SLURM_RESOLVER_EXCHANGE, else auto)", "choices": ("auto", "mpi", "rendezvous")})
     timeout: float = field(default=60.0, metadata={
-        "help": "seconds the whole bootstrap may take; a task that is missing by then is named (default: 60)",
+        "help": "seconds the whole bootstrap may take; a task that is missing by then is named (default: 60 s)",
         "type": float})
     port: int = field(default=0, metadata={
         "help": "the port every task's server binds (default: 0, a free port; node leaders then bind one of the "
@@ -65,10 +65,10 @@ class BootstrapOptions:
                 "(default: SLURM_RESOLVER_AUTH, else auto)", "choices": AUTH_MODES})
     heartbeat: float | None = field(default=1.0, metadata={
         "help": "seconds between the heartbeats that find a task dying after the bootstrap; 0: no failure "
-                "detection (default: 1)", "type": float})
+                "detection (default: 1 s)", "type": float})
     patience: float = field(default=5.0, metadata={
         "help": "seconds of silence after which a task is declared dead, at least twice the heartbeat "
-                "(default: 5)", "type": float})
+                "(default: 5 s)", "type": float})
 
     def __post_init__(self) -> None:
         if self.exchange is not None:
@@ -124,18 +124,10 @@ class BootstrapOptions:
         return mode
 
     def candidates(self, env: Mapping[str, str], launch: str) -> list[int]:
-        """The ports this task's leader may listen on (see :func:`~.ports.candidates_of`)."""
+        """The ports this task's leader may listen on (see `candidates_of()`)."""
         return candidates_of(env, launch, self.rendezvous, self.port)
 
 
 FIELDS: tuple[Any, ...] = tuple(fields(BootstrapOptions))
 """The options with their help, as the command line offers them."""
 
-
-def parse_ports(text: str) -> tuple[int, ...]:
-    """``30001,30002`` as ports (for the command line)."""
-    try:
-        return tuple(int(p) for p in text.split(","))
-    except ValueError:
-        raise ConfigurationError(f"--rendezvous {text!r} is not a list of ports", "e.g. --rendezvous 30001,30002") \
-            from None

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from ..errors import EnvironmentVariableError
 
-__all__ = ["rendezvous_ports", "candidates_of"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 _RANGE = (20000, 32768)  # below Linux's ephemeral ports (32768-60999): no port 0 server takes one
 
@@ -41,7 +41,7 @@ def rendezvous_ports(key: str, count: int = 12, span: tuple[int, int] = _RANGE) 
 
 def candidates_of(env: Mapping[str, str], key: str, rendezvous: Sequence[int] | None, port: int) -> list[int]:
     """The ports this task's leader may listen on: ``port``, else ``rendezvous``, else
-    ``SLURM_RESOLVER_RENDEZVOUS_PORTS``, else :func:`rendezvous_ports` of the launch's key."""
+    ``SLURM_RESOLVER_RENDEZVOUS_PORTS``, else `rendezvous_ports()` of the launch's key."""
     if port:
         return [port]
     if rendezvous:

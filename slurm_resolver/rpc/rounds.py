@@ -2,8 +2,8 @@
 
 A round is created by the first caller (or by this task); it is *open* until its result is
 published. Callers may run ahead of this task, but not without bound: at most
-:data:`MOST_OPEN_ROUNDS` open rounds, and a round that only callers opened is forgotten
-when its last caller gives up. Beyond :data:`MOST_ROUNDS`, the oldest finished rounds with
+`MOST_OPEN_ROUNDS` open rounds, and a round that only callers opened is forgotten
+when its last caller gives up. Beyond `MOST_ROUNDS`, the oldest finished rounds with
 no caller left are forgotten (notices are kept: a task may ask for one long after).
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .messages import Contribution, Round, RoundKind, Source
 from .wire import Outcome
 
-__all__ = ["RoundState", "Rounds", "RoundsFull", "wait_until", "MOST_OPEN_ROUNDS", "MOST_ROUNDS"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 MOST_OPEN_ROUNDS = 1024
 """Rounds a server keeps open (undecided) at once."""
@@ -85,7 +85,7 @@ class Rounds:
         return found
 
     def for_caller(self, name: Round, most_waiting: int) -> RoundState:
-        """Round ``name`` for a caller to wait on; :class:`RoundsFull` beyond the bounds."""
+        """Round ``name`` for a caller to wait on; `RoundsFull` beyond the bounds."""
         if name not in self._rounds and self.open >= MOST_OPEN_ROUNDS:
             raise RoundsFull(f"{MOST_OPEN_ROUNDS} rounds are open here already")
         this = self.get(name)

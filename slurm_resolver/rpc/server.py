@@ -2,13 +2,13 @@
 
 It serves gRPC health checking (``grpc.health.v1.Health/Check``, open to any client: it
 answers ``SERVING``) and the coordination service of ``coordination.proto`` through generic
-handlers on raw bytes, so that the same :class:`~slurm_resolver.rpc.transport.Handlers` (the
+handlers on raw bytes, so that the same `Handlers` (the
 coordinator) answer here and in the in-process network. Any other method (a framework's) is
 answered ``UNAVAILABLE``. The server is gRPC's asyncio server, on an event loop thread
-(:class:`~slurm_resolver.rpc.loop.LoopThread`); grpc is imported when a server is made.
+(`LoopThread`); grpc is imported when a server is made.
 
-Whoever connects meets bounds: the first message of a call within :data:`FIRST_MESSAGE`
-seconds and at most ``MAX_MESSAGE`` bytes, at most :data:`MOST_UNPROVEN` calls at once that
+Whoever connects meets bounds: the first message of a call within `FIRST_MESSAGE`
+seconds and at most ``MAX_MESSAGE`` bytes, at most `MOST_UNPROVEN` calls at once that
 have not yet proven they come from the job, and nothing more of a call read before its first
 message is checked. Refused calls are counted, not logged one by one.
 """
@@ -31,8 +31,7 @@ from .messages import WireError
 from .transport import Handlers, Refusal, Refused, end_call
 from .wire import MAX_MESSAGE, bundle, most_chunks, unbundle
 
-__all__ = ["Server", "JOIN_METHOD", "JOIN_BUNDLED_METHOD", "WHO_METHOD", "WATCH_METHOD", "HEALTH_METHOD",
-           "grpc_module", "bindable", "open_server", "MOST_UNPROVEN", "FIRST_MESSAGE"]
+__all__ = ["Server"]
 
 log = logging.getLogger("slurm_resolver")
 
@@ -252,7 +251,7 @@ class Server:
     Args:
         server_or_cluster_def: a ClusterSpec (ours or TensorFlow's), a dict, or a
             ``ClusterDef``; the task's address in it gives the host and port to bind
-            (port 0 binds a free port, read back from :attr:`port`).
+            (port 0 binds a free port, read back from `port`).
         job_name: this task's job; optional when the cluster has one task.
         task_index: this task's index; optional when the cluster has one task.
         protocol: only ``'grpc'``.

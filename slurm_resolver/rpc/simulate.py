@@ -1,9 +1,9 @@
 """Many tasks of one launch bootstrapping in one process, through the real protocol code.
 
 Each simulated task is a coroutine that runs
-:func:`~slurm_resolver.rpc.bootstrap.bootstrap_async` (what ``bootstrap()`` runs on its
+`bootstrap_async()` (what ``bootstrap()`` runs on its
 task's event loop) with its own view of one resolved srun step, all on one event loop and
-one :class:`~slurm_resolver.rpc.local.LocalNetwork`: the same rounds, messages, checks and
+one `LocalNetwork`: the same rounds, messages, checks and
 deadlines as a real job, without a process or a socket per task. The network counts
 what every server handled, so the bootstrap's bounds can be checked at any size.
 Resolution itself runs once (it is measured by ``benchmarks/resolve.py``).
@@ -80,9 +80,9 @@ def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: 
 
     Args:
         absent: ranks that never start (their peers must name them within ``timeout``).
-        keep: keep every task's :class:`Bootstrapped` in ``results`` (their event loop
+        keep: keep every task's `Bootstrapped` in ``results`` (their event loop
             has ended: use them as values).
-        cluster: the resolved cluster (default: resolved once from :func:`srun_environ`).
+        cluster: the resolved cluster (default: resolved once from `srun_environ()`).
         heartbeat: failure detection after the bootstrap (off by default: the simulation
             measures the bootstrap).
     """

@@ -1,10 +1,10 @@
 """The contract between the bootstrap's protocol and a network: what a server answers, how a task calls.
 
-Two networks implement it: :class:`~slurm_resolver.rpc.grpc_network.GrpcNetwork` (real
+Two networks implement it: `GrpcNetwork` (real
 gRPC servers and channels, one process per task) and
-:class:`~slurm_resolver.rpc.local.LocalNetwork` (many tasks in one process, for tests and
-the scale benchmark). A server answers through :class:`Handlers` (the
-:class:`~slurm_resolver.rpc.coordinator.Coordinator`); a task calls through :class:`Link`.
+`LocalNetwork` (many tasks in one process, for tests and
+the scale benchmark). A server answers through `Handlers` (the
+`Coordinator`); a task calls through `Link`.
 The protocol code is the same over both networks; every message is bytes.
 """
 
@@ -18,8 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Refusal", "Refused", "Failed", "LinkError", "Link", "Handlers", "Network", "Served", "end_call",
-           "retrying"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 T = TypeVar("T")
 
@@ -44,7 +43,7 @@ class Refusal(enum.Enum):
 
 
 class Refused(Exception):
-    """A call a server refuses, with a :class:`Refusal` and one bounded line of why."""
+    """A call a server refuses, with a `Refusal` and one bounded line of why."""
 
     def __init__(self, code: Refusal, detail: str) -> None:
         super().__init__(f"{code.value}: {detail}")
@@ -58,13 +57,13 @@ class Failed(enum.Enum):
     UNAVAILABLE = "unavailable"
     """Nobody answers there, or the connection broke."""
     REFUSED = "refused"
-    """A server answered and refused the call (see :attr:`LinkError.code`)."""
+    """A server answered and refused the call (see `code`)."""
     DEADLINE = "deadline"
     """The call did not end in time."""
 
 
 class LinkError(Exception):
-    """A call that failed: how (``kind``), and the server's :class:`Refusal` where it refused."""
+    """A call that failed: how (``kind``), and the server's `Refusal` where it refused."""
 
     def __init__(self, kind: Failed, detail: str, code: Refusal | None = None) -> None:
         super().__init__(f"{kind.value}: {detail}")
@@ -107,11 +106,11 @@ class Handlers(Protocol):
     world_size: int
 
     def open_call(self, first: bytes) -> Any:
-        """Check a Join call from its first message (before more is read); raises :class:`Refused`."""
+        """Check a Join call from its first message (before more is read); raises `Refused`."""
         ...
 
     async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
-        """The round of ``call`` and its answer's messages, once decided; raises :class:`Refused`."""
+        """The round of ``call`` and its answer's messages, once decided; raises `Refused`."""
         ...
 
     def sent(self, round: Any) -> None:
@@ -119,11 +118,11 @@ class Handlers(Protocol):
         ...
 
     async def who(self, message: bytes, deadline: float) -> bytes:
-        """This server's identity, to a task of the job; raises :class:`Refused`."""
+        """This server's identity, to a task of the job; raises `Refused`."""
         ...
 
     def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """A task below keeps its heartbeat here; raises :class:`Refused`."""
+        """A task below keeps its heartbeat here; raises `Refused`."""
         ...
 
 
@@ -163,7 +162,7 @@ class Network(Protocol):
 
 
 async def retrying(call: Callable[[float], Awaitable[T]], deadline: float, first_pause: float = 0.02) -> T:
-    """``call(seconds left)``, asked again while it fails with :attr:`LinkError.again` (nobody
+    """``call(seconds left)``, asked again while it fails with `again` (nobody
     answers yet, or the server is not ready), with jittered backoff up to 0.25 s, until
     ``deadline`` (``time.monotonic()``); then its last error."""
     pause = first_pause

@@ -23,7 +23,7 @@ from .messages import Source
 if TYPE_CHECKING:  # pragma: no cover
     from ..cluster import Cluster
 
-__all__ = ["Tree", "DEFAULT_FANOUT", "Plan", "plan_of", "checked_peers", "proven_by_rounds"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 DEFAULT_FANOUT = 8
 

@@ -26,7 +26,7 @@ from .transport import Failed, Link, LinkError, Network, Refusal, retrying
 from .tree import Plan
 from .wire import NONCE, Call, Outcome, decode_answer, encode_call, read_table, unwrap
 
-__all__ = ["Uplink", "HINT"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 

@@ -6,12 +6,12 @@ once a task below whose call breaks (its process died: the kernel closes its con
 and within ``patience`` seconds one that stops beating (hung, or its node gone); it declares
 the dead (up its own call, down every call here), and sends an empty event when it has no
 news, so that a task below whose leader hangs or vanishes finds out too
-(:mod:`~slurm_resolver.rpc.listen`). No server hears from more than its node's tasks and its
+(`slurm_resolver.rpc.listen`). No server hears from more than its node's tasks and its
 child leaders.
 
 A task that leaves normally says so first: its silence is no failure. A leader that leaves
 names a successor (the lowest task of its node still watching), which takes its place
-(:meth:`Watch.take_over`). A process that was itself stopped (SIGSTOP, a long pause) does not
+(`take_over()`). A process that was itself stopped (SIGSTOP, a long pause) does not
 count the time it stood still as anyone's silence.
 """
 
@@ -30,7 +30,7 @@ from .transport import Refusal, Refused
 from .tree import Plan
 from .wire import Beat, decode_beat
 
-__all__ = ["Watch"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 
 class Watch:
@@ -107,7 +107,7 @@ class Watch:
                                             f"{self.plan.rank} closed")
 
     async def _read(self, source: Source, beats: AsyncIterator[bytes]) -> None:
-        """Read one task's beats until its call ends or breaks (then :meth:`_events` ends the call)."""
+        """Read one task's beats until its call ends or breaks (then `_events()` ends the call)."""
         with contextlib.suppress(Exception):  # a broken call, a stopped server: the same end
             async for data in beats:
                 try:

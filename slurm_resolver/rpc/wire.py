@@ -1,13 +1,13 @@
 """Every message of the bootstrap, built and read here (and nowhere else), bounded and checked.
 
 The messages are those of ``coordination.proto``. Every call and every answer opens with an
-envelope: a header and its seal (:mod:`~slurm_resolver.rpc.auth` makes and checks seals; this
+envelope: a header and its seal (`slurm_resolver.rpc.auth` makes and checks seals; this
 module only carries them). A header commits to the records chunks that follow it by their
 digests, so a server checks who calls from the first message alone, and a chunk that is not
 the one committed to is refused. Bytes from the network are checked before they are
 believed: a malformed, oversized or out-of-range message is a
-:class:`~slurm_resolver.rpc.messages.WireError`, never a crash. Sizes do not grow with the
-job: a chunk carries at most :data:`CHUNK` records and :data:`CHUNK_BYTES` bytes.
+`WireError`, never a crash. Sizes do not grow with the
+job: a chunk carries at most `CHUNK` records and `CHUNK_BYTES` bytes.
 """
 
 from __future__ import annotations
@@ -23,11 +23,7 @@ from google.protobuf.message import DecodeError
 from . import coordination_pb2 as pb
 from .messages import REASON, SHOWN, Failure, HandOver, Records, Round, RoundKind, Source, SourceKind, Table, WireError
 
-__all__ = ["CHUNK", "CHUNK_BYTES", "MAX_MESSAGE", "MAX_ANSWER", "bundle", "unbundle", "most_chunks", "Call",
-           "Answer", "Outcome", "Identity", "Beat", "Event", "unwrap", "encode_call", "decode_call", "read_records",
-           "decide", "encode_answer", "decode_answer", "read_table", "encode_who", "decode_who", "encode_identity",
-           "decode_identity", "encode_first_beat", "encode_beat", "decode_beat", "encode_first_event",
-           "encode_event", "decode_event", "Seal"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 CHUNK = 4096
 """Records per chunk at most: about 50 kB of ports."""
@@ -45,7 +41,7 @@ _SEAL = 4096
 _DIGEST = 16
 
 Seal = Callable[[bytes], bytes]
-"""What seals a header: its bytes in, the seal out (see :mod:`~slurm_resolver.rpc.auth`)."""
+"""What seals a header: its bytes in, the seal out (see `slurm_resolver.rpc.auth`)."""
 
 
 def _digest(data: bytes) -> bytes:
@@ -63,7 +59,7 @@ def _parse(message: Any, data: object, limit: int = MAX_MESSAGE) -> Any:
 
 
 def bundle(messages: Sequence[bytes]) -> bytes:
-    """``messages`` as one message (see :func:`unbundle`)."""
+    """``messages`` as one message (see `unbundle()`)."""
     return bytes(pb.Bundle(messages=messages).SerializeToString())
 
 
@@ -116,8 +112,8 @@ def _failure(message: Any, world_size: int) -> Failure:
 
 
 def _spans(records: Records) -> list[tuple[int, int]]:
-    """Where the records are cut into chunks: at most :data:`CHUNK` records and about
-    :data:`CHUNK_BYTES` bytes each (GPU lists are what makes records long)."""
+    """Where the records are cut into chunks: at most `CHUNK` records and about
+    `CHUNK_BYTES` bytes each (GPU lists are what makes records long)."""
     n = len(records.ranks) if records.ranks else len(records.ports)
     if not records.gpus:
         return [(start, min(n, start + CHUNK)) for start in range(0, n, CHUNK)]
@@ -189,7 +185,7 @@ class Call:
     votes: int = 0
     """A vote: how many of the tasks the caller stands for vote yes."""
     first: Any = field(default=None, repr=False, compare=False)
-    """The first chunk of the caller's records as received: checked and read by :func:`read_records`
+    """The first chunk of the caller's records as received: checked and read by `read_records()`
     only once the caller is believed (a stranger's records cost no work)."""
 
     def source_at(self, sources: frozenset[Source]) -> Source:
@@ -257,7 +253,7 @@ class Outcome:
     chunks: tuple[bytes, ...] = ()
     total: int = 0
     key: bytes = b""
-    """The table round without a secret or MUNGE: the key of later calls (see :mod:`~.auth`)."""
+    """The table round without a secret or MUNGE: the key of later calls (see `auth`)."""
     votes: int = 0
     """A vote: how many tasks voted yes."""
 
@@ -410,7 +406,7 @@ def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
 
 
 def encode_beat(failed: Sequence[int] = (), reason: str = "", leaving: bool = False) -> bytes:
-    """A later beat: ranks found dead below (at most :data:`SHOWN`), or that this task leaves."""
+    """A later beat: ranks found dead below (at most `SHOWN`), or that this task leaves."""
     return bytes(pb.Beat(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving).SerializeToString())
 
 
@@ -432,7 +428,7 @@ def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:
 
 def encode_event(failed: Sequence[int] = (), reason: str = "", leaving: bool = False,
                  hand_over: HandOver | None = None) -> bytes:
-    """A later event: deaths (at most :data:`SHOWN`), or that the task above leaves (and who takes over)."""
+    """A later event: deaths (at most `SHOWN`), or that the task above leaves (and who takes over)."""
     event = pb.Event(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving)
     if hand_over is not None:
         gone = sorted(hand_over.gone)[:1024]

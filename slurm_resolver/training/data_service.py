@@ -2,24 +2,27 @@
 
     srun python -m slurm_resolver.training.data_service --jobs data_worker=2,dispatcher=1,trainer=2
 
-:func:`start` gives each task its part: the ``dispatcher`` task runs TF's
+[`start()`][slurm_resolver.training.data_service.start] gives each task its part: the ``dispatcher`` task runs TF's
 ``DispatchServer`` on its spare port, with ``work_dir`` in the job's directory and
 ``fault_tolerant_mode=True`` (a restarted dispatcher keeps its state); ``data_worker``
 tasks run ``WorkerServer`` on their spare ports and register with the address peers can
 reach (TF's default ``localhost:%port%`` breaks every multi-node job); every other task
 consumes with ``dataset.apply(tf.data.experimental.service.distribute(..., service=
-service.target))``. When every consumer has called :meth:`DataService.finish`, the
-dispatcher and the workers stop and return from :meth:`DataService.serve`, so the job
+service.target))``. When every consumer has called
+[`DataService.finish()`][slurm_resolver.training.data_service.DataService.finish], the
+dispatcher and the workers stop and return from
+[`DataService.serve()`][slurm_resolver.training.data_service.DataService.serve], so the job
 ends (tensorflow#56386, #56490: TF's servers do not end by themselves).
 
 The job this module runs when started as a program: each trainer reads a dataset through
-the service in the processing mode asked for and prints what it saw as JSON.
+the service in each processing mode asked for, prints how many elements it read and writes
+every element to its record (``--records``); the dispatcher then says, per mode, whether the
+trainers got what the mode promises (see [delivery][slurm_resolver.training.delivery]).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -29,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..environment import export_defaults
 from ..errors import ConfigurationError, SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
+from . import delivery
+from .native_logs import drain, quiet_tensorflow
 from .report import Reporter
 from .task import start_task
 
@@ -135,7 +139,7 @@ def _heavy(tf: Any, value: Any, work: int) -> Any:
 def _consume(b: Bootstrapped, service: DataService, say: Reporter, args: argparse.Namespace) -> dict[str, Any]:
     import tensorflow as tf
 
-    seen: dict[str, Any] = {"rank": b.rank, "trainer": b.task_id}
+    seen: dict[str, Any] = {"rank": b.rank, "trainer": b.task_id}  # and each mode's elements
     dataset = tf.data.Dataset.range(args.elements)
     if args.work:
         dataset = dataset.map(lambda v: _heavy(tf, v, args.work))
@@ -167,6 +171,17 @@ def _consume(b: Bootstrapped, service: DataService, say: Reporter, args: argpars
     return seen
 
 
+def _judge(b: Bootstrapped, say: Reporter, args: argparse.Namespace, records: Path, trainers: int) -> None:
+    """The dispatcher's verdict on what the trainers read, one line per mode."""
+    found = delivery.read(records, trainers)
+    if isinstance(found, str):
+        say(found)
+        return
+    workers = sum(1 for job in b.cluster.jobs if job == "data_worker")
+    for mode in args.modes.split(","):
+        say(delivery.verdict(mode, [record[mode] for record in found], args.elements, workers))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run this task's part of the job; returns its exit code."""
     parser = argparse.ArgumentParser(prog="python -m slurm_resolver.training.data_service",
@@ -185,10 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the dispatcher restarts (same port and work_dir) when trainer 0 is a quarter through")
     parser.add_argument("--batch", type=int, default=1, help="elements per batch in the train and local modes")
     parser.add_argument("--threads", type=int, default=0, help="TensorFlow's threads per task (0: its default)")
+    parser.add_argument("--records", default=os.path.join(os.getcwd(), "data-service-%j"),
+                        help="where each trainer writes every element it read (trainer-<index>.json), on a shared "
+                             "file system, for the dispatcher's verdict (%%j: the job id; '': no records)")
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args(argv)
     args.halfway_notice = args.restart_dispatcher
-    export_defaults({"TF_CPP_MIN_LOG_LEVEL": "2"})
+    quiet_tensorflow()  # before TensorFlow is imported
     b = start_task("data_service", args.jobs, args.timeout, needs="tensorflow", own_gpus=False)
     if b is None:
         return 1
@@ -204,14 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         made_here = not os.path.exists(work_dir)  # only a work dir this job made is removed at the end
         service = start(b, work_dir)
         b.barrier("tf-data-service-up", args.timeout)
+        records = Path(args.records.replace("%j", b.cluster.job_id or "local")) if args.records else None
         if service.role == "consumer":
-            result = json.dumps(_consume(b, service, say, args))
-            turn = service.consumers.index(b.rank)  # one long line at a time: srun interleaves concurrent ones
-            if turn:
-                b.wait_for(f"printed {turn - 1}", args.timeout)
-            print(result, flush=True)
-            time.sleep(0.2)  # srun forwards it before the next consumer's
-            b.announce(f"printed {turn}", args.timeout)
+            seen = _consume(b, service, say, args)
+            if records is not None:
+                say(f"every element read: {delivery.write(records, b.task_id, seen)}")
             service.finish()
         else:
             say(f"{service.role} serving for {len(service.consumers)} consumers (dispatcher {service.target})")
@@ -223,11 +238,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             say("every consumer finished: stopped")
             if service.role == "dispatcher" and made_here and not args.keep_work_dir:
                 shutil.rmtree(work_dir, ignore_errors=True)  # nothing left to resume
+            if service.role == "dispatcher" and records is not None:
+                _judge(b, say, args, records, len(service.consumers))
     except SlurmResolverError as exc:
         say(f"FAILED: {exc.one_line()}")
         code = 1
     b.stop()
     sys.stdout.flush()
+    drain()
     os._exit(code)  # leave without waiting on TensorFlow's server threads
 
 

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
-from ..environment import export_defaults
 from ..errors import ConfigurationError, SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
+from .native_logs import drain, quiet_tensorflow
 from .report import Reporter
 from .task import start_task
 
@@ -167,12 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigurationError(f"--jobs {args.jobs!r} must have one chief, ps and workers",
                                      "e.g. --jobs chief=1,ps=2,worker=2: without a chief the strategy stalls")
 
+    quiet_tensorflow()  # before TensorFlow is imported
     b = start_task("parameter_server", args.jobs, args.timeout, needs_chief_ps_and_workers, needs="tensorflow",
                    gpus_per_task={"ps": 0})
     if b is None:
         return 1
     args.checkpoint_dir = args.checkpoint_dir.replace("%j", b.cluster.job_id or "local")
-    export_defaults({"TF_CPP_MIN_LOG_LEVEL": "2"})
     say = Reporter(b)
     role = b.task_type
     try:
@@ -190,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 1
     b.stop()
     sys.stdout.flush()
+    drain()
     os._exit(code)  # TensorFlow's servers have no clean way out (tensorflow#4713): leave without waiting on them
 
 

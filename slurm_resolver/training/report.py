@@ -7,7 +7,7 @@ import time
 
 from ..rpc.bootstrapped import Bootstrapped
 
-__all__ = ["Reporter"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 class Reporter:

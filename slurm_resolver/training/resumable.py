@@ -6,7 +6,7 @@
 
 Every task bootstraps and steps through a toy training loop (each step a short sleep and
 an update of a running sum, the "model"). When Slurm's warning comes (see
-:mod:`slurm_resolver.preemption`), the tasks agree at the next check to stop, rank 0 writes
+[`slurm_resolver.preemption`][slurm_resolver.preemption]), the tasks agree at the next check to stop, rank 0 writes
 the checkpoint (the step and the model) to the job's checkpoint directory, every task meets
 in a barrier, and rank 0 requeues the job. Slurm then runs the job again
 (``SLURM_RESTART_COUNT`` one higher), which resumes from the checkpoint and, once every

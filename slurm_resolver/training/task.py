@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from ..errors import SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
 
-__all__ = ["start_task"]
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
 def start_task(program: str, jobs: str | None, timeout: float,
@@ -17,11 +17,11 @@ def start_task(program: str, jobs: str | None, timeout: float,
                gpus_per_task: int | Mapping[str, int] | None = None) -> Bootstrapped | None:
     """This task, bootstrapped with the job layout ``jobs`` (``ps=1,worker=3``; None: all workers).
 
-    ``check`` may refuse the parsed layout (raising a :class:`SlurmResolverError`); ``needs``
+    ``check`` may refuse the parsed layout (raising a `SlurmResolverError`); ``needs``
     names the framework the program imports (``'tensorflow'``, ``'torch'``, ``'jax'``: the
     module and the extra that installs it), checked first; ``own_gpus``: set the task's
     ``CUDA_VISIBLE_DEVICES`` to its own GPUs (``gpus_per_task``: as
-    :func:`~slurm_resolver.resolution.resolve` takes it). Returns None after printing
+    [`resolve()`][slurm_resolver.resolution.resolve] takes it). Returns None after printing
     ``<program>: error: ...`` where the task cannot start.
     """
     from ..environment import export

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from typing import Any
 
 import pytest
@@ -28,9 +30,37 @@ def test_a_missing_variable_is_named_apart_from_the_text(cli: Any) -> None:
 def test_usage_error_exit_code_2(cli: Any) -> None:
     assert cli("frobnicate").returncode == 2
     for args in (["render", "nope"], ["submit", "nope"], ["templates", "nope"],
-                 ["render", "ps_worker", "--set", "nodes"], ["render", "ps_worker", "--set", "nodes=four"]):
+                 ["render", "ps_worker", "--set", "nodes"], ["render", "ps_worker", "--set", "nodes=four"],
+                 ["render", "ps_worker", "--set", "node=4"]):
         out = cli(*args)
         assert out.returncode == 2 and out.stderr.count("\n") == 1, (args, out.stderr)
+
+
+@pytest.mark.parametrize("args", [["submit", "data_parallel", "--timeout", "-5"],
+                                  ["submit", "data_parallel", "--timeout", "nan"],
+                                  ["bootstrap", "--timeout", "0"], ["show", "--port-base", "70000"]])
+def test_impossible_numbers_are_usage_errors(cli: Any, args: list[str]) -> None:
+    out = cli(*args)
+    assert out.returncode == 2 and ("seconds" in out.stderr or "TCP port" in out.stderr), out.stderr
+
+
+def test_global_options_work_before_and_after_the_command(cli: Any) -> None:
+    env = dict(captured("srun_N3_n6")[0], SLURM_STEP_TASKS_PER_NODE="4,x")
+    for args in (["--debug", "show"], ["show", "--debug"]):
+        assert "Traceback" in cli(*args, env=env).stderr, args
+    for args in (["-v", "show"], ["show", "-v"], ["show", "--verbose"]):
+        out = cli(*args, env=captured("srun_N3_n6")[0])
+        assert out.returncode == 0 and "port_base=8888 (default)" in out.stderr, (args, out.stderr)
+    assert "port_base" not in cli("show", env=captured("srun_N3_n6")[0]).stderr
+
+
+def test_help_gives_defaults_units_and_examples(cli: Any) -> None:
+    helps = {name: " ".join(cli(name, "--help").stdout.split()) for name in ("show", "env", "bootstrap", "submit",
+                                                                             "check")}
+    assert "default: shell" in helps["env"] and "default: 60 s" in helps["bootstrap"]
+    assert "default: 3600 s" in helps["submit"] and "8888" in helps["show"]
+    assert all("examples: " in text for text in helps.values())
+    assert "--all-ranks" in helps["check"] and "WARN" in helps["check"]
 
 
 class Interrupted:
@@ -51,3 +81,12 @@ def test_bootstrap_outside_a_launch_is_a_one_line_error(cli: Any) -> None:
              "SLURM_JOB_NODELIST": "localhost", "SLURM_TASKS_PER_NODE": "2", "CUDA_VISIBLE_DEVICES": ""}
     out = cli("bootstrap", "--", "true", env=batch)
     assert out.returncode == 1 and out.stderr.count("\n") == 1 and "srun" in out.stderr
+
+
+def test_submit_without_a_controller_points_at_slurms_configuration(cli: Any) -> None:
+    assert shutil.which("sbatch"), "sbatch is installed by scripts/testcluster up"
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    out = cli("submit", "data_parallel", env=env)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "Could not establish a configuration source" in out.stderr
+    assert "set SLURM_CONF to the cluster's slurm.conf" in out.stderr and "render" not in out.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 
 import pytest
@@ -35,7 +36,18 @@ def test_the_job_id_is_alone_on_stdout_without_wait(monkeypatch: pytest.MonkeyPa
 def test_with_wait_the_id_is_a_sentence_on_stderr(monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(submission, "submit", lambda text: "42")
-    monkeypatch.setattr(submission, "wait", lambda job, timeout: 0)
+    monkeypatch.setattr(submission, "wait", lambda job, timeout, progress: 0)
     assert cli.main(["submit", "data_parallel", "--wait"]) == 0
     out, err = capsys.readouterr()
     assert out == "" and "submitted batch job 42" in err
+
+
+def test_quiet_wait_shows_only_the_jobs_output(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    states = iter([[{"JobState": "RUNNING", "RunTime": "0", "NodeList": "node1"}],
+                   [{"JobState": "COMPLETED", "RunTime": "1", "NodeList": "node1", "ExitCode": "0:0"}]])
+    monkeypatch.setattr(submission, "submit", lambda text: "43")
+    follow = functools.partial(submission.wait, records=lambda job: next(states), poll=0)
+    monkeypatch.setattr(submission, "wait", follow)
+    assert cli.main(["submit", "data_parallel", "--wait", "-q"]) == 0
+    assert capsys.readouterr() == ("", "")

@@ -35,7 +35,7 @@ def test_warned_job_checkpoints_requeues_itself_and_resumes(slurm_cluster: dict[
     submitted = subprocess.run([*CLI, "submit", "data_parallel", "--set=nodes=2", "--set=tasks_per_node=1",
                                 "--set=program=slurm_resolver.training.resumable",
                                 "--set=program_args=--steps 60 --step-time 0.1", f"--set=output={out}",
-                                f"--set=python={sys.executable}", "--set=extra_sbatch=--open-mode=append"],
+                                f"--set=python={sys.executable}"],
                                capture_output=True, text=True, cwd=tmp_path, check=True)
     job = submitted.stdout.strip()
     wait_until(lambda: out.exists() and "run 1: starting" in out.read_text(), 120, "the first run")
@@ -47,7 +47,8 @@ def test_warned_job_checkpoints_requeues_itself_and_resumes(slurm_cluster: dict[
     wait_until(lambda: state(job)[0] in ("COMPLETED", "FAILED", "CANCELLED", ""), 180, "the second run's end")
     text = out.read_text()
     assert state(job)[0] in ("COMPLETED", ""), text
-    assert "warned (SIGUSR2): checkpoint at step" in text and "requeueing" in text
+    # The template appends (--open-mode=append): the first run's lines are still in the file.
+    assert "run 1: starting" in text and "warned (SIGUSR2): checkpoint at step" in text and "requeueing" in text
     assert "run 2: resuming at step" in text
     assert "finished: 60 steps, model 1770 (expected 1770), after 1 requeue(s)" in text
     assert (tmp_path / f"checkpoints-{job}" / "state.json").is_file()

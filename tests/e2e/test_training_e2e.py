@@ -7,6 +7,7 @@ task's process by its environment and kills it with SIGKILL.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import ROOT, json_objects, require
+from ..conftest import ROOT, require
 
 pytestmark = pytest.mark.slurm
 
@@ -69,6 +70,18 @@ def said(output: str, pattern: str) -> list[str]:
     return [line for line in output.splitlines() if re.search(pattern, line)]
 
 
+def records(directory: Path) -> list[dict[str, object]]:
+    """Every trainer's record of the elements it read, by trainer index."""
+    found = sorted(directory.glob("data-service-*/trainer-*.json"))
+    return [json.loads(path.read_text()) for path in found]
+
+
+def only_the_jobs_own_lines(output: str) -> None:
+    """No native TensorFlow record, no warning of a missing module, no line of kilobytes."""
+    noise = [l for l in output.splitlines() if re.match(r"[IWE]\d{4} |WARNING: All log messages|.*UserWarning", l)]
+    assert not noise and max(map(len, output.splitlines())) < 300, output[-3000:]
+
+
 def test_ps_worker_template_trains_and_every_task_ends(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
     require("tensorflow")
     out = submit("ps_worker", tmp_path, program_args="--epochs 4 --steps 20")
@@ -78,6 +91,7 @@ def test_ps_worker_template_trains_and_every_task_ends(slurm_cluster: dict[str, 
     assert len(losses) == 4 and losses[-1] < losses[0], out.stdout
     assert len(said(out.stdout, r"(ps|worker):\d .*the chief is done: leaving")) == 4  # 2 ps + 2 workers end
     assert said(out.stdout, r"training on 2 workers and 2 ps")
+    only_the_jobs_own_lines(out.stdout)
 
 
 def test_the_evaluator_runs_beside_the_training_cluster(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
@@ -110,7 +124,13 @@ def test_data_service_template_modes(slurm_cluster: dict[str, str], tmp_path: Pa
     require("tensorflow")
     out = submit("data_service", tmp_path, program_args="--elements 60")
     assert out.returncode == 0 and "COMPLETED" in out.stderr, out.stderr + out.stdout
-    trainers = [r for r in json_objects(out.stdout) if "trainer" in r]
+    only_the_jobs_own_lines(out.stdout)
+    assert said(out.stdout, r"dispatcher:0 .*distributed_epoch: 60 elements across 2 trainers \(\d+ \+ \d+\): "
+                            r"every element exactly once$"), out.stdout
+    assert said(out.stdout, r"dispatcher:0 .*parallel_epochs: 240 elements .*: each trainer read every element once "
+                            r"from each of the 2 workers$")
+    assert said(out.stdout, r"dispatcher:0 .*shared_parallel: 120 elements .*: every element once from each of the 2")
+    trainers = records(tmp_path)  # the full record, in files
     assert len(trainers) == 2
     # distributed_epoch: every element exactly once across the two trainers
     assert sorted(trainers[0]["distributed_epoch"] + trainers[1]["distributed_epoch"]) == list(range(60))
@@ -128,7 +148,7 @@ def test_a_data_worker_killed_mid_epoch_does_not_stop_training(slurm_cluster: di
     code, output = run_and_kill("slurm_resolver.training.data_service", ["-N3", "-n5"],
                                 ["--modes", "train", "--elements", "6000", "--work", "10"], 1,
                                 "worker serving", 1.0, tmp_path)
-    trainers = [r for r in json_objects(output) if "trainer" in r]
+    trainers = records(tmp_path)
     assert len(trainers) == 2 and all(len(t["train"]) == 6000 for t in trainers), output[-3000:]
     assert said(output, r"dispatcher:0 .*every consumer finished")
 
@@ -139,9 +159,10 @@ def test_a_restarted_dispatcher_resumes_from_its_work_dir(slurm_cluster: dict[st
                                 ["--modes", "distributed_epoch", "--elements", "3000", "--work", "10",
                                  "--restart-dispatcher", "--keep-work-dir"], None, "", 0.0, tmp_path)
     assert code == 0 and said(output, r"dispatcher restarted from its work_dir"), output[-3000:]
-    trainers = [r for r in json_objects(output) if "trainer" in r]
-    seen = trainers[0]["distributed_epoch"] + trainers[1]["distributed_epoch"]
+    trainers = records(tmp_path)
+    seen = trainers[0]["distributed_epoch"] + trainers[1]["distributed_epoch"]  # type: ignore[operator]
     assert sorted(set(seen)) == list(range(3000))  # every element, across the restart
+    assert said(output, r"dispatcher:0 .*distributed_epoch: \d+ elements across 2 trainers")  # and its verdict
     assert any((tmp_path / name).is_dir() for name in os.listdir(tmp_path) if name.startswith("tf-data-service"))
 
 
@@ -153,6 +174,7 @@ def test_data_parallel_template_trains_with_ddp(slurm_cluster: dict[str, str], t
     losses = [float(m.group(1)) for line in said(out.stdout, r"epoch \d/3: loss")
               for m in [re.search(r"loss ([\d.]+)", line)] if m]
     assert len(losses) == 3 and losses[-1] < losses[0]
+    only_the_jobs_own_lines(out.stdout)
 
 
 def test_sweep_template_trains_one_ddp_job_per_learning_rate(slurm_cluster: dict[str, str], tmp_path: Path) -> None:

@@ -1,0 +1,188 @@
+"""The commands about the job's cluster: ``show``, ``check``, ``env`` and ``bootstrap``.
+
+Each reaches the library through one small function: ``resolved`` for the resolved
+cluster, ``bootstrapped`` for the bootstrapped one, ``run_checks`` for the diagnosis.
+Which task prints what is ``per_job``'s to say.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from .per_job import speaks_for_job, task_label, task_rank
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..cluster import Cluster
+    from ..rpc.bootstrapped import Bootstrapped
+
+__all__: list[str] = []  # internal: no public names (docs/reference.md)
+
+
+def resolved(args: argparse.Namespace) -> Cluster:
+    """The cluster resolved from this process's environment with the command's options, every rank
+    placed (a layout only the step's tasks can tell is learned from them)."""
+    from ..parsing import parse_jobs
+    from ..resolution import resolve
+
+    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
+    cluster = resolve(jobs=jobs, port_base=getattr(args, "port_base", None), exchange=getattr(args, "exchange", None))
+    if not cluster.placement.exact:
+        from ..rpc.learn import learn_layout
+
+        cluster = learn_layout(cluster)
+    return cluster
+
+
+def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
+    """This task, bootstrapped with the command's options (every task of the launch calls it; a layout
+    to learn is learned in the bootstrap itself)."""
+    from ..parsing import parse_jobs
+    from ..resolution import resolve
+    from ..rpc.bootstrap import bootstrap as run_bootstrap
+    from ..rpc.options import FIELDS, BootstrapOptions
+
+    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
+    given = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
+    return run_bootstrap(resolve(jobs=jobs), BootstrapOptions(**given))
+
+
+def run(args: argparse.Namespace) -> int:
+    """``run``: the step launched in the job's allocation, and again where a task dies."""
+    from ..restart import from_arguments
+
+    return from_arguments(args)
+
+
+def _gpus(ids: tuple[str, ...] | None, count: int) -> str:
+    if ids is None:
+        return f"{count} bound by Slurm"
+    return ",".join(ids) or "-"
+
+
+def _headline(cluster: Cluster, all_ranks: bool) -> str:
+    me = cluster.me
+    if cluster.launch.standalone:
+        return (f"no Slurm job or MPI launch found: this is one local process alone, rank 0 of 1 on "
+                f"{me.node if me else 'localhost'} (run inside srun, sbatch or salloc to see a job)")
+    where = f"rank {cluster.rank} of {cluster.world_size}, {me.job}:{me.index} on {me.node} at {me.address}" \
+        if me else f"not a task; {cluster.world_size} tasks"
+    element = f" (array element {cluster.launch.array})" if cluster.launch.array else ""
+    others = cluster.world_size - 1
+    once = f"; the other {others} task{'s' * (others > 1)} print only their own problems (--all-ranks: " \
+        "every task's table)" if me and cluster.rank == 0 and others and not all_ranks else ""
+    return f"launcher {cluster.launcher}{element}: {where}{once}"
+
+
+def table(cluster: Cluster) -> list[str]:
+    """Every task of ``cluster`` as the lines of a table; the calling task's rank is starred."""
+    rows = [("rank", "job", "index", "node", "address", "gpus")]
+    for rank in range(cluster.world_size):
+        t = cluster.task(rank)
+        rows.append((str(rank) + ("*" if rank == cluster.rank else ""), t.job, str(t.index), t.node,
+                     t.address, _gpus(t.gpus, cluster.gpu_count(rank))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def show(args: argparse.Namespace) -> int:
+    """``show``: the task and the cluster, printed once for the job (rank 0), or by every task."""
+    if args.bootstrapped:
+        return _show_bootstrapped(args.all_ranks)
+    from ..diagnostics import own_row
+
+    cluster = resolved(args)
+    problems = own_row(cluster)
+    for problem in problems:
+        print(f"slurm-resolver: {task_label()}disagrees: {problem}", file=sys.stderr)
+    if not speaks_for_job(cluster.rank, args.all_ranks):
+        return 1 if problems else 0
+    if args.json:
+        print(json.dumps(cluster.describe(), sort_keys=True))
+    else:
+        print("\n".join([_headline(cluster, args.all_ranks), *table(cluster)]))
+    return 1 if problems else 0
+
+
+def _show_bootstrapped(all_ranks: bool) -> int:
+    from ..environment import snapshot
+    from ..errors import ConfigurationError
+
+    task = snapshot().get("SLURM_RESOLVER_TASK")
+    if task is None:
+        raise ConfigurationError("SLURM_RESOLVER_TASK is not set: this process was not started by "
+                                 "`slurm-resolver bootstrap`", "run it as: slurm-resolver bootstrap -- COMMAND")
+    if speaks_for_job(json.loads(task).get("rank"), all_ranks):  # every task verified the same table
+        print(task)
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    """``check``: rank 0's checks, and every other task's failures, one line each (or JSON)."""
+    from ..diagnostics import Level, run_checks
+
+    rank = task_rank()
+    whole = speaks_for_job(rank, args.all_ranks)
+    results = run_checks(whole_job=whole)
+    failed = [r for r in results if r.level is Level.FAIL]
+    shown = results if whole else failed
+    label = "" if whole else task_label()
+    if args.json and shown:
+        worst = max((r.level for r in results), key=[Level.OK, Level.WARN, Level.FAIL].index)
+        print(json.dumps({"rank": rank, "level": worst.value, "checks": [r.as_dict() for r in shown]}))
+    elif not args.json:
+        for result in shown:
+            print(result.line(label))
+    return 1 if failed else 0
+
+
+def env(args: argparse.Namespace) -> int:
+    """``env``: export lines of the framework's variables, for ``eval`` in each task."""
+    from ..adapters import shell
+    from ..rpc.bootstrapped import Bootstrapped
+
+    print(shell(_variables_for(Bootstrapped.from_cluster(resolved(args)), args.format)), end="")
+    return 0
+
+
+def _variables_for(b: Bootstrapped, fmt: str) -> dict[str, str]:
+    from .. import adapters
+
+    variables = dict(adapters.FORMATS[fmt](b))
+    if fmt != "shell":
+        variables["SLURM_RESOLVER_TASK"] = adapters.shell_env(b)["SLURM_RESOLVER_TASK"]
+    return variables
+
+
+def bootstrap(args: argparse.Namespace) -> int:
+    """``bootstrap``: bootstrap, export the variables, then run the command in this task's place."""
+    import os
+
+    from ..adapters import apply
+    from ..mpi import finalize
+
+    b = bootstrapped(args)
+    apply(_variables_for(b, args.format), overwrite=args.overwrite)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        if speaks_for_job(b.rank, args.all_ranks):  # every task verified the same table
+            print(json.dumps(b.describe(), sort_keys=True))
+        b.stop()
+        finalize()
+        return 0
+    if not b.cluster.launch.mpi_launched and not args.exec:
+        from ..supervise import supervise
+
+        return supervise(b, command)  # the step watches for deaths while the command runs
+    sys.stdout.flush()
+    b.stop()  # every task has verified the cluster; the command takes this task's place
+    finalize()  # an MPI launcher expects MPI_Finalize from a process that initialised MPI
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(f"cannot run {command[0]!r}: {exc.strerror}", "check the command and PATH") from None
+    return 0  # pragma: no cover
