@@ -115,7 +115,7 @@ def test_with_munge_thousands_of_impostor_calls_change_nothing(slurm_cluster: di
     def task(rank: int) -> None:
         environ = {**env(rank, 4, step), "SLURM_CONF": slurm_cluster["SLURM_CONF"]}
         try:
-            results[rank] = bootstrap(environ=environ, timeout=30, auth="munge", heartbeat=None)
+            results[rank] = bootstrap(environ=environ, timeout=120, auth="munge", heartbeat=None)
         except Exception as exc:  # noqa: BLE001 - collected for the assertions
             results[rank] = exc
 
@@ -144,7 +144,7 @@ def test_with_munge_thousands_of_impostor_calls_change_nothing(slurm_cluster: di
         assert all(isinstance(r, Bootstrapped) for r in results), results
         spec = results[0].cluster_spec().as_dict()
         assert [f"localhost:{r.server.port}" for r in results] == spec["worker"]  # 4242 nowhere
-        assert results[0]._member.coordinator.refused == 2000 and took < 30
+        assert results[0]._member.coordinator.refused == 2000 and took < 90
     finally:
         for sock in idle:
             sock.close()
