@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from ..addresses import port_in_use
 from ..cluster_spec import ClusterSpec
 from ..environment import export_defaults
 from ..errors import ConfigurationError, ResolutionError
@@ -211,6 +212,8 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
 
     address = bindable(host)
     for port in ports:
+        if port and port_in_use(address.strip("[]"), port):
+            continue  # taken (another launch's leader, a squatter): passed over without gRPC's error line
         server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=MOST_CALLS)
         try:
             bound = server.add_insecure_port(f"{address}:{port}")
