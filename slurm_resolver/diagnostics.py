@@ -151,12 +151,18 @@ def own_row(cluster: Cluster) -> list[str]:
 
 
 def _authentication(env: Mapping[str, str]) -> Check:
-    """Whether the bootstrap's peers would prove their uid with MUNGE (a warning where not)."""
-    from .munge import open_munge
+    """How the bootstrap's tasks would prove they belong to the job: a secret, MUNGE, or nothing (a
+    warning); a secret that cannot be used fails."""
+    from .errors import ConfigurationError
+    from .rpc.auth import AuthMode, authority
 
-    munge, how = open_munge(env)
-    if munge is not None:
-        return _ok("auth", f"peers prove their uid: {how}")
-    return Check(Level.WARN, "auth", f"the bootstrap is not authenticated: {how}",
-                 "any process that presents the job's key may join; run munged (every Slurm cluster has it), "
-                 "or keep jobs on a trusted network")
+    try:
+        found = authority(None, env, "check")
+    except ConfigurationError as exc:
+        return Check(Level.FAIL, "auth", exc.message, exc.hint or "")
+    if found.mode is AuthMode.NONE:
+        return Check(Level.WARN, "auth", f"the bootstrap is not authenticated: {found.how}",
+                     "any local user who can reach the tasks' ports can join or disturb it: give the job a secret "
+                     "(export SLURM_RESOLVER_SECRET=$(openssl rand -hex 24) in its script; the templates do), or "
+                     "run munged (every Slurm cluster has it)")
+    return _ok("auth", f"tasks prove they belong to the job: {found.how}")

@@ -107,6 +107,13 @@ def sbatch_header(values: Mapping[str, str], het: bool = False) -> str:
     return "\n".join(lines)
 
 
+SECRET_LINES = (
+    "# The tasks prove to each other that they belong to this job with a secret that only its tasks hold\n"
+    "# (srun passes the environment on; another user cannot read it). Made here, kept nowhere else.\n"
+    'export SLURM_RESOLVER_SECRET="${SLURM_RESOLVER_SECRET:-$(od -An -N24 -tx1 /dev/urandom | tr -d \' \\n\')}"')
+"""What every template's script runs first: the job's secret for the bootstrap (see ``rpc/auth.py``)."""
+
+
 def forwarding(values: Mapping[str, str]) -> tuple[str, str]:
     """The shell function that runs the launcher in the background and passes Slurm's warning
     signal on to it (srun hands it to every task), and the word that calls it; empty without a signal.
@@ -281,6 +288,7 @@ def render(name: str, values: Mapping[str, str] | None = None) -> str:
     substituted["step"] = step
     substituted["sbatch_header"] = sbatch_header(merged, het=merged["hetjob"] == "1")
     substituted["forwarding"], substituted["forward"] = forwarding(merged)
+    substituted["secret"] = SECRET_LINES
     substituted["select"] = sweep_selection(merged)
     body = "\n".join(line for line in text.splitlines() if not line.startswith((_DEFAULTS, _PURPOSE))) + "\n"
     try:

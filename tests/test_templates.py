@@ -229,3 +229,21 @@ def test_spare_nodes_are_added_to_the_nodes_with_no_kill() -> None:
 def test_restarts_that_cannot_be_are_refused(name: str, values: dict[str, str], error: str) -> None:
     with pytest.raises(TemplateParameterError, match=error):
         render(name, values)
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_every_job_makes_a_secret_of_its_own_unless_given_one(name: str) -> None:
+    """The script exports SLURM_RESOLVER_SECRET before any launch: 48 random hex digits, new for every
+    run; a secret already in the submitter's environment is kept."""
+    lines = render(name, {}).splitlines()
+    line = next(line for line in lines if line.startswith("export SLURM_RESOLVER_SECRET="))
+    launches = [i for i, text in enumerate(lines) if not text.startswith("#") and
+                any(word in text for word in ("srun ", "mpirun ", "slurm_resolver run"))]
+    assert launches and lines.index(line) < min(launches)
+    show = f"{line}\necho \"$SLURM_RESOLVER_SECRET\""
+    made = [subprocess.run(["bash", "-c", show], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"},
+                           check=True).stdout.strip() for _ in range(2)]
+    assert all(len(m) == 48 and int(m, 16) >= 0 for m in made) and made[0] != made[1]
+    kept = subprocess.run(["bash", "-c", show], capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "SLURM_RESOLVER_SECRET": "mine" * 6}).stdout.strip()
+    assert kept == "mine" * 6

@@ -87,3 +87,11 @@ def test_outside_any_job_check_warns_that_it_describes_one_local_process(cli: An
 def test_a_warning_line_carries_its_hint_and_an_ok_line_none() -> None:
     assert Check(Level.WARN, "auth", "x", "run munged").line() == "WARN  auth: x  (hint: run munged)"
     assert Check(Level.OK, "auth", "x", "unused").line() == "OK    auth: x"
+
+
+def test_check_says_how_tasks_prove_themselves_and_fails_a_secret_that_cannot_be() -> None:
+    base = {"SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent/socket"}
+    secret = [r for r in run_checks({**base, "SLURM_RESOLVER_SECRET": "s" * 32}) if r.name == "auth"][0]
+    assert secret.level is Level.OK and "a secret in SLURM_RESOLVER_SECRET" in secret.detail
+    short = [r for r in run_checks({**base, "SLURM_RESOLVER_SECRET": "short"}) if r.name == "auth"][0]
+    assert short.level is Level.FAIL and "too short" in short.detail

@@ -33,13 +33,13 @@ def env(rank: int, size: int, step: str = "0", nodes: int = 1) -> dict[str, str]
 
 
 def run_all(size: int, ranks: list[int] | None = None, step: str = "0", then: Any = None,
-            **kwargs: Any) -> list[Any]:
+            extra: dict[str, str] | None = None, **kwargs: Any) -> list[Any]:
     results: list[Any] = [None] * size
     per_rank = kwargs.pop("per_rank", lambda rank: {})
 
     def task(rank: int) -> None:
         try:
-            b = bootstrap(environ=env(rank, size, step), **kwargs, **per_rank(rank))
+            b = bootstrap(environ={**env(rank, size, step), **(extra or {})}, **kwargs, **per_rank(rank))
             results[rank] = then(b) if then else b
             if then:
                 b.stop(1)
@@ -304,3 +304,19 @@ def test_an_uncaught_exception_is_reported_only_while_the_task_runs_and_not_at_a
         b.stop()
     assert sys.excepthook is before
     assert "a bad batch" in capsys.readouterr().err  # the traceback still shows
+
+
+def test_a_job_whose_tasks_prove_nothing_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
+    """No secret and no munged: the bootstrap still runs (auto), and rank 0 alone says, once and
+    loudly, that the tasks prove nothing; with a secret nobody warns."""
+    caplog.set_level("WARNING", logger="slurm_resolver")
+    stop(run_all(3, step="51", timeout=20, heartbeat=None))
+    warned = [r for r in caplog.records if "do not prove who they are" in r.getMessage()]
+    assert len(warned) == 1 and "SLURM_RESOLVER_SECRET" in warned[0].getMessage()
+    caplog.clear()
+    results = run_all(3, step="52", timeout=20, heartbeat=None, extra={"SLURM_RESOLVER_SECRET": "s" * 32})
+    try:
+        assert all(isinstance(r, Bootstrapped) and r.authenticated.startswith("a secret") for r in results), results
+        assert not [r for r in caplog.records if "do not prove who they are" in r.getMessage()]
+    finally:
+        stop(results)
