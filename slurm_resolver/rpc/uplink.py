@@ -220,6 +220,10 @@ class Uplink:
                 "every task of the job must share its secret (SLURM_RESOLVER_SECRET), or every node run munged "
                 "with the same munge.key and a synchronised clock (try: munge -n | ssh <that node> unmunge); "
                 "SLURM_RESOLVER_AUTH=none on every task turns proofs off")
+        if exc.kind is Failed.REFUSED:  # it answered, at once: no timeout is to blame
+            return ResolutionError(f"bootstrap: {above} refused rank {self.plan.rank}'s call to {round.label} on "
+                                   f"{self.host}: {exc.detail}", "every task of the step must run the same "
+                                   "slurm_resolver; check that task's output")
         ports = first(list(self._ports()), 4)
         return ResolutionError(
             f"bootstrap: {above} did not answer on {self.host} (ports {ports}) within {timeout:g} s: {exc.detail}",

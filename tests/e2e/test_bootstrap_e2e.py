@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +26,7 @@ TASK = textwrap.dedent("""
     if rank == int(os.environ.get("TEST_KILL_RANK", "-1")):  # this rank dies in the middle of the exchange
         import signal, threading
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    time.sleep(float(os.environ.get("TEST_STAGGER", "0")) * ((rank * 7919) % 11) / 10)  # a start-up storm
     from slurm_resolver import SlurmResolverError, bootstrap
     start = time.monotonic()
     try:
@@ -219,3 +221,21 @@ def test_jax_distributed_initialize(run_tasks: Run) -> None:
     rows = run_tasks(["srun", "-N2", "-n2"], JAX_TASK, timeout=240)
     assert [(r["process_count"], r["process_index"]) for r in rows] == [(2, 0), (2, 1)]
     assert sorted(r["node"] for r in rows) == ["node1", "node2"]
+
+
+def test_a_start_up_storm_on_busy_cores_still_bootstraps(run_tasks: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 4x4 bootstrap with every core of the machine busy (a CPU hog per core) and the tasks
+    starting up to 5 s apart, as thousands of processes importing from a shared file system do:
+    slow handshakes and late leaders are waited for within the timeout, never fail the job."""
+    import signal
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        monkeypatch.setenv("TEST_STAGGER", "5")
+        monkeypatch.setenv("TEST_TIMEOUT", "60")
+        for _ in range(2):
+            agreed(run_tasks(["srun", "-N4", "-n16"], TASK, timeout=180), 16)
+    finally:
+        for hog in hogs:
+            hog.send_signal(signal.SIGKILL)
+            hog.wait()

@@ -332,3 +332,44 @@ def test_identity_calls_before_the_launch_key_is_known_take_no_slot() -> None:
 
     early, later = asyncio.run(scenario())
     assert set(early) == {Refusal.UNREADY} and later is Refusal.UNAUTHENTICATED
+
+
+def test_without_the_secret_nobody_opens_rounds_watches_or_announces() -> None:
+    """Calls with the launch's key but no seal of its secret: thousands of barriers, announcements
+    and watches claiming a task below are refused at their first message; no round opens, no
+    notice is decided, nobody is watched (before: 1,024 open rounds blocked the job's barriers,
+    8,200 forged announcements made a real one fail, a watch slot taken forged deaths)."""
+    async def scenario() -> tuple[set[Refusal], int, int, bool]:
+        mine = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="5.0")
+        coordinator = Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
+                                  mine, 8000)
+        stranger = Authority(AuthMode.SECRET, "a stranger", secret=b"t" * 24, launch="5.0")
+        codes: set[Refusal] = set()
+        for i in range(1500):
+            for round in (Round.barrier("b", i), Round.announce(f"done {i}")):
+                for authority in (stranger, None):
+                    try:
+                        await call_at(coordinator, join_call("5.0", round, 1, port=8000, authority=authority), 1)
+                    except Refused as exc:
+                        codes.add(exc.code)
+
+        class Watching:
+            sources = frozenset({Source.task(1)})
+
+            def serve(self, *args: Any) -> Any:
+                raise AssertionError("a stranger's beat was believed")
+
+        coordinator.watch_below(Watching())
+
+        async def beats() -> Any:
+            yield first_beat("5.0", 1, 0, 8000, stranger)
+
+        try:
+            async for _ in coordinator.watch(beats()):
+                pass
+        except Refused as exc:
+            codes.add(exc.code)
+        return codes, coordinator.rounds.open, len(coordinator.rounds), coordinator.refused >= 6000
+
+    codes, still_open, known, counted = asyncio.run(scenario())
+    assert codes == {Refusal.UNAUTHENTICATED} and still_open == 0 and known == 0 and counted
