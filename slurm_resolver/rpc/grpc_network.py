@@ -118,6 +118,11 @@ class GrpcNetwork:
             self._links[key] = GrpcLink(self._grpc, f"{host}:{port}")
         return self._links[key]
 
+    async def discard(self, host: str, port: int) -> None:
+        link = self._links.pop((host, port), None)
+        if link is not None:
+            await link.channel.close()
+
     async def listening(self, host: str, port: int) -> bool:
         address = host.strip("[]")
         with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:

@@ -150,6 +150,9 @@ class LocalNetwork:
             self.stats[(host, port)].connections += 1
         return _LocalLink(self, (host, port))
 
+    async def discard(self, host: str, port: int) -> None:
+        """Nothing to forget: links hold no connection."""
+
     async def listening(self, host: str, port: int) -> bool:
         return (host, port) in self._servers
 

@@ -148,6 +148,10 @@ class Network(Protocol):
         """A link to the server at ``host:port`` (made once per peer; calls reuse it)."""
         ...
 
+    async def discard(self, host: str, port: int) -> None:
+        """Forget the link to ``host:port`` (the next :meth:`connect` makes a fresh one)."""
+        ...
+
     async def listening(self, host: str, port: int) -> bool:
         """Whether something accepts connections at ``host:port`` (a cheap probe, no call)."""
         ...

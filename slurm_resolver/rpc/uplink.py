@@ -104,14 +104,16 @@ class Uplink:
 
     async def _find(self, round: Round, brought: Contribution, deadline: float, timeout: float
                     ) -> tuple[Outcome, Table]:
-        """The first round: probe the candidate ports until the leader above answers."""
+        """The first round: the first candidate port is called at once (where the leader almost always
+        listens); then every candidate is probed (a bare connect first) until the leader above answers."""
         pause, last, strangers = 0.02, None, {}
         started = time.monotonic()
+        direct = True
         while True:
             for port in self._ports():
                 if time.monotonic() >= deadline:
                     break
-                if not await self.network.listening(self.host or "", port):
+                if not direct and not await self.network.listening(self.host or "", port):
                     continue
                 link = self.network.connect(self.host or "", port)
                 try:
@@ -124,13 +126,17 @@ class Uplink:
                     strangers[port] = f"port {port}: {exc}"
                     continue
                 except LinkError as exc:
-                    if exc.code is Refusal.UNAUTHENTICATED and time.monotonic() - started < 2.0:
+                    if direct and exc.kind is Failed.UNAVAILABLE:  # not up yet: probe from now on, and call it
+                        await self.network.discard(self.host or "", port)  # on a channel with no backoff
+                    elif exc.code is Refusal.UNAUTHENTICATED and time.monotonic() - started < 2.0:
                         last = exc  # a squatter may refuse too: look further before believing it
-                        continue
-                    if exc.code in (Refusal.FOREIGN, Refusal.NOT_LEADER) or exc.again:
+                    elif exc.code in (Refusal.FOREIGN, Refusal.NOT_LEADER) or exc.again:
                         last = last if last and last.code is Refusal.UNAUTHENTICATED else exc
-                        continue
-                    raise self._error(exc, timeout, round) from None
+                    else:
+                        raise self._error(exc, timeout, round) from None
+                    continue
+                finally:
+                    direct = False
                 self.link, self.port = link, port
                 return found
             left = deadline - time.monotonic()
