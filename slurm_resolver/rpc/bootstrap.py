@@ -219,9 +219,9 @@ async def _exchange(task: _Task, timeout: float) -> Table:
     """The table: through MPI (on a worker thread: the server keeps serving), or up and down the tree."""
     cluster, member = task.cluster, task.member
     rank = task.plan.rank
-    port, spare = task.served.port, task.network.reserve(cluster.task(rank).host)
-    gpus = format_devices(cluster.task(rank).gpus or ()) if cluster.gpu_plan.visible.bound and \
-        cluster.task(rank).gpus else None
+    me = cluster.task(rank)
+    port, spare = task.served.port, task.network.reserve(me.host)
+    gpus = format_devices(me.gpus) if cluster.gpu_plan.visible.bound and me.gpus else None
     if task.group is None:  # each task tells its node where some may not know the layout (their host file)
         told = not cluster.placement.exact or cluster.launch.distribution == "arbitrary"
         nodes = [task.plan.position] if told else []

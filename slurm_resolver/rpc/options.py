@@ -106,6 +106,8 @@ class BootstrapOptions:
     @classmethod
     def of(cls, options: BootstrapOptions | None, keywords: Mapping[str, Any]) -> BootstrapOptions:
         """``options`` with ``keywords`` on top (each a field's name), checked."""
+        if options is not None and not keywords:
+            return options  # checked when it was made
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(keywords) - names)
         if unknown:

@@ -24,6 +24,7 @@ from ..resolution import resolve
 from .bootstrap import bootstrap_async
 from .bootstrapped import Bootstrapped
 from .local import LocalNetwork
+from .options import BootstrapOptions
 from .tree import DEFAULT_FANOUT
 
 __all__ = ["Simulation", "simulate", "srun_environ"]
@@ -92,11 +93,12 @@ def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: 
     results: list[Bootstrapped | None] = [None] * total
     errors: dict[int, str] = {}
 
+    options = BootstrapOptions(exchange="rendezvous", timeout=timeout, verify=verify, fanout=fanout,
+                               heartbeat=heartbeat)
+
     async def task(rank: int) -> None:
         try:
-            results[rank] = await bootstrap_async(base.as_rank(rank), exchange="rendezvous", timeout=timeout,
-                                                  verify=verify, environ={}, fanout=fanout, network=network,
-                                                  heartbeat=heartbeat)
+            results[rank] = await bootstrap_async(base.as_rank(rank), options, environ={}, network=network)
         except SlurmResolverError as exc:
             errors[rank] = str(exc)
 

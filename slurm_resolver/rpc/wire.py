@@ -256,6 +256,8 @@ class Outcome:
     """The table round without a secret or MUNGE: the key of later calls (see `auth`)."""
     votes: int = 0
     """A vote: how many tasks voted yes."""
+    digests: tuple[bytes, ...] = ()
+    """The chunks' digests, worked out once (every answer announces them)."""
 
 
 def decide(failure: Failure, table: Table | None = None, key: bytes = b"", votes: int = 0) -> Outcome:
@@ -264,7 +266,7 @@ def decide(failure: Failure, table: Table | None = None, key: bytes = b"", votes
         return Outcome(failure, key=key, votes=votes)
     records = Records([], list(table.ports), list(table.spares), dict(table.gpus), list(table.nodes))
     chunks = tuple(_records_pb(records, s, e, False).SerializeToString() for s, e in _spans(records))
-    return Outcome(failure, chunks, len(table.ports), key, votes)
+    return Outcome(failure, chunks, len(table.ports), key, votes, tuple(map(_digest, chunks)))
 
 
 @dataclass(frozen=True)
@@ -281,13 +283,13 @@ class Answer:
 
     def outcome(self, chunks: Sequence[bytes]) -> Outcome:
         """The outcome this answer (with its ``chunks``) tells, to pass on to the tasks below."""
-        return Outcome(self.failure, tuple(chunks), self.total, self.key, self.votes)
+        return Outcome(self.failure, tuple(chunks), self.total, self.key, self.votes, self.chunks)
 
 
 def encode_answer(outcome: Outcome, nonce: bytes, source: int, seal: Seal) -> list[bytes]:
     """The messages that answer the call of ``nonce`` with ``outcome``, from rank ``source``."""
     header = pb.Answer(nonce=nonce, source=source, failure=_failure_pb(outcome.failure), total=outcome.total,
-                       chunks=[_digest(c) for c in outcome.chunks], key=outcome.key, votes=outcome.votes)
+                       chunks=outcome.digests, key=outcome.key, votes=outcome.votes)
     return [_envelope(header, seal), *outcome.chunks]
 
 
@@ -304,15 +306,17 @@ def decode_answer(header: bytes, world_size: int) -> Answer:
 
 def read_table(answer: Answer, chunks: Sequence[bytes], world_size: int) -> Table:
     """The table an answer's chunks hold, each checked against its digest: all of it, in order."""
-    if len(chunks) != len(answer.chunks) or any(_digest(c) != d for c, d in zip(chunks, answer.chunks)):
+    if len(chunks) != len(answer.chunks):
         raise WireError("chunks the answer did not announce")
-    return _table(tuple(chunks), answer.total, world_size)
+    return _table(tuple(chunks), answer.chunks, answer.total, world_size)
 
 
 @lru_cache(maxsize=4)
-def _table(chunks: tuple[bytes, ...], total: int, world_size: int) -> Table:
-    """The table of ``chunks`` (shared between callers that pass the same chunks: many simulated
-    tasks in one process read one table once; treat it as read-only)."""
+def _table(chunks: tuple[bytes, ...], digests: tuple[bytes, ...], total: int, world_size: int) -> Table:
+    """The table of ``chunks``, checked against ``digests`` (shared between callers that pass the same
+    chunks: many simulated tasks in one process read and check one table once; treat it as read-only)."""
+    if any(_digest(c) != d for c, d in zip(chunks, digests)):
+        raise WireError("chunks the answer did not announce")
     records = Records()
     for data in chunks:
         message = _parse(pb.Records(), data)
