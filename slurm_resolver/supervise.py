@@ -168,7 +168,7 @@ class _Recorder:
     def __init__(self, b: Bootstrapped, recording: Recording | None) -> None:
         self.b = b
         self.directory: Path | None = recording.directory if recording else None
-        self.label = f"{b.me.job}:{b.me.index} (rank {b.rank}) on {b.me.node}"
+        self.label = b.me.label
 
     def bootstrapped(self, recording: Recording | None) -> None:
         """Rank 0: when the attempt was bootstrapped, and how long after the previous one failed."""

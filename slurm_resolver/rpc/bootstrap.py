@@ -297,7 +297,7 @@ async def _check(task: _Task, cluster: Cluster, rank: int, deadline: float) -> s
     if why:
         return f"what answers at {peer.address}, expected to be {peer.label}, is not a task of this job ({why})"
     if said != Identity(cluster.launch.key, rank, peer.node, peer.job, peer.index):
-        return (f"rank {rank} at {peer.address} says it is {said.job}:{said.index} (rank {said.rank}) on {said.node}"
+        return (f"rank {rank} at {peer.address} says it is {said.label}"
                 f"{'' if said.job_key == cluster.launch.key else ' of another launch'}, but the table has "
                 f"{peer.label}")
     return ""

@@ -206,13 +206,12 @@ class Coordinator:
         self.rounds.publish(notice, await self._ask_above(notice, deadline))
 
     def _still_open(self, round: Round, this: RoundState) -> str:
-        me = self.identity
         missing = sorted(self.sources - set(this.received))
         ranks = [s.number for s in missing if s.kind is SourceKind.TASK]
         nodes = [s.number for s in missing if s.kind is SourceKind.NODE]
         parts = ([f"ranks {first(ranks)}"] if ranks else []) + ([f"the leaders of node positions {first(nodes)}"]
                                                              if nodes else [])
-        return (f"{me.job}:{me.index} (rank {me.rank}) on {me.node}, which gathers {round.label} for "
+        return (f"{self.identity.label}, which gathers {round.label} for "
                 f"{len(self.sources)} tasks, " + ("had not reached it itself" if not this.started else
                                                   f"still waited for {' and '.join(parts)}"))
 

@@ -34,15 +34,15 @@ class FailureDetector:
         plan: this task's place in the tree.
         above: the rank it watches on (None at the top), and ``link``: its rounds' link there.
         network: to reach successors; ``authority``: seals the watch calls.
-        interval: seconds between heartbeats; ``patience``: silence that is a death.
+        heartbeat: seconds between heartbeats; ``patience``: silence that is a death.
     """
 
     def __init__(self, cluster: Cluster, plan: Plan, above: int | None, link: Link | None, network: Network,
-                 authority: Authority, interval: float, patience: float) -> None:
+                 authority: Authority, heartbeat: float, patience: float) -> None:
         self.deaths = Deaths(plan.rank)
-        self.watch = Watch(self.deaths, cluster, plan, interval, patience)
+        self.watch = Watch(self.deaths, cluster, plan, heartbeat, patience)
         self.listener = Listener(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
-                                 interval, patience, self.watch.take_over)
+                                 heartbeat, patience, self.watch.take_over)
         self._task: asyncio.Task[None] | None = None
 
     @property

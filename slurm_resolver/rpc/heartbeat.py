@@ -21,15 +21,15 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 log = logging.getLogger("slurm_resolver")
 
 
-def stood_still(now: float, last: float, interval: float) -> float:
+def stood_still(now: float, last: float, heartbeat: float) -> float:
     """Seconds this process stood still (SIGSTOP, a long pause) between two wake-ups due
-    ``interval`` apart; 0 for an ordinary delay. Nobody's silence is counted over that time.
+    ``heartbeat`` apart; 0 for an ordinary delay. Nobody's silence is counted over that time.
 
     >>> stood_still(10.0, 9.0, 1.0), stood_still(10.0, 4.0, 1.0)
     (0.0, 5.0)
     """
     late = now - last
-    return late - interval if late > 2 * interval + 0.5 else 0.0
+    return late - heartbeat if late > 2 * heartbeat + 0.5 else 0.0
 
 
 def _call(callback: Callable[[int, str], None], rank: int, reason: str) -> None:

@@ -49,12 +49,12 @@ class Listener:
         link: the link to ``above`` (the rounds' connection), or None to make one.
         network: to reach the tasks it may move to.
         authority: seals the first beat and checks the first event.
-        interval: seconds between beats; ``patience``: silence from above that is its death.
+        heartbeat: seconds between beats; ``patience``: silence from above that is its death.
         take_over: called with the sources that left when this task becomes the successor.
     """
 
     def __init__(self, deaths: Deaths, cluster: Cluster, rank: int, node: int, above: int | None, link: Link | None,
-                 network: Network, authority: Authority, interval: float, patience: float,
+                 network: Network, authority: Authority, heartbeat: float, patience: float,
                  take_over: Callable[[frozenset[Source]], None]) -> None:
         self.deaths = deaths
         self.cluster = cluster
@@ -65,7 +65,7 @@ class Listener:
         self._first = (above, link)
         self.network = network
         self.authority = authority
-        self.interval = interval
+        self.heartbeat = heartbeat
         self.patience = patience
         self._take_over = take_over
         self.calls = 0
@@ -79,7 +79,7 @@ class Listener:
         yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
         while self.calls == mine:  # a call left behind takes no beat from the one that follows it
             try:
-                beat = await asyncio.wait_for(self.deaths.up.get(), self.interval)
+                beat = await asyncio.wait_for(self.deaths.up.get(), self.heartbeat)
             except asyncio.TimeoutError:
                 beat = encode_beat()
             if self.calls != mine:  # taken while the next call started: it is that call's to carry
@@ -111,9 +111,9 @@ class Listener:
             while True:
                 if pending is None:
                     pending = asyncio.ensure_future(events.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=self.interval)
+                done, _ = await asyncio.wait({pending}, timeout=self.heartbeat)
                 now = time.monotonic()
-                heard += stood_still(now, last, self.interval)  # the silence before a pause still counts
+                heard += stood_still(now, last, self.heartbeat)  # the silence before a pause still counts
                 last = now
                 if not done:
                     if now - heard > self.patience:
@@ -172,7 +172,7 @@ class Listener:
                 return
             if event is None or event.hand_over is None:
                 return  # the task above ends normally and nobody takes over
-            await asyncio.sleep(self.interval)  # where the whole job ends together, nobody moves: no new call
+            await asyncio.sleep(self.heartbeat)  # where the whole job ends together, nobody moves: no new call
             if self.deaths.leaving:
                 return
             above = self._move(above, event.hand_over)

@@ -1,7 +1,7 @@
 """A leader's side of failure detection: the watch calls of the tasks below it.
 
 Every task keeps one long call (``Watch``) to the task above it (its node's leader; a leader,
-its parent leader) and beats on it every ``interval`` seconds. Here the leader notices at
+its parent leader) and beats on it every ``heartbeat`` seconds. Here the leader notices at
 once a task below whose call breaks (its process died: the kernel closes its connection),
 and within ``patience`` seconds one that stops beating (hung, or its node gone); it declares
 the dead (up its own call, down every call here), and sends an empty event when it has no
@@ -40,15 +40,15 @@ class Watch:
         deaths: what this task knows of deaths, and where news goes.
         cluster: the bootstrapped cluster (to name tasks).
         plan: this task's place in the tree.
-        interval: seconds between heartbeats (and between empty events).
+        heartbeat: seconds between heartbeats (and between empty events).
         patience: seconds of silence after which a task below is declared dead.
     """
 
-    def __init__(self, deaths: Deaths, cluster: Cluster, plan: Plan, interval: float, patience: float) -> None:
+    def __init__(self, deaths: Deaths, cluster: Cluster, plan: Plan, heartbeat: float, patience: float) -> None:
         self.deaths = deaths
         self.cluster = cluster
         self.plan = plan
-        self.interval = interval
+        self.heartbeat = heartbeat
         self.patience = patience
         self.sources = plan.sources
         """Whose calls this task takes (its node's tasks and child nodes, while it leads)."""
@@ -87,7 +87,7 @@ class Watch:
                 if getting is None:
                     getting = asyncio.ensure_future(queue.get())
                 waited: set[asyncio.Future[Any]] = {getting, reader}
-                done, _ = await asyncio.wait(waited, timeout=self.interval, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(waited, timeout=self.heartbeat, return_when=asyncio.FIRST_COMPLETED)
                 if getting in done:
                     event, getting = getting.result(), None
                     yield event
@@ -125,9 +125,9 @@ class Watch:
         """Declare dead the tasks below that stop beating (hung, or their node gone)."""
         last = time.monotonic()
         while not self.deaths.leaving:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(self.heartbeat)
             now = time.monotonic()
-            stalled = stood_still(now, last, self.interval)
+            stalled = stood_still(now, last, self.heartbeat)
             last = now
             if stalled:  # the silence before the pause still counts
                 self._heard = {source: heard + stalled for source, heard in self._heard.items()}

@@ -341,6 +341,11 @@ class Identity:
     job: str
     index: int
 
+    @property
+    def label(self) -> str:
+        """How messages name the task, as `Task.label` does."""
+        return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
+
 
 def encode_who(job_key: str, source: int, nonce: bytes, port: int, seal: Seal) -> bytes:
     """Rank ``source``'s question to the server on ``port``."""

@@ -67,10 +67,9 @@ def _failed_task(b: Bootstrapped, error: Exception) -> str:
         return "a task of the training cluster"
     job, index = found.group(1), int(found.group(2))
     try:
-        task = b.task(b.cluster.rank_of(job, index))
+        return b.task(b.cluster.rank_of(job, index)).label
     except ValueError:
         return f"{job}:{index}"
-    return f"{job}:{index} (rank {task.rank}) on {task.node}"
 
 
 def _train(b: Bootstrapped, say: Reporter, args: argparse.Namespace) -> int:

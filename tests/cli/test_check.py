@@ -29,6 +29,18 @@ def test_a_task_other_than_rank_0_checks_only_its_own_node_name() -> None:
     assert names == {True: "all 3 node names resolve", False: "node2 resolves"}
 
 
+def test_check_says_where_a_tasks_gpus_come_from_or_why_it_sees_none() -> None:
+    env = captured("srun_N3_n6")[0]
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+
+    def detail(**more: str) -> str:
+        return next(r for r in run_checks(dict(env, **more)) if r.name == "gpus").detail
+
+    assert detail(CUDA_VISIBLE_DEVICES="0,1,2,3") == "0,1,2,3 (from CUDA_VISIBLE_DEVICES)"
+    assert detail(CUDA_VISIBLE_DEVICES="") == "none visible (CUDA_VISIBLE_DEVICES names none)"
+    assert detail().startswith("none visible (no CUDA_VISIBLE_DEVICES")
+
+
 def test_every_captured_task_finds_its_own_row_right() -> None:
     checked = 0
     for path in sorted((DATA / "env").glob("*.jsonl")):

@@ -73,7 +73,7 @@ def test_check_ok_inside_a_job_once_for_the_job(slurm_cluster: dict[str, str]) -
     assert all(l.startswith("OK") for l in lines) and any("names: all 2" in l for l in lines)
     every = subprocess.run(["srun", "-N2", "-n2", *CLI, "check", "--all-ranks"], capture_output=True, text=True,
                            timeout=60)
-    assert len(every.stdout.splitlines()) == 14 and "this is rank 1" in every.stdout
+    assert len(every.stdout.splitlines()) == 14 and "this is worker:1 (rank 1) on " in every.stdout
 
 
 def test_a_task_with_a_busy_port_alone_reports_it_with_its_rank(slurm_cluster: dict[str, str]) -> None:

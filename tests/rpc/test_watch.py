@@ -87,7 +87,7 @@ def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone()
 
 def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> None:
-        tasks[3]._detector.listener.interval = 3600.0  # hung: its call stays open, its beats stop
+        tasks[3]._detector.listener.heartbeat = 3600.0  # hung: its call stays open, its beats stop
         others = [t for t in tasks if t.rank != 3]
         # About the patience (1.5 s); a loaded machine's late wake-ups are forgiven as pauses, so allow more.
         took = await until(lambda: all(3 in t.failures() for t in others), 8.0)
@@ -99,7 +99,7 @@ def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
 def test_a_hung_leader_is_declared_dead_by_the_tasks_below_it() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> None:
         detector = tasks[4]._detector  # leads node 3 (rank 5 below it): hangs, sends nothing up or down
-        detector.listener.interval = detector.watch.interval = 3600.0
+        detector.listener.heartbeat = detector.watch.heartbeat = 3600.0
         detector.deaths.declare = lambda *args, **kwargs: None
         took = await until(lambda: 4 in tasks[5].failures(), 8.0)  # as above: about the patience
         assert "stopped answering" in tasks[5].failures()[4] and 0.5 < took < 8.0, tasks[5].failures()
@@ -159,7 +159,7 @@ def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
         await tasks[8].aio.fail("a bad batch on node 2")
         left = [t for t in tasks if t.rank not in (0, 3, 8)]
         await until(lambda: all(8 in t.failures() for t in left), 4.0)
-        tasks[2]._detector.listener.interval = 3600.0  # a task on node 0, watched by rank 1 now, hangs
+        tasks[2]._detector.listener.heartbeat = 3600.0  # a task on node 0, watched by rank 1 now, hangs
         await until(lambda: all(2 in t.failures() for t in left if t.rank != 2), 8.0)
         assert "stopped beating" in tasks[7].failures()[2]
 
