@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -61,10 +62,26 @@ SERVER_OPTIONS = (
 """Options of every task's server: bounded messages and calls, whoever connects."""
 
 
+GRPC_DEFAULTS = {
+    "GRPC_VERBOSITY": "ERROR",  # gRPC core's INFO lines (one per closed connection) are noise in a job's output
+    "GRPC_ENABLE_FORK_SUPPORT": "false",  # its fork handlers crash a child forked beside the server's threads
+}
+"""gRPC core's settings, read once when grpc is imported; a user's own value wins."""
+
+
 def grpc_module() -> Any:
-    """The grpc module (a dependency of every installation), its core's log at ERROR unless the user
-    set ``GRPC_VERBOSITY`` (its INFO lines, one per closed connection, are noise in a job's output)."""
-    export_defaults({"GRPC_VERBOSITY": "ERROR"})
+    """The grpc module (a dependency of every installation), imported with `GRPC_DEFAULTS`.
+
+    With gRPC's fork support on (its default since grpcio 1.5x), about one process in three
+    forked while a task's server runs (a DataLoader's workers, multiprocessing, os.fork) died of
+    SIGSEGV in gRPC's fork handlers before it ran a line of its own.
+    """
+    written = export_defaults(GRPC_DEFAULTS)
+    if "GRPC_ENABLE_FORK_SUPPORT" in written and "grpc" in sys.modules:
+        log.warning("slurm_resolver: grpc was imported before slurm_resolver, with gRPC's fork support on: a "
+                    "process forked while this task's server runs may die of SIGSEGV. Set "
+                    "GRPC_ENABLE_FORK_SUPPORT=false in the job's environment, or import slurm_resolver's "
+                    "servers before grpc")
     return import_optional("grpc", "", "A slurm_resolver Server")
 
 
