@@ -11,10 +11,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from slurm_resolver.cluster import Task as ClusterTask
 from slurm_resolver.errors import ConfigurationError, ResolutionError
 from slurm_resolver.outcome import Ending, Recording, bootstrapped_at, read_all
 from slurm_resolver.supervise import supervise
@@ -27,12 +27,13 @@ class Task:
         self.rank = rank
         self.world_size = 8
         self.job_key = "77.0"
-        self.me = SimpleNamespace(job="worker", index=rank, node=f"node{rank // 2 + 1}")
+        self.me = self.task(rank)
         self.callbacks: list[Callable[[int, str], None]] = []
         self.stopped = False
 
-    def task(self, rank: int) -> SimpleNamespace:
-        return SimpleNamespace(node=f"node{rank // 2 + 1}")
+    def task(self, rank: int) -> ClusterTask:
+        node = f"node{rank // 2 + 1}"
+        return ClusterTask(rank, "worker", rank, node, node, 8888 + rank % 2, rank % 2)
 
     def on_failure(self, callback: Callable[[int, str], None]) -> None:
         self.callbacks.append(callback)
@@ -188,14 +189,14 @@ def test_the_command_that_cannot_start_is_recorded(tmp_path: Path) -> None:
 OWN_FAILURE = """
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from slurm_resolver import supervise as module
+from slurm_resolver.cluster import Task as ClusterTask
 from slurm_resolver.outcome import Recording
 
 class Task:
     rank, world_size, job_key = 3, 8, "77.0"
-    me = SimpleNamespace(job="worker", index=3, node="node2")
-    def task(self, rank): return SimpleNamespace(node="node2")
+    me = ClusterTask(3, "worker", 3, "node2", "node2", 8889, 1)
+    def task(self, rank): return self.me
     def on_failure(self, callback): pass
     def fail(self, why): print("FAILED:", why, flush=True)
     def stop(self): pass
