@@ -85,11 +85,7 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
         results.append(Check(Level.FAIL, "own row", "; ".join(disagreements),
                              "every task of the step must see the same Slurm variables: relaunch with srun, "
                              "and set no SLURM_* variable by hand"))
-    seen_gpus = gpus.visible(env)
-    results.append(_ok("gpus", f"{gpus.format_devices(seen_gpus.ids)} (from {seen_gpus.source}"
-                               f"{', bound by Slurm' if seen_gpus.bound else ''})" if seen_gpus.ids else
-                       "none visible" + (f" ({seen_gpus.source} names none)" if seen_gpus.source != "none" else
-                                         " (no CUDA_VISIBLE_DEVICES or Slurm GPU variable, and no NVML device)")))
+    results.append(_ok("gpus", gpus.visible(env).describe()))
     results.append(_names(list(dict.fromkeys(cluster.nodes)) if whole_job or me is None else [me.node]))
     results.append(_authentication(env))
     if me is not None and cluster.launch.is_task:

@@ -43,6 +43,14 @@ class Visible:
     source: str
     bound: bool = False
 
+    def describe(self) -> str:
+        """``0,1 (from CUDA_VISIBLE_DEVICES, bound by Slurm)``, or why the task sees none."""
+        if self.ids:
+            return f"{format_devices(self.ids)} (from {self.source}{', bound by Slurm' if self.bound else ''})"
+        if self.source != "none":
+            return f"none visible ({self.source} names none)"
+        return "none visible (no CUDA_VISIBLE_DEVICES or Slurm GPU variable, and no NVML device)"
+
 
 def parse_devices(text: str, variable: str = "CUDA_VISIBLE_DEVICES") -> tuple[str, ...]:
     """Parse a device list; the inverse of [`format_devices()`][slurm_resolver.gpus.format_devices].
@@ -186,8 +194,7 @@ class GpuPlan:
             return tuple(str(i) for i in range(per_node))  # declared by the caller, as TensorFlow
         if per_node > len(ids):
             raise ResolutionError(
-                f"gpus_per_node={per_node}, but this node has {len(ids)} GPUs visible "
-                f"({format_devices(ids)}, from {self.visible.source})",
+                f"gpus_per_node={per_node}, but this node has {len(ids)} GPUs visible: {self.visible.describe()}",
                 f"lower gpus_per_node to {len(ids)} or ask Slurm for more (--gres=gpu:{per_node})")
         return ids[:per_node]
 

@@ -16,11 +16,12 @@ message is checked. Refused calls are counted, not logged one by one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from ..addresses import port_in_use
@@ -103,6 +104,17 @@ class _Guard:
         self.unproven = 0
         self.refused = 0
 
+    @contextlib.contextmanager
+    def proving(self) -> Iterator[None]:
+        """Around the reading of a call not yet proven: BUSY where `MOST_UNPROVEN` are read already."""
+        if self.unproven >= MOST_UNPROVEN:
+            raise Refused(Refusal.BUSY, f"{MOST_UNPROVEN} calls not yet proven wait here: ask again")
+        self.unproven += 1
+        try:
+            yield
+        finally:
+            self.unproven -= 1
+
     def refuse(self, what: str) -> None:
         self.refused += 1
         if self.refused in (1, 10, 100) or self.refused % 10_000 == 0:
@@ -138,13 +150,8 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
     async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         round = None
         try:
-            if guard.unproven >= MOST_UNPROVEN:
-                raise Refused(Refusal.BUSY, f"{MOST_UNPROVEN} calls not yet proven wait here: ask again")
-            guard.unproven += 1
-            try:
+            with guard.proving():
                 call = handlers.open_call(await next_message(requests, "first message"))
-            finally:
-                guard.unproven -= 1
             more = [await next_message(requests, "announced chunk") for _ in call.chunks]
             round, answer = await handlers.join(call, more, deadline(context))
         except Refused as exc:
@@ -158,16 +165,12 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
     async def join_bundled(request: bytes, context: Any) -> bytes:
         round = None
         try:
-            if guard.unproven >= MOST_UNPROVEN:
-                raise Refused(Refusal.BUSY, f"{MOST_UNPROVEN} calls not yet proven wait here: ask again")
-            guard.unproven += 1
-            try:
-                messages = unbundle(request, most_chunks(handlers.world_size) + 1)
-                call = handlers.open_call(messages[0])
-            except WireError as exc:
-                raise Refused(Refusal.INVALID, str(exc)) from None
-            finally:
-                guard.unproven -= 1
+            with guard.proving():
+                try:
+                    messages = unbundle(request, most_chunks(handlers.world_size) + 1)
+                    call = handlers.open_call(messages[0])
+                except WireError as exc:
+                    raise Refused(Refusal.INVALID, str(exc)) from None
             if len(messages) != 1 + len(call.chunks):
                 raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
             round, answer = await handlers.join(call, messages[1:], deadline(context))
