@@ -35,7 +35,8 @@ RPC_LAYERS: list[set[str]] = [
     {"messages", "coordination_pb2", "loop", "ports", "transport", ""},  # values and contracts
     {"wire", "auth", "tree"},  # every message built and read; seals; the tree's shape
     {"rounds", "heartbeat", "options"},  # a server's rounds; what both sides of the watch share; the knobs
-    {"coordinator", "uplink", "server", "local", "watch", "listen"},  # a server; calls up; networks; the watch
+    # a server; calls up; asking who answers; networks; the watch
+    {"coordinator", "uplink", "verify", "server", "local", "watch", "listen"},
     {"grpc_network", "member", "detector"},  # the real network; one task's rounds; its failure detection
     {"bootstrapped"},  # what the bootstrap returns
     {"bootstrap"},  # the phases

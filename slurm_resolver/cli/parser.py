@@ -175,12 +175,12 @@ def _count(text: str) -> int:
 
 
 def _verify(text: str) -> str | int:
-    """ring, all, none, or a count of next ranks."""
-    if text in ("ring", "all", "none"):
+    """once (ring, its older name), all, none, or a count of next ranks."""
+    if text in ("once", "ring", "all", "none"):
         return text
     if text.isdigit() and int(text) > 0:
         return int(text)
-    raise argparse.ArgumentTypeError(f"{text!r} is not ring, all, none or a count of next ranks")
+    raise argparse.ArgumentTypeError(f"{text!r} is not once, all, none or a count of next ranks")
 
 
 def _ports(text: str) -> tuple[int, ...]:
@@ -199,7 +199,7 @@ def _bootstrap_options(parser: argparse.ArgumentParser) -> None:
 
     kinds: dict[str, dict[str, object]] = {
         "timeout": {"type": _seconds, "metavar": "SECONDS"}, "port": {"type": _port_or_any, "metavar": "PORT"},
-        "verify": {"type": _verify, "metavar": "ring|all|none|K"}, "rendezvous": {"type": _ports, "metavar": "PORTS"},
+        "verify": {"type": _verify, "metavar": "once|all|none|K"}, "rendezvous": {"type": _ports, "metavar": "PORTS"},
         "fanout": {"type": _count, "metavar": "K"}, "heartbeat": {"type": float, "metavar": "SECONDS"},
         "patience": {"type": _seconds, "metavar": "SECONDS"}}
     for field in FIELDS:

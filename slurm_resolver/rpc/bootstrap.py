@@ -8,9 +8,13 @@
    task) through MPI's allgather under an MPI launcher (and under srun with PMIx where MPI
    initialises), otherwise up and down the tree (`slurm_resolver.rpc.member`); the
    root decides the table and the launch's key;
-3. **verify**: each task asks the next task in rank order who it is, so every server is
-   checked by one peer;
-4. **agree**: a last round proves every check passed, and failure detection starts.
+3. **verify**: every server is asked once who it is (`slurm_resolver.rpc.verify`). In the
+   tree, its node's leader (or its parent, for a node's only task) asks as its record
+   arrives, and the verdict goes up with the records: the table comes down verified. Under
+   MPI (or with ``verify='all'`` or a count), each task asks its peers after the table, and
+4. **agree**: a last round proves every check passed.
+
+Failure detection starts once the task holds the verified table.
 
 Every wait is bounded by ``timeout``; a task that never comes, dies or cannot be reached
 makes every other task fail with an error naming it.
@@ -22,7 +26,6 @@ import asyncio
 import atexit
 import logging
 import resource
-import secrets
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -35,18 +38,19 @@ from ..exchange import Exchange, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
 from ..resolution import resolve
-from .auth import AuthMode, Authority, Purpose, authority
+from .auth import AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped
 from .coordinator import Coordinator
 from .detector import FailureDetector
 from .loop import LoopThread
 from .member import Member
-from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table, WireError
+from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
 from .options import BootstrapOptions
-from .transport import LinkError, Network, Refusal, Served, retrying
-from .tree import Plan, checked_peers, plan_of, proven_by_rounds
+from .transport import Network, Served
+from .tree import Plan, checked_peers, plan_of
 from .uplink import Uplink
-from .wire import NONCE, Identity, decode_identity, encode_who, unwrap
+from .verify import Inspection, check_peers
+from .wire import Identity
 
 __all__ = ["bootstrap", "bootstrap_async"]
 
@@ -95,6 +99,10 @@ class _Task:
     coordinator: Coordinator
     member: Member
     group: Exchange | None
+    inspection: Inspection | None
+    """A leader's checks of its sources' servers in the first round (the tree's way to verify)."""
+    checks_later: bool
+    """Whether servers are checked after the table instead, with a last round for the verdict."""
 
 
 class _Laps:
@@ -143,16 +151,21 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
         table = await _exchange(task, chosen.timeout)
         done = _settled(task, table)
         lap("exchange")
-        failure = await _verify(task, done, chosen)
-        lap("verify")
+        failure = Failure()
+        if task.checks_later:
+            failure = await _verify(task, done, chosen)
+            lap("verify")
         detector = None
         if chosen.heartbeat:
             detector = FailureDetector(done, task.plan, task.member.uplink.rank, task.member.uplink.link, network,
                                        proof, chosen.heartbeat, chosen.patience)
-            task.coordinator.watch_below(detector.watch)  # before the last round: the tasks below may watch after it
-        await _agree(task, failure, chosen.timeout)
-        lap("barrier")
+        task.coordinator.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
+        if task.checks_later:
+            await _agree(task, failure, chosen.timeout)
+            lap("barrier")
     except BaseException:
+        if task.inspection is not None:
+            task.inspection.cancel()
         await task.served.stop(2.0)  # calls in flight (a task below waiting for a result) still get their answer
         await network.close()
         raise
@@ -207,12 +220,18 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: str | Exchan
 
     def coordinator(port: int) -> Coordinator:  # made once the port is bound: its seals name it
         made.append(Coordinator(identity, cluster.world_size, plan.sources, root, proof, port,
-                                None if root else uplink.notice))
+                                None if root else uplink.notice, None if inspection is None else inspection.arrived))
         return made[-1]
 
     bind = candidates if options.port or (plan.is_leader and group is None) else [0]
+    early = group is None and options.verify == "once"  # leaders check their sources as they join
+    inspection = None
+    if early and plan.is_leader and plan.sources:
+        inspection = Inspection(cluster, plan, network, proof,
+                                time.monotonic() + options.timeout * plan.tree.report_at(plan.position))
     served = await network.serve(me.host, bind, coordinator)
-    return _Task(cluster, plan, network, proof, served, made[-1], Member(cluster, plan, uplink, made[-1]), group)
+    return _Task(cluster, plan, network, proof, served, made[-1], Member(cluster, plan, uplink, made[-1], inspection),
+                 group, inspection, checks_later=not early and options.verify != "none")
 
 
 async def _exchange(task: _Task, timeout: float) -> Table:
@@ -268,39 +287,9 @@ def _learned(cluster: Cluster, table: Table) -> Placement:
 
 
 async def _verify(task: _Task, done: Cluster, options: BootstrapOptions) -> Failure:
-    """Ask the peers this task checks who they are; the first mismatch, as a failure."""
-    peers = checked_peers(task.plan.rank, done.world_size, options.verify,
-                          lambda peer: proven_by_rounds(done, peer))
-    deadline = time.monotonic() + min(options.timeout, 30.0)
-    reasons = await asyncio.gather(*(_check(task, done, peer, deadline) for peer in peers))
-    return next((Failure.of(f"rank {task.plan.rank} could not verify a peer: {r}") for r in reasons if r), Failure())
-
-
-async def _check(task: _Task, cluster: Cluster, rank: int, deadline: float) -> str:
-    """Why the server of ``rank`` is not who the table says; ``''`` if it is."""
-    peer = cluster.task(rank)
-    nonce = secrets.token_bytes(NONCE)
-    question = encode_who(cluster.launch.key, task.plan.rank, nonce, peer.port,
-                          lambda header: task.authority.seal(Purpose.CALL, header))
-    link = task.network.connect(peer.host, peer.port)
-    try:
-        reply = await retrying(lambda left: link.who(question, left), deadline)
-        header, seal = unwrap(reply)
-        said, echoed = decode_identity(header)
-    except LinkError as exc:
-        if exc.code in (Refusal.UNAUTHENTICATED, Refusal.FOREIGN):
-            return f"the server at {peer.address}, expected to be {peer.label}, belongs to another job ({exc.detail})"
-        return f"task {peer.label} does not answer at {peer.address} ({exc})"
-    except WireError as exc:
-        return f"the server at {peer.address} sent a malformed identity ({exc})"
-    why = task.authority.check(Purpose.ANSWER, header, seal) or ("" if echoed == nonce else "an answer to another call")
-    if why:
-        return f"what answers at {peer.address}, expected to be {peer.label}, is not a task of this job ({why})"
-    if said != Identity(cluster.launch.key, rank, peer.node, peer.job, peer.index):
-        return (f"rank {rank} at {peer.address} says it is {said.label}"
-                f"{'' if said.job_key == cluster.launch.key else ' of another launch'}, but the table has "
-                f"{peer.label}")
-    return ""
+    """Ask the peers this task checks who they are, after the table; the first mismatch, as a failure."""
+    peers = checked_peers(task.plan.rank, done.world_size, options.verify)
+    return await check_peers(task.network, task.authority, done, task.plan.rank, peers, options.timeout)
 
 
 async def _agree(task: _Task, failure: Failure, timeout: float) -> None:

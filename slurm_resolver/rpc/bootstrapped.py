@@ -52,8 +52,9 @@ class Bootstrapped:
 
     Attributes:
         cluster: the cluster with the ports the servers bound (`bound_ports`).
-        timings: seconds spent in each phase: resolve, grpc (its import), server, exchange,
-            verify, barrier.
+        timings: seconds spent in each phase: resolve, grpc (its import), server, exchange
+            (verified on the way, in the tree); verify and barrier where servers are checked
+            after the table (under MPI, or with ``verify='all'`` or a count).
         exchanged: how the tasks exchanged their records: ``'tree'`` or ``'mpi'``.
         authenticated: how tasks proved who they are (a secret, MUNGE), or why they did not
             (``not authenticated: ...``).

@@ -108,16 +108,18 @@ class Answer(_message.Message):
     def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., total: _Optional[int] = ..., chunks: _Optional[_Iterable[bytes]] = ..., key: _Optional[bytes] = ..., votes: _Optional[int] = ...) -> None: ...
 
 class Who(_message.Message):
-    __slots__ = ("job_key", "source", "nonce", "port")
+    __slots__ = ("job_key", "source", "nonce", "port", "early")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     NONCE_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
+    EARLY_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     source: int
     nonce: bytes
     port: int
-    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ...) -> None: ...
+    early: bool
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., early: _Optional[bool] = ...) -> None: ...
 
 class Identity(_message.Message):
     __slots__ = ("job_key", "rank", "node", "job", "index", "nonce")

@@ -69,11 +69,14 @@ class Coordinator:
         authority: seals answers and checks callers' seals.
         port: the port this server listens on (a call made for another server is refused).
         ask_above: asks the task above for a notice a task below waits for (None at the root).
+        inspect: told of every source's first-round records as they arrive, with the rank that
+            sealed them (a leader asks their servers who they are: `slurm_resolver.rpc.verify`).
     """
 
     def __init__(self, identity: Identity, world_size: int, sources: Iterable[Source], root: bool,
                  authority: Authority, port: int,
-                 ask_above: Callable[[Round, float], Awaitable[Outcome]] | None = None) -> None:
+                 ask_above: Callable[[Round, float], Awaitable[Outcome]] | None = None,
+                 inspect: Callable[[Source, int, Records], None] | None = None) -> None:
         self.identity = identity
         self.world_size = world_size
         self.sources = frozenset(sources)
@@ -85,17 +88,22 @@ class Coordinator:
         self.rounds = Rounds()
         """The rounds this server keeps (see `slurm_resolver.rpc.rounds`)."""
         self._ask_above = ask_above
+        self._inspect = inspect
         self._asking: set[asyncio.Task[None]] = set()
         self._watched: Watched | None = None
+        self._watching = asyncio.Event()
 
     @property
     def job_key(self) -> str:
         """The key of this server's launch."""
         return self.identity.job_key
 
-    def watch_below(self, watched: Watched) -> None:
-        """From now on, tasks below may keep their heartbeat here (after the bootstrap's exchange)."""
+    def watch_below(self, watched: Watched | None) -> None:
+        """From now on, tasks below may keep their heartbeat here (after the bootstrap's exchange; a
+        task below that has the table first waits for this, at most `FIRST_BEAT` seconds); None:
+        this task watches nobody (failure detection is off), which a watch call is told at once."""
         self._watched = watched
+        self._watching.set()
 
     # Checking who calls.
 
@@ -165,6 +173,8 @@ class Coordinator:
             raise Refused(Refusal.INVALID, f"{source.describe()} joined round {call.round.label[:64]} here "
                                            "already, with other records: a second process claims it")
         if not this.closed:
+            if earlier is None and self._inspect is not None and call.round.kind is RoundKind.TABLE:
+                self._inspect(source, call.source, records)
             this.received[source] = brought
             if len(this.received) >= len(self.sources):
                 this.complete.set()
@@ -248,17 +258,18 @@ class Coordinator:
         del deadline  # answered at once: a server that cannot check the seal yet says so
         try:
             header, seal = unwrap(message)
-            job_key, source, nonce, port = decode_who(header, self.world_size)
+            question = decode_who(header, self.world_size)
         except WireError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
-        self._same_launch(job_key)
-        self._authenticate("an identity call", source, header, seal, port)
-        return encode_identity(self.identity, nonce, lambda h: self.authority.seal(Purpose.ANSWER, h))
+        self._same_launch(question.job_key)
+        self._authenticate("an identity call", question.source, header, seal, question.port, question.early)
+        return encode_identity(self.identity, question.nonce,
+                               lambda h: self.authority.seal(Purpose.ANSWER, h, question.early))
 
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """A task below keeps its heartbeat here (see `slurm_resolver.rpc.watch`): its first
         beat is checked, the first event answers it, and the watch serves the rest."""
-        watched = self._watched
+        watched = self._watched if await wait_until(self._watching, time.monotonic() + FIRST_BEAT) else None
         if watched is None:
             raise Refused(Refusal.NOT_LEADER, f"rank {self.identity.rank} watches no task (yet)")
         try:

@@ -82,7 +82,7 @@ def _worker(index: int, procs: int, shape: tuple[int, int], options: dict[str, A
 
 
 def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float = 120.0,
-              fanout: int = DEFAULT_FANOUT, verify: str | int = "ring") -> Simulation:
+              fanout: int = DEFAULT_FANOUT, verify: str | int = "once") -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step over real gRPC, spread over
     ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together."""
     context = multiprocessing.get_context("spawn")  # gRPC must not be initialised before a fork

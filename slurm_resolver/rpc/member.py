@@ -19,6 +19,7 @@ from .coordinator import Coordinator
 from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
 from .tree import Plan
 from .uplink import HINT, Uplink
+from .verify import Inspection
 from .wire import Outcome, decide
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -32,13 +33,17 @@ class Member:
         plan: this task's place in the tree.
         uplink: its calls to the task above.
         coordinator: its server's state (already serving).
+        inspection: a leader's checks of the servers whose records reach it in the first round
+            (their verdict goes up with the records).
     """
 
-    def __init__(self, cluster: Cluster, plan: Plan, uplink: Uplink, coordinator: Coordinator) -> None:
+    def __init__(self, cluster: Cluster, plan: Plan, uplink: Uplink, coordinator: Coordinator,
+                 inspection: Inspection | None = None) -> None:
         self.cluster = cluster
         self.plan = plan
         self.uplink = uplink
         self.coordinator = coordinator
+        self.inspection = inspection
         self._counts: dict[tuple[RoundKind, str], int] = {}
 
     @property
@@ -73,6 +78,9 @@ class Member:
             return await self.uplink.join(round, brought, start + timeout, timeout)
         report = start + timeout * plan.tree.report_at(plan.position)
         merged = await self.coordinator.gather(round, brought, report, self._covers)
+        if round.kind is RoundKind.TABLE and self.inspection is not None:  # its checks end by the same deadline
+            merged = Contribution(merged.records, merged.failure.merge(await self.inspection.verdict()),
+                                  merged.votes)
         table = Table()
         if self.is_root:
             outcome, table = self._decide(round, merged)

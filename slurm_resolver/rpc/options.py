@@ -51,9 +51,10 @@ class BootstrapOptions:
     port: int = field(default=0, metadata={
         "help": "the port every task's server binds (default: 0, a free port; node leaders then bind one of the "
                 "launch's rendezvous ports)", "type": int})
-    verify: str | int = field(default="ring", metadata={
-        "help": "which peers each task checks: ring (the next rank: every server is checked once), all, none, "
-                "or a count of next ranks (default: ring)"})
+    verify: str | int = field(default="once", metadata={
+        "help": "how servers are checked: once (every server by one peer, in the tree by the leader it joins, "
+                "which verifies the whole table; ring is its older name), all (every pair), none, or a count of "
+                "next ranks each task asks after the table (default: once)"})
     rendezvous: tuple[int, ...] | None = field(default=None, metadata={
         "help": "comma-separated ports node leaders try to bind (default: SLURM_RESOLVER_RENDEZVOUS_PORTS, else "
                 "12 ports derived from the launch's key)"})
@@ -78,10 +79,13 @@ class BootstrapOptions:
                                          "use 'auto', 'mpi' or 'rendezvous'")
         _seconds("timeout", self.timeout, 0.01, 30 * 24 * 3600.0)
         _whole("port", self.port, 0, 65535, "port=0 (a free port) or port=29500")
-        if not (self.verify in ("ring", "all", "none") or (isinstance(self.verify, int)
-                                                            and not isinstance(self.verify, bool) and self.verify > 0)):
+        if not (self.verify in ("once", "ring", "all", "none") or (isinstance(self.verify, int)
+                                                                    and not isinstance(self.verify, bool)
+                                                                    and self.verify > 0)):
             raise ConfigurationError(f"verify={self.verify!r} is not known",
-                                     "use 'ring', 'all', 'none' or a count of next ranks")
+                                     "use 'once', 'all', 'none' or a count of next ranks")
+        if self.verify == "ring":  # its older name
+            object.__setattr__(self, "verify", "once")
         if self.rendezvous is not None:
             ports = tuple(self.rendezvous)
             if not 0 < len(ports) <= 64:

@@ -75,7 +75,7 @@ class Simulation:
 
 
 def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: int = DEFAULT_FANOUT,
-             absent: Collection[int] = (), verify: str | int = "ring", keep: bool = False,
+             absent: Collection[int] = (), verify: str | int = "once", keep: bool = False,
              cluster: Cluster | None = None, heartbeat: float | None = None) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step in this process.
 

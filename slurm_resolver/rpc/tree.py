@@ -14,7 +14,6 @@ before it gives up on its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -138,30 +137,18 @@ def plan_of(cluster: Cluster, rank: int, fanout: int) -> Plan:
     return Plan(tree, position, leader, sources, rank)
 
 
-def checked_peers(rank: int, size: int, verify: str | int, proven: Callable[[int], bool] = lambda peer: False
-                  ) -> list[int]:
-    """The peers whose servers ``rank`` checks: the next rank in a ring by default, unless the
-    rounds prove that one already (``proven``: a node leader whose node's tasks called it and
-    read its sealed answers), so that every server is checked exactly once, which verifies the
-    whole table; ``k``: the next k; ``'all'``: every other; ``'none'``: nobody.
+def checked_peers(rank: int, size: int, verify: str | int) -> list[int]:
+    """The peers whose servers ``rank`` checks after the table (under MPI, or where asked for more
+    than the tree's checks): the next rank in a ring for ``'once'`` (every server checked once,
+    which verifies the whole table); ``k``: the next k; ``'all'``: every other; ``'none'``: nobody.
 
-    >>> checked_peers(4, 5, "ring"), checked_peers(3, 5, "ring", lambda peer: peer == 4)
-    ([0], [])
-    >>> checked_peers(1, 5, 2), checked_peers(1, 3, "all"), checked_peers(0, 1, 1)
-    ([2, 3], [0, 2], [])
+    >>> checked_peers(4, 5, "once"), checked_peers(1, 5, 2), checked_peers(1, 3, "all"), checked_peers(0, 1, 1)
+    ([0], [2, 3], [0, 2], [])
     """
     if verify == "none" or size == 1:
         return []
     if verify == "all":
         return [r for r in range(size) if r != rank]
-    if verify == "ring":
-        return [] if proven((rank + 1) % size) else [(rank + 1) % size]
+    if verify == "once":
+        return [(rank + 1) % size]
     return sorted({(rank + d) % size for d in range(1, int(verify) + 1)} - {rank})
-
-
-def proven_by_rounds(cluster: Cluster, rank: int) -> bool:
-    """Whether the rounds themselves verify the server of ``rank``: a node leader whose node has other
-    tasks (they called it on its port and checked that its sealed answers are its own)."""
-    where = cluster.placement
-    position = where.node_index(rank)
-    return where.counts[position] > 1 and where.ranks_on(position)[0] == rank

@@ -347,17 +347,33 @@ class Identity:
         return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
-def encode_who(job_key: str, source: int, nonce: bytes, port: int, seal: Seal) -> bytes:
-    """Rank ``source``'s question to the server on ``port``."""
-    return _envelope(pb.Who(job_key=job_key, source=source, nonce=nonce, port=port), seal)
+@dataclass(frozen=True)
+class Question:
+    """A WhoAreYou call: who asks, which server, and in which part of the bootstrap."""
+
+    job_key: str
+    source: int
+    """The rank asking."""
+    nonce: bytes
+    port: int
+    """The port of the server asked."""
+    early: bool = False
+    """Asked in the first round (by the leader the server's task joins it at): sealed as that
+    round's calls and answers are, before anyone knows the launch's key."""
 
 
-def decode_who(header: bytes, world_size: int) -> tuple[str, int, bytes, int]:
-    """``(job_key, source, nonce, port)`` of a question, checked."""
+def encode_who(question: Question, seal: Seal) -> bytes:
+    """A question to the server on ``question.port``."""
+    return _envelope(pb.Who(job_key=question.job_key, source=question.source, nonce=question.nonce,
+                            port=question.port, early=question.early), seal)
+
+
+def decode_who(header: bytes, world_size: int) -> Question:
+    """A question, checked."""
     message = _parse(pb.Who(), header)
     if len(message.job_key) > _NAME or message.source >= world_size or len(message.nonce) > 64:
         raise WireError("a question from no task of this job")
-    return message.job_key, message.source, bytes(message.nonce), message.port
+    return Question(message.job_key, message.source, bytes(message.nonce), message.port, message.early)
 
 
 def encode_identity(identity: Identity, nonce: bytes, seal: Seal) -> bytes:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from slurm_resolver.rpc.auth import Authority, Purpose
 from slurm_resolver.rpc.coordinator import Coordinator
 from slurm_resolver.rpc.messages import Failure, Records, Round, RoundKind
-from slurm_resolver.rpc.wire import Beat, Call, encode_call, encode_first_beat, encode_who
+from slurm_resolver.rpc.wire import Beat, Call, Question, encode_call, encode_first_beat, encode_who
 
 
 def _sealer(authority: Authority | None, first_round: bool = False):  # type: ignore[no-untyped-def]
@@ -27,9 +27,9 @@ def join_call(job_key: str, round: Round, source: int, *, node: int = 0, port: i
     return encode_call(call, records, _sealer(authority, round.kind is RoundKind.TABLE))
 
 
-def who_call(job_key: str, source: int, port: int, authority: Authority | None = None) -> bytes:
-    """A WhoAreYou question."""
-    return encode_who(job_key, source, secrets.token_bytes(16), port, _sealer(authority))
+def who_call(job_key: str, source: int, port: int, authority: Authority | None = None, early: bool = False) -> bytes:
+    """A WhoAreYou question (``early``: a leader's, in the first round)."""
+    return encode_who(Question(job_key, source, secrets.token_bytes(16), port, early), _sealer(authority, early))
 
 
 def first_beat(job_key: str, source: int, node: int = 0, port: int = 0, authority: Authority | None = None) -> bytes:

@@ -14,6 +14,7 @@ from slurm_resolver.rpc.wire import (
     Beat,
     Call,
     Identity,
+    Question,
     decide,
     decode_answer,
     decode_beat,
@@ -152,8 +153,10 @@ def test_identity_and_who_round_trip_with_their_seal() -> None:
     identity = Identity("1.0", 3, "node2", "ps", 1)
     header, seal = unwrap(encode_identity(identity, b"nonce", lambda h: b"S" + h[:3]))
     assert decode_identity(header) == (identity, b"nonce") and seal == b"S" + header[:3]
-    header, _ = unwrap(encode_who("1.0", 2, b"nonce", 8001, unsealed))
-    assert decode_who(header, 4) == ("1.0", 2, b"nonce", 8001)
+    header, _ = unwrap(encode_who(Question("1.0", 2, b"nonce", 8001), unsealed))
+    assert decode_who(header, 4) == Question("1.0", 2, b"nonce", 8001, early=False)
+    header, _ = unwrap(encode_who(Question("1.0", 2, b"nonce", 8001, early=True), unsealed))
+    assert decode_who(header, 4).early
 
 
 def test_beats_and_events_round_trip_with_a_hand_over() -> None:
