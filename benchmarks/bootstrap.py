@@ -97,7 +97,7 @@ def run(code: str, nodes: int, per_node: int, extra_env: dict[str, str] | None =
     phases = ("resolve", "grpc", "server", "exchange", "verify", "barrier")
     for row in rows:
         row["srun"] = wall
-        if "exchange" in row:  # verify and barrier only where servers are checked after the table
+        if "exchange" in row and "resolve" in row:  # ours; verify and barrier only where checked after the table
             row["after import"] = sum(row.get(p, 0.0) for p in phases)  # the bootstrap's own time in this task
     return rows
 
