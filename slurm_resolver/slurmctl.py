@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .errors import AddressError, ConfigurationError
+from .errors import AddressError, ConfigurationError, ResolutionError
 from .hostlists import collapse
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
@@ -134,9 +134,19 @@ def _submit_hint(said: str) -> str:
 
 
 def job_records(job_id: str) -> list[dict[str, str]]:
-    """``scontrol show job -o`` as one dict per record (one per het component); [] once purged."""
+    """``scontrol show job -o`` as one dict per record (one per het component); [] once purged.
+
+    Any other failure (slurmctld unreachable, a command that hangs) is a `ResolutionError`
+    naming it: not knowing is not "no job".
+    """
     out = run(["scontrol", "show", "job", "-o", job_id], 30)
-    return parse_records(out.stdout) if out.returncode == 0 else []
+    if out.returncode == 0:
+        return parse_records(out.stdout)
+    said = (out.stderr or out.stdout).strip()
+    if "invalid job id" in said.lower():
+        return []
+    raise ResolutionError(f"scontrol show job {job_id} failed: {said[:300] or f'exit code {out.returncode}'}",
+                          "check that slurmctld is reachable (scontrol ping)")
 
 
 def requeue(job_id: str) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from .errors import ResolutionError
+from .errors import ResolutionError, SlurmResolverError
 from .slurmctl import job_records, submit
 
 __all__ = ["submit", "wait", "TERMINAL"]
@@ -45,7 +45,17 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
     shown: tuple[str, str] = ("", "")
     last = 0.0
     while True:
-        found = records(job_id)
+        try:
+            found = records(job_id)
+        except SlurmResolverError as exc:  # slurmctld restarting, or briefly unreachable: the job runs on
+            if time.monotonic() > deadline:
+                raise
+            if shown[0] != "unreachable":
+                print(f"job {job_id}: its state is unknown for now ({exc.message}); still following",
+                      file=progress, flush=True)
+                shown = ("unreachable", "")
+            time.sleep(4 * poll)  # less often than while it answers
+            continue
         if not found:
             raise ResolutionError(f"job {job_id} is no longer known to slurmctld",
                                   "its record was purged (MinJobAge); look at its output file")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import socket
+from pathlib import Path
+
 import pytest
 
 from slurm_resolver import slurmctl
-from slurm_resolver.errors import AddressError, ConfigurationError
+from slurm_resolver.errors import AddressError, ConfigurationError, ResolutionError
 
 
 @pytest.mark.parametrize(("text", "records"), [
@@ -50,6 +54,23 @@ def test_node_addresses_come_from_slurm_in_one_call(slurm_cluster: dict[str, str
 @pytest.mark.slurm
 def test_an_unknown_job_has_no_records(slurm_cluster: dict[str, str]) -> None:
     assert slurmctl.job_records("999999") == []
+
+
+@pytest.mark.slurm
+def test_a_controller_that_does_not_answer_is_no_answer_about_the_job(
+        slurm_cluster: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster's slurm.conf with slurmctld's port moved to one where nothing listens."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    conf = Path(slurm_cluster["SLURM_CONF"]).read_text()
+    moved = re.sub(r"(?m)^SlurmctldPort=.*$", f"SlurmctldPort={port}", conf)
+    moved = re.sub(r"(?m)^(MessageTimeout|TCPTimeout)=.*\n", "", moved) + "MessageTimeout=2\nTCPTimeout=1\n"
+    (tmp_path / "slurm.conf").write_text(moved)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    with pytest.raises(ResolutionError, match=r"scontrol show job 1 failed: .*(contact|connect)") as info:
+        slurmctl.job_records("1")
+    assert "scontrol ping" in (info.value.hint or "")
 
 
 @pytest.mark.parametrize(("state", "reason", "why"), [

@@ -26,6 +26,31 @@ def test_wait_on_a_purged_job_is_an_error() -> None:
         submission.wait("9", progress=io.StringIO(), records=lambda _: [], poll=0)
 
 
+def test_wait_follows_a_job_through_a_slurmctld_that_briefly_does_not_answer() -> None:
+    """Not knowing is not "no job": the job is followed on, and said so once; past the timeout, the error."""
+    answers: list[object] = [submission.ResolutionError("scontrol show job 10 failed: Unable to contact slurm "
+                                                        "controller (connect failure)")] * 2
+    answers.append([{"JobState": "COMPLETED", "RunTime": "1", "NodeList": "node1", "ExitCode": "0:0"}])
+
+    def records(job: str) -> list[dict[str, str]]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+    progress = io.StringIO()
+    assert submission.wait("10", progress=progress, records=records, poll=0) == 0
+    lines = progress.getvalue().splitlines()
+    assert lines[0] == ("job 10: its state is unknown for now (scontrol show job 10 failed: Unable to contact slurm "
+                        "controller (connect failure)); still following") and lines[1].startswith("job 10: COMPLETED")
+
+    def down(job: str) -> list[dict[str, str]]:
+        raise submission.ResolutionError("scontrol show job 11 failed: Unable to contact slurm controller")
+
+    with pytest.raises(submission.ResolutionError, match="Unable to contact"):
+        submission.wait("11", timeout=0, progress=io.StringIO(), records=down, poll=0)
+
+
 def test_the_job_id_is_alone_on_stdout_without_wait(monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(submission, "submit", lambda text: "41")
