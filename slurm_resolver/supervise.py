@@ -101,10 +101,22 @@ def command_rendezvous_ports(key: str) -> str:
     return ",".join(str(p) for p in rendezvous_ports(f"{key}/command", 24) if p not in taken)
 
 
-def _oom_kills() -> int | None:
-    """The kernel's count of OOM kills on this node (``oom_kill`` of /proc/vmstat); None where unknown."""
+def _oom_kills(proc: str = "/proc", cgroups: str = "/sys/fs/cgroup") -> int | None:
+    """OOM kills that may have ended this process's command: those of its own cgroup (cgroup v2's
+    ``memory.events``, where Slurm's task/cgroup limits a job's memory), else the node's count
+    (``oom_kill`` of /proc/vmstat, which another job's kill also raises); None where unknown."""
     try:
-        with open("/proc/vmstat", encoding="ascii") as f:
+        with open(f"{proc}/self/cgroup", encoding="utf-8") as f:
+            path = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
+        if path is not None:
+            with open(f"{cgroups}{path.rstrip('/')}/memory.events", encoding="ascii") as f:
+                found = next((int(line.split()[1]) for line in f if line.startswith("oom_kill ")), None)
+            if found is not None:
+                return found
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"{proc}/vmstat", encoding="ascii") as f:
             return next((int(line.split()[1]) for line in f if line.startswith("oom_kill ")), None)
     except (OSError, ValueError, IndexError):
         return None

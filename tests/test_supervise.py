@@ -222,3 +222,22 @@ def test_a_command_that_fails_on_its_own_fails_the_task_and_is_recorded(tmp_path
     assert f"FAILED: worker:3 (rank 3) on node2: its command {reason}" in out.stdout
     outcome = read_all(tmp_path)[3]
     assert (outcome.ending, outcome.reason, outcome.oom) == (ending, reason, ending is Ending.KILLED)
+
+
+def test_oom_kills_are_counted_in_the_tasks_own_cgroup_where_it_has_one(tmp_path: Path) -> None:
+    """cgroup v2 (Slurm's task/cgroup): the task's own memory.events, not the node's count, which
+    another job's OOM kill raises too; without it, /proc/vmstat; without both, unknown."""
+    from slurm_resolver.supervise import _oom_kills
+
+    proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
+    (proc / "self").mkdir(parents=True)
+    (proc / "vmstat").write_text("pgfault 10\noom_kill 41\n")
+    (proc / "self" / "cgroup").write_text("0::/system.slice/slurmstepd.scope/job_7/step_0/user/task_0\n")
+    assert _oom_kills(str(proc), str(cgroups)) == 41  # no such cgroup here
+    task = cgroups / "system.slice/slurmstepd.scope/job_7/step_0/user/task_0"
+    task.mkdir(parents=True)
+    (task / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n")
+    assert _oom_kills(str(proc), str(cgroups)) == 1
+    (proc / "self" / "cgroup").write_text("4:memory:/slurm/uid_0/job_7\n0::/\n")  # cgroup v1: the node's count
+    assert _oom_kills(str(proc), str(cgroups)) == 41
+    assert _oom_kills(str(tmp_path / "nowhere"), str(cgroups)) is None
