@@ -52,7 +52,7 @@ SECRET = "SLURM_RESOLVER_SECRET"
 """The job's secret, in every task's environment (srun passes it on; another user cannot read it)."""
 SECRET_FILE = "SLURM_RESOLVER_SECRET_FILE"
 """A file holding the job's secret, readable by its owner only."""
-_VERSION = b"slurm-resolver/3"
+_VERSION = b"slurm-resolver/4"
 
 
 class AuthMode(enum.Enum):

@@ -9,8 +9,8 @@
    initialises), otherwise up and down the tree (`slurm_resolver.rpc.member`); the
    root decides the table and the launch's key;
 3. **verify**: every server is asked once who it is (`slurm_resolver.rpc.verify`). In the
-   tree, its node's leader (or its parent, for a node's only task) asks as its record
-   arrives, and the verdict goes up with the records: the table comes down verified. Under
+   tree, its node's leader asks as its record arrives (its parent, for the only task of a
+   node without child nodes), and the verdict goes up with the records: the table comes down verified. Under
    MPI (or with ``verify='all'`` or a count), each task asks its peers after the table, and
 4. **agree**: a last round proves every check passed.
 
@@ -226,9 +226,9 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: str | Exchan
     bind = candidates if options.port or (plan.is_leader and group is None) else [0]
     early = group is None and options.verify == "once"  # leaders check their sources as they join
     inspection = None
-    if early and plan.is_leader and plan.sources:
+    if early and plan.is_leader and plan.sources:  # a record in at the last moment still gets its check
         inspection = Inspection(cluster, plan, network, proof,
-                                time.monotonic() + options.timeout * plan.tree.report_at(plan.position))
+                                time.monotonic() + options.timeout * plan.tree.check_until(plan.position))
     served = await network.serve(me.host, bind, coordinator)
     return _Task(cluster, plan, network, proof, served, made[-1], Member(cluster, plan, uplink, made[-1], inspection),
                  group, inspection, checks_later=not early and options.verify != "none")

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Protocol
 
 from ..addresses import first
-from .auth import Authority, Purpose
+from .auth import AuthMode, Authority, Purpose
 from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, WireError
 from .rounds import MOST_ROUNDS, Rounds, RoundsFull, RoundState, wait_until
 from .transport import Refusal, Refused
@@ -262,6 +262,10 @@ class Coordinator:
         except WireError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
         self._same_launch(question.job_key)
+        if question.early and self.authority.mode is not AuthMode.SECRET and self.authority.key is not None:
+            # This task holds the table: its leader asked long ago. Nobody gets a first-round answer
+            # (under MUNGE, a credential carrying the launch's key) from it any more.
+            raise Refused(Refusal.INVALID, f"rank {self.identity.rank} is past the first round: ask with its seal")
         self._authenticate("an identity call", question.source, header, seal, question.port, question.early)
         return encode_identity(self.identity, question.nonce,
                                lambda h: self.authority.seal(Purpose.ANSWER, h, question.early))
@@ -269,9 +273,8 @@ class Coordinator:
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """A task below keeps its heartbeat here (see `slurm_resolver.rpc.watch`): its first
         beat is checked, the first event answers it, and the watch serves the rest."""
-        watched = self._watched if await wait_until(self._watching, time.monotonic() + FIRST_BEAT) else None
-        if watched is None:
-            raise Refused(Refusal.NOT_LEADER, f"rank {self.identity.rank} watches no task (yet)")
+        if self._watching.is_set() and self._watched is None:
+            raise Refused(Refusal.NOT_LEADER, f"rank {self.identity.rank} watches no task")
         try:
             header, seal = unwrap(await asyncio.wait_for(beats.__anext__(), FIRST_BEAT))
             beat = decode_beat(header, self.world_size)
@@ -279,12 +282,16 @@ class Coordinator:
             raise Refused(Refusal.INVALID, f"a watch without a first beat within {FIRST_BEAT:g} s "
                                            f"({exc.__class__.__name__})") from None
         self._same_launch(beat.job_key)
+        self._authenticate("a watch", beat.source, header, seal, beat.port)
+        # A task below may have the table a moment before this one watches (it goes on at once).
+        watched = self._watched if await wait_until(self._watching, time.monotonic() + FIRST_BEAT) else None
+        if watched is None:
+            raise Refused(Refusal.NOT_LEADER, f"rank {self.identity.rank} watches no task (yet)")
         source = Source.task(beat.source)
         source = source if source in watched.sources else Source.node(beat.node)
         if source not in watched.sources:
             raise Refused(Refusal.NOT_LEADER, f"rank {beat.source} (node {beat.node}) is not watched at rank "
                                               f"{self.identity.rank}")
-        self._authenticate("a watch", beat.source, header, seal, beat.port)
         events = watched.serve(source, beat, beats)
         yield encode_first_event(beat.nonce, self.identity.rank,
                                  lambda h: self.authority.seal(Purpose.ANSWER, h))

@@ -88,11 +88,14 @@ class Member:
             try:
                 outcome, table = await self.uplink.join(round, merged,
                                                         start + timeout * plan.tree.give_up_at(plan.position), timeout)
-            except ResolutionError as exc:
-                outcome = Outcome(Failure.of(exc.message))  # tell the tasks below
+            except ResolutionError as exc:  # tell the tasks below (their error says "bootstrap: " once)
+                outcome = Outcome(Failure.of(exc.message.removeprefix("bootstrap: ")))
         self.coordinator.rounds.publish(round, outcome)
-        # The tasks below have the outcome before this one goes on (and may stop its server).
-        await self.coordinator.rounds.delivered(round, time.monotonic() + min(5.0, timeout))
+        if outcome.failure or round.kind is not RoundKind.TABLE:
+            # The tasks below have the outcome before this one goes on (and may stop its server).
+            await self.coordinator.rounds.delivered(round, time.monotonic() + min(5.0, timeout))
+        # A table: this task goes on at once (its server keeps serving), to watch the tasks below as
+        # they start their failure detection.
         return outcome, table
 
     def _decide(self, round: Round, merged: Contribution) -> tuple[Outcome, Table]:

