@@ -8,7 +8,16 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from .messages import WireError
-from .server import JOIN_BUNDLED_METHOD, JOIN_METHOD, WATCH_METHOD, WHO_METHOD, bindable, grpc_module, open_server
+from .server import (
+    JOIN_BUNDLED_METHOD,
+    JOIN_METHOD,
+    SERVICE,
+    WATCH_METHOD,
+    WHO_METHOD,
+    bindable,
+    grpc_module,
+    open_server,
+)
 from .transport import Failed, Handlers, Link, LinkError, Refusal, Served
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 
@@ -54,7 +63,10 @@ class GrpcLink:
         codes = self._grpc.StatusCode
         if refusal is not None and refusal is not Refusal.DEADLINE:
             return LinkError(Failed.REFUSED, why, refusal)
-        if code in (codes.FAILED_PRECONDITION, codes.INVALID_ARGUMENT, codes.UNAUTHENTICATED, codes.UNIMPLEMENTED):
+        if code == codes.UNIMPLEMENTED:  # a gRPC server without this protocol's service
+            return LinkError(Failed.REFUSED, f"no {SERVICE} here: a task of another slurm_resolver version, or "
+                                             f"another program", Refusal.FOREIGN)
+        if code in (codes.FAILED_PRECONDITION, codes.INVALID_ARGUMENT, codes.UNAUTHENTICATED):
             return LinkError(Failed.REFUSED, f"{code.name}: {details}", Refusal.FOREIGN)  # not our server
         if code == codes.RESOURCE_EXHAUSTED:
             return LinkError(Failed.REFUSED, f"{code.name}: {details}", Refusal.BUSY)

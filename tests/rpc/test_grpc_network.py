@@ -15,7 +15,7 @@ import pytest
 
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.grpc_network import GrpcNetwork
-from slurm_resolver.rpc.transport import LinkError
+from slurm_resolver.rpc.transport import LinkError, Refusal
 from slurm_resolver.rpc.wire import decode_identity, unwrap
 
 from .forge import who_call
@@ -126,3 +126,25 @@ def test_a_process_forked_beside_a_tasks_server_lives(first: str) -> None:
         assert "GRPC_ENABLE_FORK_SUPPORT=false" in done.stderr
     else:
         assert done.stdout.split("\n")[-2] == f"[0, {(sum(range(1000)) % 7) << 8}]", done.stderr[-2000:]
+
+
+def test_a_grpc_server_without_this_protocol_is_named_as_another_version_or_program() -> None:
+    """A task of another slurm_resolver version serves another service: said as such, and skipped
+    as a server of another launch would be."""
+    from grpc import aio
+
+    async def scenario() -> LinkError:
+        server = aio.server()
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        network = GrpcNetwork()
+        try:
+            with pytest.raises(LinkError) as info:
+                await network.connect("127.0.0.1", port).who(who_call("7.0", 0, port, _authority()), 5.0)
+            return info.value
+        finally:
+            await network.close()
+            await server.stop(0)
+
+    refused = asyncio.run(scenario())
+    assert refused.code is Refusal.FOREIGN and "another slurm_resolver version, or another program" in refused.detail
