@@ -43,19 +43,20 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
     progress = progress or sys.stderr
     deadline = time.monotonic() + timeout
     shown: tuple[str, str] = ("", "")
-    last = 0.0
+    last, unknown = 0.0, False
     while True:
         try:
             found = records(job_id)
         except SlurmResolverError as exc:  # slurmctld restarting, or briefly unreachable: the job runs on
             if time.monotonic() > deadline:
                 raise
-            if shown[0] != "unreachable":
+            if not unknown:
                 print(f"job {job_id}: its state is unknown for now ({exc.message}); still following",
                       file=progress, flush=True)
-                shown = ("unreachable", "")
+            unknown, shown = True, ("", "")  # said once; the state is shown again once known
             time.sleep(4 * poll)  # less often than while it answers
             continue
+        unknown = False
         if not found:
             raise ResolutionError(f"job {job_id} is no longer known to slurmctld",
                                   "its record was purged (MinJobAge); look at its output file")

@@ -101,6 +101,15 @@ def command_rendezvous_ports(key: str) -> str:
     return ",".join(str(p) for p in rendezvous_ports(f"{key}/command", 24) if p not in taken)
 
 
+def _counter(path: str, name: str) -> int | None:
+    """The value of ``name`` in a kernel file of ``name value`` lines; None where unknown."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith(f"{name} ")), None)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _oom_kills(proc: str = "/proc", cgroups: str = "/sys/fs/cgroup") -> int | None:
     """OOM kills that may have ended this process's command: those of its own cgroup (cgroup v2's
     ``memory.events``, where Slurm's task/cgroup limits a job's memory), else the node's count
@@ -108,18 +117,10 @@ def _oom_kills(proc: str = "/proc", cgroups: str = "/sys/fs/cgroup") -> int | No
     try:
         with open(f"{proc}/self/cgroup", encoding="utf-8") as f:
             path = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
-        if path is not None:
-            with open(f"{cgroups}{path.rstrip('/')}/memory.events", encoding="ascii") as f:
-                found = next((int(line.split()[1]) for line in f if line.startswith("oom_kill ")), None)
-            if found is not None:
-                return found
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open(f"{proc}/vmstat", encoding="ascii") as f:
-            return next((int(line.split()[1]) for line in f if line.startswith("oom_kill ")), None)
-    except (OSError, ValueError, IndexError):
-        return None
+    except OSError:
+        path = None
+    own = None if path is None else _counter(f"{cgroups}{path.rstrip('/')}/memory.events", "oom_kill")
+    return own if own is not None else _counter(f"{proc}/vmstat", "oom_kill")
 
 
 class _Child:

@@ -107,6 +107,13 @@ class Authority:
         """Whether a caller of the first round must prove who it is (a secret, or MUNGE)."""
         return self.mode is not AuthMode.NONE
 
+    @property
+    def past_first_round(self) -> bool:
+        """Whether this task learned the launch's key from the first round (under MUNGE or none): it
+        makes and takes no first-round seals any more. A secret's key is known from the start, and
+        its seals are the same in every round."""
+        return self.key is not None and self.mode is not AuthMode.SECRET
+
     def new_key(self) -> bytes:
         """The root's key for this launch's later seals (a secret's key stays)."""
         if self.key is None:

@@ -10,8 +10,9 @@
    root decides the table and the launch's key;
 3. **verify**: every server is asked once who it is (`slurm_resolver.rpc.verify`). In the
    tree, its node's leader asks as its record arrives (its parent, for the only task of a
-   node without child nodes), and the verdict goes up with the records: the table comes down verified. Under
-   MPI (or with ``verify='all'`` or a count), each task asks its peers after the table, and
+   node without child nodes), and the verdict goes up with the records: the table comes
+   down verified. Under MPI (or with ``verify='all'`` or a count), each task asks its peers
+   after the table, and
 4. **agree**: a last round proves every check passed.
 
 Failure detection starts once the task holds the verified table.

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Protocol
 
 from ..addresses import first
-from .auth import AuthMode, Authority, Purpose
+from .auth import Authority, Purpose
 from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, WireError
 from .rounds import MOST_ROUNDS, Rounds, RoundsFull, RoundState, wait_until
 from .transport import Refusal, Refused
@@ -262,7 +262,7 @@ class Coordinator:
         except WireError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
         self._same_launch(question.job_key)
-        if question.early and self.authority.mode is not AuthMode.SECRET and self.authority.key is not None:
+        if question.early and self.authority.past_first_round:
             # This task holds the table: its leader asked long ago. Nobody gets a first-round answer
             # (under MUNGE, a credential carrying the launch's key) from it any more.
             raise Refused(Refusal.INVALID, f"rank {self.identity.rank} is past the first round: ask with its seal")

@@ -34,7 +34,8 @@ class RoundKind(enum.Enum):
     TABLE = "table"
     """Every task's records up the tree; the root decides the table."""
     VERIFIED = "verified"
-    """The verdict of every task's checks of its peers: the bootstrap's last round."""
+    """The verdict of every task's checks of its peers: the bootstrap's last round, where servers are
+    checked after the table (under MPI, or with ``verify='all'`` or a count)."""
     BARRIER = "barrier"
     """Every task meets (the n-th barrier of a name meets every task's n-th)."""
     VOTE = "vote"
@@ -106,7 +107,7 @@ class Round:
 TABLE_ROUND = Round(RoundKind.TABLE)
 """The bootstrap's exchange of records."""
 VERIFIED_ROUND = Round(RoundKind.VERIFIED)
-"""The bootstrap's last round: every check passed, or why not."""
+"""The bootstrap's last round where servers are checked after the table: every check passed, or why not."""
 
 
 class SourceKind(str, enum.Enum):

@@ -110,7 +110,7 @@ class Inspection:
         if source.kind is SourceKind.TASK:
             return True
         position = source.number
-        return self.cluster.placement.counts[position] == 1 and not len(self.plan.tree.children(position))
+        return self.cluster.placement.counts[position] == 1 and not self.plan.tree.children(position)
 
     def arrived(self, source: Source, rank: int, records: Records) -> None:
         """``source`` contributed ``records`` (sealed by ``rank``, its caller): ask its server, if needed."""
@@ -136,9 +136,7 @@ class Inspection:
             check.cancel()
 
     async def verdict(self) -> Failure:
-        """The first failed check, once every check ended (each by the deadline)."""
-        if not self._checks:
-            return Failure()
+        """Every failed check (the first one's reason), once every check ended (each by the deadline)."""
         failure = Failure()
         for reason in await asyncio.gather(*self._checks):
             if reason:
