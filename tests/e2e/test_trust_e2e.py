@@ -88,7 +88,22 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
                 answers[round.kind.value] = "ACCEPTED"
             except grpc.RpcError as exc:
                 answers[round.kind.value] = f"{exc.code().name}: {exc.details()}"
-    return {"uid": pwd.getpwnam(as_user).pw_uid if as_user else os.getuid(), "answers": answers}
+    # A leader's first-round question "who are you?" (answered under MUNGE with a credential that
+    # carries the launch's key, while a task has no table yet), asked of a task that holds the table.
+    from slurm_resolver.rpc.server import WHO_METHOD
+
+    from ..rpc.forge import who_call
+
+    question = pb.Envelope.FromString(who_call(target["key"], 1, port, early=True))
+    minted = credential(as_user, f"slurm-resolver/4 call {hashlib.sha256(question.header).hexdigest()}")
+    with grpc.insecure_channel(target["address"]) as channel:
+        try:
+            channel.unary_unary(WHO_METHOD)(pb.Envelope(header=question.header, seal=minted).SerializeToString(),
+                                            timeout=5)
+            asked = "ANSWERED"
+        except grpc.RpcError as exc:
+            asked = f"{exc.code().name}: {exc.details()}"
+    return {"uid": pwd.getpwnam(as_user).pw_uid if as_user else os.getuid(), "answers": answers, "asked": asked}
 
 
 @pytest.mark.parametrize("mode", ["munge", "secret"])
@@ -118,6 +133,9 @@ def test_strangers_are_refused_and_named_and_the_job_still_works(slurm_cluster: 
     for answers in (stranger["answers"], other_job["answers"]):
         assert all(a.startswith("UNAUTHENTICATED") for a in answers.values()), answers  # type: ignore[union-attr]
         assert not any(target["key"] in a for a in answers.values())  # type: ignore[union-attr]  # no key told
+    for asked in (stranger["asked"], other_job["asked"]):  # no first-round answer once the table is out
+        assert asked.startswith("UNAUTHENTICATED" if mode == "secret" else "INVALID_ARGUMENT"), asked  # type: ignore[union-attr]
+        assert "past the first round" in asked or mode == "secret", asked  # type: ignore[operator]
     if mode == "munge":
         assert f"({intruder}), not the job's uid 0 (root)" in err and "claiming rank 1" in err  # in rank 0's log
         assert "presented a credential made for another message" in err
