@@ -258,7 +258,7 @@ def test_a_subtree_that_gave_up_just_before_the_table_is_learned_of_through_fail
 
         done = await asyncio.gather(*(one(r) for r in range(4)), return_exceptions=True)
         up = [b for b in done if not isinstance(b, BaseException)]
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(3.0)  # three times the patience
         seen = {b.rank: b.failures() for b in up}
         await asyncio.gather(*(b.aio.stop(0) for b in up))
         return done, seen
