@@ -35,6 +35,10 @@ CHANNEL_OPTIONS = (
     ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.enable_retries", 0),
     ("grpc.use_local_subchannel_pool", 1),  # one connection per channel, not shared behind our back
+    # The job's own addresses, never a proxy: gRPC otherwise sends every call through the proxy named
+    # in grpc_proxy, https_proxy or http_proxy (set on many clusters so that pip reaches PyPI), which
+    # cannot reach the nodes, and no task finds another.
+    ("grpc.enable_http_proxy", 0),
     ("grpc.max_receive_message_length", MAX_ANSWER),  # a bundled answer: the table of a very large job
     ("grpc.max_send_message_length", MAX_MESSAGE),
 )

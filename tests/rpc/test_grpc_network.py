@@ -148,3 +148,15 @@ def test_a_grpc_server_without_this_protocol_is_named_as_another_version_or_prog
 
     refused = asyncio.run(scenario())
     assert refused.code is Refusal.FOREIGN and "another slurm_resolver version, or another program" in refused.detail
+
+
+def test_a_proxy_in_the_environment_is_not_used_for_the_jobs_own_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many clusters export https_proxy (for pip); gRPC would send every call of the bootstrap to it."""
+    from slurm_resolver.rpc.loopback import over_grpc
+
+    for name in ("grpc_proxy", "https_proxy", "http_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there: a proxy that cannot reach a node
+    for name in ("no_grpc_proxy", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    run = over_grpc(2, 2, procs=1, timeout=20)
+    assert run.ok, run.errors
