@@ -11,6 +11,7 @@ from .messages import WireError
 from .server import (
     JOIN_BUNDLED_METHOD,
     JOIN_METHOD,
+    LEAN_OPTIONS,
     SERVICE,
     WATCH_METHOD,
     WHO_METHOD,
@@ -39,6 +40,7 @@ CHANNEL_OPTIONS = (
     # in grpc_proxy, https_proxy or http_proxy (set on many clusters so that pip reaches PyPI), which
     # cannot reach the nodes, and no task finds another.
     ("grpc.enable_http_proxy", 0),
+    *LEAN_OPTIONS,
     ("grpc.max_receive_message_length", MAX_ANSWER),  # a bundled answer: the table of a very large job
     ("grpc.max_send_message_length", MAX_MESSAGE),
 )

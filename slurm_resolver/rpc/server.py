@@ -53,7 +53,17 @@ FIRST_MESSAGE = 5.0
 MOST_CALLS = 512
 """Calls at once on one server, whoever makes them (gRPC answers RESOURCE_EXHAUSTED beyond)."""
 
+LEAN_OPTIONS = (
+    # No bandwidth probes: a receiver pings its peer as data comes in, to size its windows for bulk
+    # transfers. The bootstrap's messages are small (a table is 6 bytes a rank), and each probe is
+    # one more wake-up on both sides: without them a task costs a tenth less CPU (benchmarks/README.md).
+    ("grpc.http2.bdp_probe", 0),
+    ("grpc.enable_channelz", 0),  # no introspection records of every channel, server and call
+)
+"""Options of every channel and server that spare work the bootstrap has no use for."""
+
 SERVER_OPTIONS = (
+    *LEAN_OPTIONS,
     ("grpc.so_reuseport", 0),  # a port another launch bound is not shared with it
     ("grpc.max_receive_message_length", MAX_MESSAGE),
     ("grpc.max_concurrent_streams", 64),  # calls of one connection; a task makes a few at once
