@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .cluster import Task
-from .environment import export
+from .environment import export, grpc_without_proxy, keep_grpc_off_proxies, snapshot
 from .optional import import_optional
 from .rpc.bootstrapped import Bootstrapped
 
@@ -26,10 +26,11 @@ def _local(b: Bootstrapped) -> list[Task]:
     return [b.task(r) for r in b.cluster.local_group(b.rank)[1]]
 
 
-def tensorflow_env(b: Bootstrapped) -> dict[str, str]:
-    """``TF_CONFIG`` of this task, on the spare ports (where TensorFlow's own servers will listen)."""
+def tensorflow_env(b: Bootstrapped, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``TF_CONFIG`` of this task, on the spare ports (where TensorFlow's own servers will listen),
+    and gRPC's proxy off where the environment (this process's, or ``environ``) names one."""
     config = {"cluster": b.framework_spec().as_dict(), "task": {"type": b.me.job, "index": b.me.index}}
-    return {"TF_CONFIG": json.dumps(config)}
+    return {"TF_CONFIG": json.dumps(config), **grpc_without_proxy(snapshot(environ))}
 
 
 def torch_env(b: Bootstrapped) -> dict[str, str]:
@@ -60,11 +61,12 @@ def jax_arguments(b: Bootstrapped) -> dict[str, Any]:
     }
 
 
-def jax_env(b: Bootstrapped) -> dict[str, str]:
-    """The same as environment variables, for ``slurm-resolver env --format jax``."""
+def jax_env(b: Bootstrapped, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The same as environment variables, for ``slurm-resolver env --format jax`` (and gRPC's proxy
+    off, as in `tensorflow_env()`: JAX's coordination service is gRPC)."""
     args = jax_arguments(b)
     env = {"JAX_COORDINATOR_ADDRESS": args["coordinator_address"], "JAX_NUM_PROCESSES": str(args["num_processes"]),
-           "JAX_PROCESS_ID": str(args["process_id"])}
+           "JAX_PROCESS_ID": str(args["process_id"]), **grpc_without_proxy(snapshot(environ))}
     if args["local_device_ids"] is not None:
         env["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, args["local_device_ids"]))
     return env
@@ -103,6 +105,7 @@ def tensorflow_server(b: Bootstrapped, config: Any = None, barrier: bool = True,
     connects as a client instead (``tf.config.experimental_connect_to_cluster`` with its own
     job and index) calls ``b.barrier('tensorflow')`` before connecting.
     """
+    keep_grpc_off_proxies()
     tf = import_optional("tensorflow", "tensorflow", "A TensorFlow server")
     server = tf.distribute.Server(b.framework_spec().as_cluster_def(), job_name=b.me.job, task_index=b.me.index,
                                   protocol="grpc", config=config, start=True)
@@ -115,6 +118,7 @@ def tensorflow_resolver(b: Bootstrapped) -> Any:
     """A genuine TensorFlow resolver over
     [`Bootstrapped.framework_spec()`][slurm_resolver.rpc.bootstrapped.Bootstrapped.framework_spec] for this
     task."""
+    keep_grpc_off_proxies()  # the strategy it is given makes TensorFlow's channels
     tf = import_optional("tensorflow", "tensorflow", "A TensorFlow resolver")
     return tf.distribute.cluster_resolver.SimpleClusterResolver(
         b.framework_spec().to_tensorflow(), master=f"{b.me.host}:{b.me.spare_port}", task_type=b.me.job,

@@ -14,7 +14,8 @@ from types import MappingProxyType
 from .errors import ConfigurationError
 from .variables import PREFIXES
 
-__all__ = ["Snapshot", "snapshot", "export", "export_defaults", "for_child"]
+__all__ = ["Snapshot", "snapshot", "export", "export_defaults", "for_child", "grpc_without_proxy",
+           "keep_grpc_off_proxies"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,24 @@ def for_child(defaults: Mapping[str, str], environ: Mapping[str, str] | None = N
     for name, value in defaults.items():
         child.setdefault(name, value)
     return child
+
+
+def grpc_without_proxy(variables: Mapping[str, str]) -> dict[str, str]:
+    """``grpc_proxy=''`` where ``variables`` name an HTTP proxy (``https_proxy``, ``http_proxy``,
+    often set for pip) and nothing of gRPC's own: TensorFlow's and JAX's gRPC would otherwise send
+    every call between the job's tasks to that proxy, which cannot reach the nodes (TensorFlow then
+    hangs). An empty ``grpc_proxy`` turns gRPC's proxy off and leaves every other program's; a
+    user's own ``grpc_proxy`` or ``no_grpc_proxy`` wins.
+
+    >>> grpc_without_proxy({"https_proxy": "http://proxy:3128"}), grpc_without_proxy({})
+    ({'grpc_proxy': ''}, {})
+    """
+    if "grpc_proxy" in variables or "no_grpc_proxy" in variables:
+        return {}
+    return {"grpc_proxy": ""} if variables.get("https_proxy") or variables.get("http_proxy") else {}
+
+
+def keep_grpc_off_proxies(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Write `grpc_without_proxy()` of this process's environment (or of ``environ``) into it, before
+    a framework makes its first gRPC channel; returns what was written."""
+    return export_defaults(grpc_without_proxy(snapshot(environ)), environ)

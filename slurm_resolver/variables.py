@@ -85,6 +85,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TF_CPP_MIN_LOG_LEVEL", "slurm_resolver.training (written when unset)", "2 unless set: TensorFlow's native info and warning records are kept out of the training jobs' output (0 keeps them)"),
     Variable("JAX_PLATFORMS", "slurm_resolver.training.jax_job (written when unset)", "cpu where the task has no GPU"),
     Variable("OMP_NUM_THREADS", "slurm_resolver.training.ddp (written when unset)", "1: one thread per rank on shared CPUs"),
+    Variable("https_proxy", "user, site", "read (with http_proxy): where one is set, TensorFlow's and JAX's gRPC is kept off it (see grpc_proxy); the bootstrap's own calls never use a proxy"),
+    Variable("http_proxy", "user, site", "read as https_proxy"),
+    Variable("grpc_proxy", "slurm_resolver (written when unset, with env --format tf|jax, bootstrap, the TensorFlow bridges and the training jobs)", "'' where an HTTP proxy is set: TensorFlow's and JAX's gRPC calls between the job's tasks go to no proxy; a user's own value (or no_grpc_proxy) wins"),
+    Variable("no_grpc_proxy", "user", "read: where set, gRPC's proxy is the user's business and grpc_proxy is not written"),
     Variable("SLURM_RESOLVER_AUTH", "user", "bootstrap: auto (a secret where given, else MUNGE where munged answers, else none, said loudly), secret, munge or none"),
     Variable("SLURM_RESOLVER_SECRET", "user, the templates", "bootstrap: the job's secret (16 or more random characters): every call and answer carries an HMAC made with it"),
     Variable("SLURM_RESOLVER_SECRET_FILE", "user", "bootstrap: a file (mode 0600, the job's user's) holding the job's secret, instead of SLURM_RESOLVER_SECRET"),
@@ -98,6 +102,7 @@ PREFIXES: tuple[str, ...] = (
     "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
     "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
     "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
+    "grpc_proxy", "no_grpc_proxy", "https_proxy", "http_proxy",
 )
 """Names (or prefixes of names) copied into the environment snapshot."""
 

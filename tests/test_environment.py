@@ -34,3 +34,13 @@ def test_export_defaults_never_replaces_a_users_value() -> None:
     assert export_defaults({"TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "1"}, environ=target) == \
         {"OMP_NUM_THREADS": "1"}
     assert target == {"TF_CPP_MIN_LOG_LEVEL": "0", "OMP_NUM_THREADS": "1"}
+
+
+def test_grpcs_proxy_is_turned_off_once_and_a_users_own_value_wins() -> None:
+    from slurm_resolver.environment import keep_grpc_off_proxies
+
+    env = {"https_proxy": "http://proxy:3128", "PATH": "/bin"}
+    assert keep_grpc_off_proxies(env) == {"grpc_proxy": ""} and env["grpc_proxy"] == ""
+    assert keep_grpc_off_proxies(env) == {}  # already off
+    mine = {"https_proxy": "http://proxy:3128", "no_grpc_proxy": "node1"}
+    assert keep_grpc_off_proxies(mine) == {} and "grpc_proxy" not in mine

@@ -123,7 +123,11 @@ class ClusterResolver(abc.ABC):
         return json.dumps(config)
 
     def to_tensorflow(self) -> Any:
-        """A genuine ``tf.distribute.cluster_resolver.SimpleClusterResolver`` with our values."""
+        """A genuine ``tf.distribute.cluster_resolver.SimpleClusterResolver`` with our values (and
+        TensorFlow's gRPC kept off an HTTP proxy of the environment: `keep_grpc_off_proxies()`)."""
+        from ..environment import keep_grpc_off_proxies
+
+        keep_grpc_off_proxies()  # the strategy it is given makes TensorFlow's channels
         tf = import_optional("tensorflow", "tensorflow", "A TensorFlow resolver")
         return tf.distribute.cluster_resolver.SimpleClusterResolver(
             self.cluster_spec().to_tensorflow(),

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..environment import keep_grpc_off_proxies
 from ..errors import ConfigurationError, SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
 from . import delivery
@@ -207,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.halfway_notice = args.restart_dispatcher
     quiet_tensorflow()  # before TensorFlow is imported
+    keep_grpc_off_proxies()  # before its first channel
     b = start_task("data_service", args.jobs, args.timeout, needs="tensorflow", own_gpus=False)
     if b is None:
         return 1

@@ -15,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..environment import export_defaults
+from ..environment import export_defaults, keep_grpc_off_proxies
 from .report import Reporter
 from .task import start_task
 
@@ -39,6 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not b.me.gpus:
         export_defaults({"JAX_PLATFORMS": "cpu"})
     arguments = adapters.jax_arguments(b)
+    keep_grpc_off_proxies()  # JAX's coordination service is gRPC
     b.stop()  # JAX's coordinator takes rank 0's spare port from here
 
     import jax

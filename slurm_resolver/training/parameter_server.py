@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
+from ..environment import keep_grpc_off_proxies
 from ..errors import ConfigurationError, SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
 from .native_logs import drain, quiet_tensorflow
@@ -167,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "e.g. --jobs chief=1,ps=2,worker=2: without a chief the strategy stalls")
 
     quiet_tensorflow()  # before TensorFlow is imported
+    keep_grpc_off_proxies()  # before its first channel
     b = start_task("parameter_server", args.jobs, args.timeout, needs_chief_ps_and_workers, needs="tensorflow",
                    gpus_per_task={"ps": 0})
     if b is None:

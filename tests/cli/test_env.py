@@ -25,3 +25,11 @@ def test_env_formats(cli: Any, fmt: str, expected: list[str]) -> None:
 def test_env_tf_config(cli: Any) -> None:
     out = cli("env", "--format", "tf", "--jobs", "ps=1,worker=5", env=dict(captured("srun_N3_n6")[0]))
     assert "export TF_CONFIG=" in out.stdout and '"ps": ["node1:8888"]' in out.stdout
+
+
+@pytest.mark.parametrize(("fmt", "said"), [("tf", True), ("jax", True), ("torch", False)])
+def test_env_turns_grpcs_proxy_off_for_tensorflow_and_jax(cli: Any, fmt: str, said: bool) -> None:
+    env = dict(captured("srun_N3_n6")[0], https_proxy="http://proxy.example:3128")
+    out = cli("env", "--format", fmt, env=env)
+    assert out.returncode == 0, out.stderr
+    assert ("export grpc_proxy=''\n" in out.stdout) is said
