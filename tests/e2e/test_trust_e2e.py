@@ -3,9 +3,11 @@ against another user's calls and another user's server on a port the tasks probe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
+import signal
 import subprocess
 import sys
 import textwrap
@@ -212,7 +214,7 @@ def test_a_squatter_on_the_first_rendezvous_port_is_named_and_its_table_refused(
     log.chmod(0o666)
     squatter = subprocess.Popen(["runuser", "-u", intruder, "--", "env", f"PYTHONPATH={site}", python,
                                  str(site / "squatter.py"), "127.0.1.1", str(first), "4", str(log)],
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert squatter.stdout is not None and squatter.stdout.readline().strip() == "ready"
         script = tmp_path / "task.py"
@@ -223,8 +225,9 @@ def test_a_squatter_on_the_first_rendezvous_port_is_named_and_its_table_refused(
             env["SLURM_RESOLVER_SECRET"] = os.urandom(24).hex()
         out = subprocess.run(["srun", "-w", "node[1-2]", "-N2", "-n4", sys.executable, str(script)], env=env,
                              capture_output=True, text=True, timeout=120)
-    finally:
-        squatter.kill()
+    finally:  # runuser passes no signal on: the squatter itself, in runuser's process group, is killed
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(squatter.pid, signal.SIGKILL)
         squatter.wait()
     assert out.returncode == 0, out.stderr
     rows = json_objects(out.stdout)
