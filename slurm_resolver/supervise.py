@@ -23,6 +23,7 @@ own (``SLURM_RESOLVER_RENDEZVOUS_PORTS``, where it is not set), away from this t
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -121,6 +122,20 @@ def _oom_kills(proc: str = "/proc", cgroups: str = "/sys/fs/cgroup") -> int | No
         path = None
     own = None if path is None else _counter(f"{cgroups}{path.rstrip('/')}/memory.events", "oom_kill")
     return own if own is not None else _counter(f"{proc}/vmstat", "oom_kill")
+
+
+def cannot_run(command: Sequence[str], exc: OSError, env: Mapping[str, str]) -> ConfigurationError:
+    """Why ``command`` could not start with environment ``env``, and the fix: an environment too
+    large for the kernel (a TF_CONFIG that lists thousands of tasks) names its largest variable."""
+    if exc.errno == errno.E2BIG and env:
+        name, value = max(env.items(), key=lambda item: len(item[0]) + len(item[1]))
+        hint = ("TF_CONFIG lists every task: with this many tasks, build TensorFlow's resolver in the program "
+                "(resolver.to_tensorflow(), or slurm_resolver.adapters.tensorflow_resolver(b)) instead of "
+                "--format tf") if name == "TF_CONFIG" else f"unset or shorten {name} before the command starts"
+        return ConfigurationError(f"cannot run {command[0]!r}: its environment is too large for the kernel ({name} "
+                                  f"holds {len(value):,} characters; Linux takes at most 131,072 bytes a variable)",
+                                  hint)
+    return ConfigurationError(f"cannot run {command[0]!r}: {exc.strerror}", "check the command and PATH")
 
 
 class _Child:
@@ -231,11 +246,11 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
     try:
         child = _Child(command, news, own)
     except OSError as exc:
-        why = f"cannot run {command[0]!r}: {exc.strerror}"
-        recorder.record(Ending.FAILED, 127, why, (), time.time())
-        b.fail(f"{recorder.label}: {why}")
+        error = cannot_run(command, exc, own)
+        recorder.record(Ending.FAILED, 127, error.message, (), time.time())
+        b.fail(f"{recorder.label}: {error.message}")
         b.stop()
-        raise ConfigurationError(why, "check the command and PATH") from None
+        raise error from None
     previous = {s: signal.signal(s, lambda number, frame: child.signal(number)) for s in FORWARDED}
     try:
         while not child.exited.is_set() and not heard.is_set():

@@ -241,3 +241,23 @@ def test_oom_kills_are_counted_in_the_tasks_own_cgroup_where_it_has_one(tmp_path
     (proc / "self" / "cgroup").write_text("4:memory:/slurm/uid_0/job_7\n0::/\n")  # cgroup v1: the node's count
     assert _oom_kills(str(proc), str(cgroups)) == 41
     assert _oom_kills(str(tmp_path / "nowhere"), str(cgroups)) is None
+
+
+def test_an_environment_too_large_for_the_kernel_names_its_largest_variable() -> None:
+    """A TF_CONFIG that lists thousands of tasks passes Linux's 128 KiB a variable: execve says only
+    'Argument list too long'."""
+    import subprocess
+
+    from slurm_resolver.supervise import cannot_run
+
+    env = {"PATH": "/usr/bin:/bin", "TF_CONFIG": '{"cluster": {"worker": [' + '"node1234:12345", ' * 9000 + "]}}"}
+    with pytest.raises(OSError) as refused:
+        subprocess.Popen(["true"], env=env)
+    error = cannot_run(["python"], refused.value, env)
+    assert "cannot run 'python': its environment is too large for the kernel (TF_CONFIG holds 162,0" in error.message
+    assert "resolver.to_tensorflow()" in (error.hint or "")
+    other = cannot_run(["python"], refused.value, {"BIG": "x" * 200_000})
+    assert "BIG holds 200,000 characters" in other.message and other.hint == \
+        "unset or shorten BIG before the command starts"
+    missing = cannot_run(["nosuch"], FileNotFoundError(2, "No such file or directory"), env)
+    assert missing.message == "cannot run 'nosuch': No such file or directory"

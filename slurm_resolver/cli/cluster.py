@@ -182,7 +182,8 @@ def bootstrap(args: argparse.Namespace) -> int:
     try:
         os.execvp(command[0], command)
     except OSError as exc:
-        from ..errors import ConfigurationError
+        from ..environment import for_child
+        from ..supervise import cannot_run
 
-        raise ConfigurationError(f"cannot run {command[0]!r}: {exc.strerror}", "check the command and PATH") from None
+        raise cannot_run(command, exc, for_child({})) from None
     return 0  # pragma: no cover
