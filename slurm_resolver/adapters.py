@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .cluster import Task
-from .environment import export, grpc_without_proxy, keep_grpc_off_proxies, snapshot
+from .environment import export, grpc_without_proxy, keep_grpc_off_proxies, snapshot, warn_of_grpc_proxy
 from .optional import import_optional
 from .rpc.bootstrapped import Bootstrapped
 
@@ -103,7 +103,8 @@ def tensorflow_server(b: Bootstrapped, config: Any = None, barrier: bool = True,
     while ours keep serving coordination; with ``barrier`` the call returns once every
     task's TensorFlow server listens, so no client can reach a port too early. A task that
     connects as a client instead (``tf.config.experimental_connect_to_cluster`` with its own
-    job and index) calls ``b.barrier('tensorflow')`` before connecting.
+    job and index) calls ``b.barrier('tensorflow')`` before connecting. TensorFlow's gRPC is kept
+    off an HTTP proxy of the environment first (`keep_grpc_off_proxies()`).
     """
     keep_grpc_off_proxies()
     tf = import_optional("tensorflow", "tensorflow", "A TensorFlow server")
@@ -117,8 +118,9 @@ def tensorflow_server(b: Bootstrapped, config: Any = None, barrier: bool = True,
 def tensorflow_resolver(b: Bootstrapped) -> Any:
     """A genuine TensorFlow resolver over
     [`Bootstrapped.framework_spec()`][slurm_resolver.rpc.bootstrapped.Bootstrapped.framework_spec] for this
-    task."""
-    keep_grpc_off_proxies()  # the strategy it is given makes TensorFlow's channels
+    task (an HTTP proxy in the environment, which TensorFlow's gRPC would use, is said once in the
+    log: see `keep_grpc_off_proxies()`)."""
+    warn_of_grpc_proxy("tensorflow_resolver()")
     tf = import_optional("tensorflow", "tensorflow", "A TensorFlow resolver")
     return tf.distribute.cluster_resolver.SimpleClusterResolver(
         b.framework_spec().to_tensorflow(), master=f"{b.me.host}:{b.me.spare_port}", task_type=b.me.job,

@@ -6,6 +6,7 @@ tests) and never reads the process environment itself.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from .errors import ConfigurationError
 from .variables import PREFIXES
 
 __all__ = ["Snapshot", "snapshot", "export", "export_defaults", "for_child", "grpc_without_proxy",
-           "keep_grpc_off_proxies"]
+           "keep_grpc_off_proxies", "warn_of_grpc_proxy"]
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,10 @@ def grpc_without_proxy(variables: Mapping[str, str]) -> dict[str, str]:
     """``grpc_proxy=''`` where ``variables`` name an HTTP proxy (``https_proxy``, ``http_proxy``,
     often set for pip) and nothing of gRPC's own: TensorFlow's and JAX's gRPC would otherwise send
     every call between the job's tasks to that proxy, which cannot reach the nodes (TensorFlow then
-    hangs). An empty ``grpc_proxy`` turns gRPC's proxy off and leaves every other program's; a
-    user's own ``grpc_proxy`` or ``no_grpc_proxy`` wins.
+    hangs). An empty ``grpc_proxy`` turns the proxy off for every gRPC client of the process and its
+    children (pip, curl and other HTTP clients keep it); a user's own ``grpc_proxy`` or
+    ``no_grpc_proxy`` wins (``no_grpc_proxy=<the nodes' domain or CIDR>`` keeps a proxy for gRPC
+    services outside the cluster).
 
     >>> grpc_without_proxy({"https_proxy": "http://proxy:3128"}), grpc_without_proxy({})
     ({'grpc_proxy': ''}, {})
@@ -125,3 +128,22 @@ def keep_grpc_off_proxies(environ: dict[str, str] | None = None) -> dict[str, st
     """Write `grpc_without_proxy()` of this process's environment (or of ``environ``) into it, before
     a framework makes its first gRPC channel; returns what was written."""
     return export_defaults(grpc_without_proxy(snapshot(environ)), environ)
+
+
+_warned: list[str] = []
+
+
+def warn_of_grpc_proxy(what: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Say once, in the log, that ``what`` hands addresses to a framework whose gRPC would send its
+    calls to an HTTP proxy of this process's environment (or ``environ``), and the fix; whether
+    there is such a proxy. It changes nothing: the caller only describes a cluster."""
+    if not grpc_without_proxy(snapshot(environ)):
+        return False
+    if not _warned:
+        _warned.append(what)
+        logging.getLogger("slurm_resolver").warning(
+            "slurm_resolver: %s: https_proxy or http_proxy is set, so TensorFlow's and JAX's gRPC will send "
+            "their calls between the job's tasks to that proxy, which cannot reach them (the job hangs); "
+            "call slurm_resolver.environment.keep_grpc_off_proxies() first, or export grpc_proxy= in the "
+            "job script", what)
+    return True

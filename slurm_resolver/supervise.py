@@ -125,17 +125,25 @@ def _oom_kills(proc: str = "/proc", cgroups: str = "/sys/fs/cgroup") -> int | No
 
 
 def cannot_run(command: Sequence[str], exc: OSError, env: Mapping[str, str]) -> ConfigurationError:
-    """Why ``command`` could not start with environment ``env``, and the fix: an environment too
-    large for the kernel (a TF_CONFIG that lists thousands of tasks) names its largest variable."""
-    if exc.errno == errno.E2BIG and env:
-        name, value = max(env.items(), key=lambda item: len(item[0]) + len(item[1]))
+    """Why ``command`` could not start with environment ``env``, and the fix: where the kernel
+    refuses the arguments and environment as too large (E2BIG), the one string past its limit on a
+    single string (a TF_CONFIG that lists thousands of tasks), or their total."""
+    if exc.errno != errno.E2BIG:
+        return ConfigurationError(f"cannot run {command[0]!r}: {exc.strerror}", "check the command and PATH")
+    one = 32 * os.sysconf("SC_PAGE_SIZE")  # Linux's MAX_ARG_STRLEN: one argument or NAME=value
+    strings = [(f"variable {n}", len(n) + len(v) + 2) for n, v in env.items()] + \
+        [(f"argument {i}", len(a) + 1) for i, a in enumerate(command)]
+    what, size = max(strings, key=lambda item: item[1])
+    if size > one:
         hint = ("TF_CONFIG lists every task: with this many tasks, build TensorFlow's resolver in the program "
                 "(resolver.to_tensorflow(), or slurm_resolver.adapters.tensorflow_resolver(b)) instead of "
-                "--format tf") if name == "TF_CONFIG" else f"unset or shorten {name} before the command starts"
-        return ConfigurationError(f"cannot run {command[0]!r}: its environment is too large for the kernel ({name} "
-                                  f"holds {len(value):,} characters; Linux takes at most 131,072 bytes a variable)",
-                                  hint)
-    return ConfigurationError(f"cannot run {command[0]!r}: {exc.strerror}", "check the command and PATH")
+                "--format tf") if what == "variable TF_CONFIG" else f"shorten {what} (or unset it)"
+        return ConfigurationError(f"cannot run {command[0]!r}: {what} holds {size:,} bytes, more than the kernel "
+                                  f"takes in one string ({one:,})", hint)
+    total = sum(size for _, size in strings)
+    return ConfigurationError(f"cannot run {command[0]!r}: its arguments and environment ({total:,} bytes) are more "
+                              f"than the kernel takes ({os.sysconf('SC_ARG_MAX'):,}; a quarter of the stack limit)",
+                              "unset large variables before the command, or raise the stack limit (ulimit -s)")
 
 
 class _Child:

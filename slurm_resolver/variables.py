@@ -87,7 +87,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("OMP_NUM_THREADS", "slurm_resolver.training.ddp (written when unset)", "1: one thread per rank on shared CPUs"),
     Variable("https_proxy", "user, site", "read (with http_proxy): where one is set, TensorFlow's and JAX's gRPC is kept off it (see grpc_proxy); the bootstrap's own calls never use a proxy"),
     Variable("http_proxy", "user, site", "read as https_proxy"),
-    Variable("grpc_proxy", "slurm_resolver (written when unset, with env --format tf|jax, bootstrap, the TensorFlow bridges and the training jobs)", "'' where an HTTP proxy is set: TensorFlow's and JAX's gRPC calls between the job's tasks go to no proxy; a user's own value (or no_grpc_proxy) wins"),
+    Variable("grpc_proxy", "slurm_resolver (written when unset: env --format tf or jax, bootstrap, tensorflow_server() and the training jobs)", "'' where an HTTP proxy is set: TensorFlow's and JAX's gRPC calls between the job's tasks go to no proxy; a user's own value (or no_grpc_proxy) wins"),
     Variable("no_grpc_proxy", "user", "read: where set, gRPC's proxy is the user's business and grpc_proxy is not written"),
     Variable("SLURM_RESOLVER_AUTH", "user", "bootstrap: auto (a secret where given, else MUNGE where munged answers, else none, said loudly), secret, munge or none"),
     Variable("SLURM_RESOLVER_SECRET", "user, the templates", "bootstrap: the job's secret (16 or more random characters): every call and answer carries an HMAC made with it"),
@@ -110,10 +110,15 @@ HET_PATTERN = "{name}_HET_GROUP_{index}"
 """How Slurm names a het component's variable: ``SLURM_JOB_NODELIST_HET_GROUP_1``."""
 
 
+def _cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table (a bare ``|`` would end the cell)."""
+    return text.replace("|", "\\|")
+
+
 def reference_markdown() -> str:
     """The variable reference of the documentation, as a Markdown table."""
     rows = ["| variable | set by | what slurm_resolver takes from it |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | {v.source} | {v.meaning} |" for v in VARIABLES]
+    rows += [f"| `{v.name}` | {_cell(v.source)} | {_cell(v.meaning)} |" for v in VARIABLES]
     return "\n".join(rows) + "\n"
 
 

@@ -44,3 +44,18 @@ def test_grpcs_proxy_is_turned_off_once_and_a_users_own_value_wins() -> None:
     assert keep_grpc_off_proxies(env) == {}  # already off
     mine = {"https_proxy": "http://proxy:3128", "no_grpc_proxy": "node1"}
     assert keep_grpc_off_proxies(mine) == {} and "grpc_proxy" not in mine
+
+
+def test_a_proxy_that_frameworks_grpc_would_use_is_said_once(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    from slurm_resolver import environment
+
+    monkeypatch.setattr(environment, "_warned", [])
+    proxy = {"https_proxy": "http://proxy:3128"}
+    with caplog.at_level("WARNING", logger="slurm_resolver"):
+        assert environment.warn_of_grpc_proxy("to_tensorflow()", proxy)
+        assert environment.warn_of_grpc_proxy("to_tensorflow()", proxy)
+        assert not environment.warn_of_grpc_proxy("to_tensorflow()", {**proxy, "grpc_proxy": ""})
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "keep_grpc_off_proxies()" in said[0] and "to_tensorflow()" in said[0]
+    assert "grpc_proxy" not in proxy  # said, not changed

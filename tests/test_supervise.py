@@ -244,7 +244,7 @@ def test_oom_kills_are_counted_in_the_tasks_own_cgroup_where_it_has_one(tmp_path
 
 
 def test_an_environment_too_large_for_the_kernel_names_its_largest_variable() -> None:
-    """A TF_CONFIG that lists thousands of tasks passes Linux's 128 KiB a variable: execve says only
+    """A TF_CONFIG that lists thousands of tasks passes Linux's limit on one string: execve says only
     'Argument list too long'."""
     import subprocess
 
@@ -254,10 +254,13 @@ def test_an_environment_too_large_for_the_kernel_names_its_largest_variable() ->
     with pytest.raises(OSError) as refused:
         subprocess.Popen(["true"], env=env)
     error = cannot_run(["python"], refused.value, env)
-    assert "cannot run 'python': its environment is too large for the kernel (TF_CONFIG holds 162,0" in error.message
+    assert error.message.startswith("cannot run 'python': variable TF_CONFIG holds 162,0"), error.message
+    assert "more than the kernel takes in one string (131,072)" in error.message  # 4 KiB pages here
     assert "resolver.to_tensorflow()" in (error.hint or "")
-    other = cannot_run(["python"], refused.value, {"BIG": "x" * 200_000})
-    assert "BIG holds 200,000 characters" in other.message and other.hint == \
-        "unset or shorten BIG before the command starts"
+    argument = cannot_run(["echo", "x" * 200_000], refused.value, {"PATH": "/bin"})
+    assert "argument 1 holds 200,001 bytes" in argument.message and argument.hint == "shorten argument 1 (or unset it)"
+    many = {f"V{i}": "x" * 100_000 for i in range(40)}  # each fits; together past the total
+    total = cannot_run(["python"], refused.value, many)
+    assert "its arguments and environment (4,00" in total.message and "ulimit -s" in (total.hint or "")
     missing = cannot_run(["nosuch"], FileNotFoundError(2, "No such file or directory"), env)
     assert missing.message == "cannot run 'nosuch': No such file or directory"

@@ -123,11 +123,12 @@ class ClusterResolver(abc.ABC):
         return json.dumps(config)
 
     def to_tensorflow(self) -> Any:
-        """A genuine ``tf.distribute.cluster_resolver.SimpleClusterResolver`` with our values (and
-        TensorFlow's gRPC kept off an HTTP proxy of the environment: `keep_grpc_off_proxies()`)."""
-        from ..environment import keep_grpc_off_proxies
+        """A genuine ``tf.distribute.cluster_resolver.SimpleClusterResolver`` with our values (an
+        HTTP proxy in the environment, which TensorFlow's gRPC would use, is said once in the log:
+        see `keep_grpc_off_proxies()`)."""
+        from ..environment import warn_of_grpc_proxy
 
-        keep_grpc_off_proxies()  # the strategy it is given makes TensorFlow's channels
+        warn_of_grpc_proxy("to_tensorflow()")
         tf = import_optional("tensorflow", "tensorflow", "A TensorFlow resolver")
         return tf.distribute.cluster_resolver.SimpleClusterResolver(
             self.cluster_spec().to_tensorflow(),
