@@ -26,7 +26,7 @@ from typing import Any
 
 from ..addresses import port_in_use
 from ..cluster_spec import ClusterSpec
-from ..environment import export_defaults
+from ..environment import export_defaults, grpc_without_proxy, snapshot
 from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
 from .loop import LoopThread
@@ -81,13 +81,17 @@ GRPC_DEFAULTS = {
 
 
 def grpc_module() -> Any:
-    """The grpc module (a dependency of every installation), imported with `GRPC_DEFAULTS`.
+    """The grpc module (a dependency of every installation), imported with `GRPC_DEFAULTS` (and
+    `grpc_without_proxy()`).
 
     With gRPC's fork support on (its default since grpcio 1.5x), about one process in three
     forked while a task's server runs (a DataLoader's workers, multiprocessing, os.fork) died of
     SIGSEGV in gRPC's fork handlers before it ran a line of its own.
     """
-    written = export_defaults(GRPC_DEFAULTS)
+    # And gRPC's proxy off where an HTTP proxy is set: this task's own channels ignore it, but a
+    # framework's (TensorFlow's, JAX's) in this process and its children would send their calls
+    # between the job's tasks to it.
+    written = export_defaults({**GRPC_DEFAULTS, **grpc_without_proxy(snapshot())})
     if "GRPC_ENABLE_FORK_SUPPORT" in written and "grpc" in sys.modules:
         log.warning("slurm_resolver: grpc was imported before slurm_resolver, with gRPC's fork support on: a "
                     "process forked while this task's server runs may die of SIGSEGV. Set "

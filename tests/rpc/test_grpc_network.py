@@ -160,3 +160,16 @@ def test_a_proxy_in_the_environment_is_not_used_for_the_jobs_own_calls(monkeypat
         monkeypatch.delenv(name, raising=False)
     run = over_grpc(2, 2, procs=1, timeout=20)
     assert run.ok, run.errors
+
+
+def test_a_task_that_serves_turns_grpcs_proxy_off_for_the_frameworks_beside_it() -> None:
+    """Once slurm_resolver's gRPC is up, TensorFlow's or JAX's in the same task (and its children) no
+    longer sends its calls to an HTTP proxy of the environment; a user's own setting wins."""
+    code = ("import os\nfrom slurm_resolver.rpc.server import grpc_module\ngrpc_module()\n"
+            "print(repr(os.environ.get('grpc_proxy')))")
+    env = {k: v for k, v in os.environ.items() if k not in ("grpc_proxy", "no_grpc_proxy")}
+    env["https_proxy"] = "http://proxy.example:3128"
+    said = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env=extra, cwd=Path(__file__).parents[2]).stdout.strip()
+            for extra in (env, {**env, "no_grpc_proxy": "node1"})]
+    assert said == ["''", "None"]
