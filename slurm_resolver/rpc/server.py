@@ -80,9 +80,15 @@ GRPC_DEFAULTS = {
 """gRPC core's settings, read once when grpc is imported; a user's own value wins."""
 
 
+_grpc: Any = None
+"""The grpc module, once `grpc_module()` prepared the environment and imported it."""
+
+
 def grpc_module() -> Any:
     """The grpc module (a dependency of every installation), imported with `GRPC_DEFAULTS` (and
-    `grpc_without_proxy()`).
+    `grpc_without_proxy()`), written into the environment on the first call only: every task's
+    server and network asks for it, and a copy of the environment per call cost more than a
+    seal (gRPC core reads its variables once anyway).
 
     With gRPC's fork support on (its default since grpcio 1.5x), about one process in three
     forked while a task's server runs (a DataLoader's workers, multiprocessing, os.fork) died of
@@ -91,13 +97,17 @@ def grpc_module() -> Any:
     # And gRPC's proxy off where an HTTP proxy is set: this task's own channels ignore it, but a
     # framework's (TensorFlow's, JAX's) in this process and its children would send their calls
     # between the job's tasks to it.
+    global _grpc
+    if _grpc is not None:
+        return _grpc
     written = export_defaults({**GRPC_DEFAULTS, **grpc_without_proxy(snapshot())})
     if "GRPC_ENABLE_FORK_SUPPORT" in written and "grpc" in sys.modules:
         log.warning("slurm_resolver: grpc was imported before slurm_resolver, with gRPC's fork support on: a "
                     "process forked while this task's server runs may die of SIGSEGV. Set "
                     "GRPC_ENABLE_FORK_SUPPORT=false in the job's environment, or import slurm_resolver's "
                     "servers before grpc")
-    return import_optional("grpc", "", "A slurm_resolver Server")
+    _grpc = import_optional("grpc", "", "A slurm_resolver Server")
+    return _grpc
 
 
 def bindable(host: str) -> str:

@@ -173,3 +173,14 @@ def test_a_task_that_serves_turns_grpcs_proxy_off_for_the_frameworks_beside_it()
                            env=extra, cwd=Path(__file__).parents[2]).stdout.strip()
             for extra in (env, {**env, "no_grpc_proxy": "node1"})]
     assert said == ["''", "None"]
+
+
+def test_grpc_is_prepared_once_a_process_not_once_a_task() -> None:
+    """Every task's server and network asks for grpc: the environment is copied and written on the
+    first call only (a copy per call cost more than a seal, thousands of times a process)."""
+    code = ("import grpc\nfrom slurm_resolver.rpc import server\nfirst = server.grpc_module()\n"
+            "def copied(*args):\n    raise AssertionError('the environment copied again')\n"
+            "server.snapshot = copied\nassert server.grpc_module() is first is grpc\nprint('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[2])
+    assert done.stdout.strip() == "ok", done.stderr
