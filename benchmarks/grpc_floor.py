@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Benchmark: the floor of a bootstrap's design over gRPC on this machine, before any code of ours.
+
+Bare gRPC asyncio in one process, no code of slurm_resolver: every task starts a server,
+every task but the root makes one unary call up over a connection of its own (a channel per
+task, with a subchannel pool of its own, as separate processes have: gRPC would otherwise
+share one connection between a process's channels to one address), and the tasks that nobody
+calls are asked once who they are, over a new connection. Calls are answered at once. What
+it prints is the least CPU a task of that design can cost here, whatever the code on top.
+
+Designs, in nodes of ``--tasks-per-node`` tasks (each node on its own loopback address), the
+nodes' leaders (their first task) in a tree of fan-out 8:
+
+- ``tree`` (the bootstrap's): a node's tasks call its leader, which asks each of them who
+  they are (every server is checked, so the table is verified);
+- ``chain``: a node's tasks call the one before them, so that only the last is asked who it
+  is (every server still checked; a node's tasks would have to find each other's ports);
+- ``unchecked``: calls up only, nobody asked (the table not verified: a lower bound only).
+
+Prints one JSON line per design:
+{"design": "tree", "tasks": 1024, "cpu_ms_per_task": ..., "wall_s": ..., "connections_per_task": ...}
+
+    python benchmarks/grpc_floor.py [--tasks 1024] [--designs tree chain unchecked] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import multiprocessing
+import resource
+import time
+from typing import Any
+
+DESIGNS = ("tree", "chain", "unchecked")
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+def _address(task: int, per_node: int) -> str:
+    node = task // per_node
+    return f"127.77.{node // 250 % 256}.{node % 250 + 1}"
+
+
+def _above(task: int, per_node: int, design: str, fanout: int = 8) -> int | None:
+    """Whom ``task`` calls: the task before it (chain) or its leader; a leader calls its parent's."""
+    if task % per_node:
+        return task - 1 if design == "chain" else task - task % per_node
+    node = task // per_node
+    return None if node == 0 else (node - 1) // fanout * per_node
+
+
+def _asked(leader: int, per_node: int, design: str) -> list[int]:
+    """The tasks of ``leader``'s node that it asks who they are: those nobody else calls."""
+    if design == "unchecked":
+        return []
+    mates = list(range(leader + 1, leader + per_node))
+    return mates[-1:] if design == "chain" else mates
+
+
+async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
+    import grpc
+    from grpc import aio
+
+    async def answer(request: bytes, context: Any) -> bytes:
+        return request
+
+    class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]
+        def service(self, details: Any) -> Any:
+            return grpc.unary_unary_rpc_method_handler(answer)
+
+    connections = 0
+    before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    servers: list[tuple[Any, int]] = []
+    for task in range(tasks):
+        server = aio.server()
+        port = server.add_insecure_port(f"{_address(task, per_node)}:0")
+        server.add_generic_rpc_handlers((Handler(),))
+        await server.start()
+        servers.append((server, port))
+
+    async def call(target: int, message: bytes) -> Any:
+        nonlocal connections
+        connections += 1
+        channel = aio.insecure_channel(f"{_address(target, per_node)}:{servers[target][1]}", options=OWN_CONNECTION)
+        await channel.unary_unary("/floor/Call")(message)
+        return channel
+
+    async def task(rank: int) -> list[Any]:
+        channels = []
+        above = _above(rank, per_node, design)
+        if above is not None:
+            channels.append(await call(above, b"a record of a few bytes"))
+        if rank % per_node == 0:
+            channels += [await call(mate, b"who are you") for mate in _asked(rank, per_node, design)]
+        return channels
+
+    await asyncio.gather(*(task(rank) for rank in range(tasks)))
+    after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return {"design": design, "tasks": tasks, "cpu_ms_per_task": round(1000 * cpu / tasks, 2),
+            "wall_s": round(wall, 2), "connections_per_task": round(connections / tasks, 2)}
+
+
+def _measure(tasks: int, per_node: int, design: str, out: Any) -> None:
+    """One run in a fresh process (gRPC's threads and caches start cold for every design)."""
+    gc.disable()
+    out.put(asyncio.run(_run(tasks, per_node, design)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=256)
+    parser.add_argument("--tasks-per-node", type=int, default=4)
+    parser.add_argument("--designs", nargs="+", choices=DESIGNS, default=list(DESIGNS))
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each design, alternated")
+    args = parser.parse_args()
+    context = multiprocessing.get_context("spawn")
+    for _ in range(args.repeat):
+        for design in args.designs:
+            out = context.Queue()
+            process = context.Process(target=_measure, args=(args.tasks, args.tasks_per_node, design, out))
+            process.start()
+            row = out.get(timeout=300)
+            process.kill()  # servers and channels are not stopped one by one: the process ends
+            process.join()
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
