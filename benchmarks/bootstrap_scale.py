@@ -16,7 +16,12 @@ Resolution runs once (benchmarks/resolve.py measures it). Prints a Markdown tabl
 --json one line per size:
 {"network": "grpc", "ranks": N, "wall_s": ..., "ok": true, "cpu_ms_per_rank": ..., ...}
 
+With ``--heartbeat 1 --hold 15`` (over gRPC), failure detection (off otherwise, so that the
+bootstrap is measured) runs 15 s after every task's bootstrap, every task alive: the line adds
+the tasks it declared dead (``deaths``: none, if it is right) and its CPU a task a second.
+
     python benchmarks/bootstrap_scale.py [--network local|grpc] [--procs 4] [--ranks 1024 4096] [--json]
+                                         [--heartbeat 1 --hold 15]
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 
 def _run(network: str, nodes: int, per_node: int, args: argparse.Namespace) -> Simulation:
     if network == "grpc":
-        return over_grpc(nodes, per_node, args.procs, timeout=args.timeout, fanout=args.fanout)
+        return over_grpc(nodes, per_node, args.procs, timeout=args.timeout, fanout=args.fanout,
+                         heartbeat=args.heartbeat, hold=args.hold)
     before = resource.getrusage(resource.RUSAGE_SELF)
     run = simulate(nodes, per_node, timeout=args.timeout, fanout=args.fanout)
     after = resource.getrusage(resource.RUSAGE_SELF)
@@ -50,8 +56,14 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="*", help="node counts instead of --ranks")
     parser.add_argument("--fanout", type=int, default=DEFAULT_FANOUT)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds every bootstrap may take")
+    parser.add_argument("--heartbeat", type=float, help="--network grpc: failure detection on, with beats this "
+                        "many seconds apart (patience: five beats); off by default, so that the bootstrap is measured")
+    parser.add_argument("--hold", type=float, default=0.0, help="--network grpc, with --heartbeat: seconds failure "
+                        "detection runs after the bootstrap; prints the deaths it declared (none: right) and its CPU")
     parser.add_argument("--json", action="store_true", help="one JSON object per size")
     args = parser.parse_args()
+    if args.hold and not (args.heartbeat and args.network == "grpc"):
+        parser.error("--hold needs --network grpc and --heartbeat")
     shapes = [(n, args.tasks_per_node) for n in args.nodes] if args.nodes else \
         [(max(1, r // args.tasks_per_node), args.tasks_per_node) for r in args.ranks]
     where = "in-process network, one process" if args.network == "local" else \
@@ -74,6 +86,9 @@ def main() -> None:
                   f"{peak if local else '-'} | {row['max_bytes_sent_by_one_server'] if local else '-'} | "
                   f"{row['max_connections_one_server'] if local else '-'} | "
                   f"{row['largest_message'] if local else '-'} |", flush=True)
+        if run.held_s and not args.json:
+            print(f"failure detection, {run.held_s:g} s after the bootstrap: {run.deaths} tasks declared dead, "
+                  f"{row['held_cpu_ms_per_rank_second']} ms of CPU a task a second", flush=True)
         if not run.ok:
             print(f"errors: {run.errors}", flush=True)
 

@@ -45,8 +45,10 @@ def _cluster(nodes: int, tasks_per_node: int) -> Cluster:
 
 
 def _worker(index: int, procs: int, shape: tuple[int, int], options: dict[str, Any], secret: str,
-            ready: Any, go: Any, finished: Any, report: Any) -> None:
-    """One process: its nodes' tasks, bootstrapped together once every process is ready."""
+            ready: Any, go: Any, finished: Any, report: Any, hold: float = 0.0) -> None:
+    """One process: its nodes' tasks, bootstrapped together once every process is ready; with
+    ``hold``, failure detection then runs that long once every process's tasks are bootstrapped,
+    and the deaths it declared are counted before any task stops."""
     from .bootstrap import bootstrap_async
     from .grpc_network import GrpcNetwork
 
@@ -72,27 +74,42 @@ def _worker(index: int, procs: int, shape: tuple[int, int], options: dict[str, A
         start, cpu = time.time(), resource.getrusage(resource.RUSAGE_SELF)
         done = await asyncio.gather(*(task(r) for r in mine))
         end, after = time.time(), resource.getrusage(resource.RUSAGE_SELF)
+        held, dead = 0.0, set()
+        if hold:
+            await loop.run_in_executor(None, finished.wait)  # every process's tasks are bootstrapped
+            await asyncio.sleep(hold)
+            held = _cpu(after, resource.getrusage(resource.RUSAGE_SELF))
+            dead = {rank for b in done if b is not None for rank in b.failures()}
         await loop.run_in_executor(None, finished.wait)  # every process is done: servers may stop
         await asyncio.gather(*(b.aio.stop(0) for b in done if b is not None))
         return {"start": start, "end": end, "failed": len(errors), "errors": dict(sorted(errors.items())[:8]),
-                "cpu": after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime, "ranks": len(mine)}
+                "cpu": _cpu(cpu, after), "ranks": len(mine), "held_cpu": held, "dead": sorted(dead)}
 
     gc.disable()  # as in the simulation: thousands of tasks' objects in one process
     report.put(asyncio.run(run()))
 
 
 def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float = 120.0,
-              fanout: int = DEFAULT_FANOUT, verify: str | int = "once") -> Simulation:
+              fanout: int = DEFAULT_FANOUT, verify: str | int = "once", heartbeat: float | None = None,
+              hold: float = 0.0) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step over real gRPC, spread over
-    ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together."""
+    ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together.
+
+    With a ``heartbeat`` (seconds; patience five beats) and ``hold`` seconds, failure detection
+    runs that long after every task's bootstrap, while every task lives: the result counts the
+    tasks it declared dead (``deaths``, none if it is right) and its CPU seconds (``held_cpu_s``).
+    Without, the run measures the bootstrap alone (failure detection off).
+    """
+    if hold and not heartbeat:
+        raise ValueError("hold= needs a heartbeat: failure detection is what runs while held")
     context = multiprocessing.get_context("spawn")  # gRPC must not be initialised before a fork
     ready, report = context.Queue(), context.Queue()
     go, finished = context.Event(), context.Barrier(procs)
     options = {"exchange": "rendezvous", "timeout": timeout, "verify": verify, "fanout": fanout,
-               "heartbeat": None, "auth": "secret"}
+               "heartbeat": heartbeat, "auth": "secret", **({"patience": 5 * heartbeat} if heartbeat else {})}
     secret = secrets.token_urlsafe(24)  # the job's: every task holds the same
     workers = [context.Process(target=_worker, args=(i, procs, (nodes, tasks_per_node), options, secret, ready, go,
-                                                     _Done(finished), report))
+                                                     _Done(finished), report, hold))
                for i in range(procs)]
     for worker in workers:
         worker.start()
@@ -100,7 +117,7 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
         for _ in workers:
             _get(ready, workers, 120)
         go.set()
-        rows = [_get(report, workers, timeout + 120) for _ in workers]
+        rows = [_get(report, workers, timeout + hold + 120) for _ in workers]
     finally:
         for worker in workers:
             worker.join(30)
@@ -112,7 +129,13 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     failed = sum(row["failed"] for row in rows)
     return Simulation(ranks=nodes * tasks_per_node, wall_s=max(r["end"] for r in rows) - min(r["start"] for r in rows),
                       ok=failed == 0, errors=dict(sorted(errors.items())[:8]), failed=failed,
-                      cpu_s=sum(r["cpu"] for r in rows))
+                      cpu_s=sum(r["cpu"] for r in rows), held_s=hold, held_cpu_s=sum(r["held_cpu"] for r in rows),
+                      deaths=len({rank for r in rows for rank in r["dead"]}))
+
+
+def _cpu(before: Any, after: Any) -> float:
+    """CPU seconds (user and system) between two ``getrusage`` readings."""
+    return float(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
 
 
 def _get(queue: Any, workers: list[Any], timeout: float) -> Any:

@@ -62,6 +62,12 @@ class Simulation:
     largest_message: int = 0
     cpu_s: float = 0.0
     """CPU seconds the run took (every process of a run over gRPC)."""
+    held_s: float = 0.0
+    """Seconds failure detection ran after every task's bootstrap (runs over gRPC with a heartbeat)."""
+    held_cpu_s: float = 0.0
+    """CPU seconds of those ``held_s``: what failure detection costs while nothing happens."""
+    deaths: int = 0
+    """Tasks declared dead while failure detection ran: with every task alive, none."""
     results: list[Bootstrapped | None] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -71,7 +77,10 @@ class Simulation:
                 "max_bytes_received_by_one_server": self.max_bytes_received_by_one_server,
                 "max_connections_one_server": self.max_connections_one_server,
                 "max_calls_one_server": self.max_calls_one_server, "largest_message": self.largest_message,
-                "cpu_s": round(self.cpu_s, 2)}
+                "cpu_s": round(self.cpu_s, 2),
+                **({"held_s": self.held_s, "deaths": self.deaths,
+                    "held_cpu_ms_per_rank_second": round(1000 * self.held_cpu_s / self.ranks / self.held_s, 3)}
+                   if self.held_s else {})}
 
 
 def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: int = DEFAULT_FANOUT,

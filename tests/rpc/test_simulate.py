@@ -3,6 +3,8 @@ real gRPC in several processes (each simulated node on its own loopback address)
 
 from __future__ import annotations
 
+import pytest
+
 from slurm_resolver.rpc.loopback import over_grpc
 from slurm_resolver.rpc.simulate import simulate
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT
@@ -58,3 +60,17 @@ def test_256_tasks_over_real_grpc_in_two_processes() -> None:
     run = over_grpc(64, 4, procs=2, timeout=60)
     assert run.ok, run.errors
     assert run.wall_s < 30 and run.cpu_s > 0
+
+
+def test_failure_detection_over_real_grpc_declares_nobody_dead_while_every_task_lives() -> None:
+    """256 tasks' watch calls and beats (the default heartbeat) over real sockets, in two processes:
+    nobody is taken for dead, and the count would show it (the run's deaths are those of every task)."""
+    run = over_grpc(64, 4, procs=2, timeout=60, heartbeat=1.0, hold=3.0)
+    assert run.ok, run.errors
+    assert run.deaths == 0 and run.held_s == 3.0 and run.held_cpu_s > 0
+    assert run.summary()["deaths"] == 0
+
+
+def test_a_hold_needs_failure_detection() -> None:
+    with pytest.raises(ValueError, match="heartbeat"):
+        over_grpc(1, 1, procs=1, hold=1.0)
