@@ -19,9 +19,12 @@ Resolution runs once (benchmarks/resolve.py measures it). Prints a Markdown tabl
 With ``--heartbeat 1 --hold 15`` (over gRPC), failure detection (off otherwise, so that the
 bootstrap is measured) runs 15 s after every task's bootstrap, every task alive: the line adds
 the tasks it declared dead (``deaths``: none, if it is right) and its CPU a task a second.
+With ``--kill P`` too, process P ends abruptly 5 s in, with its nodes' tasks: the line says
+how many living tasks were declared dead (none, if it is right), how many never heard of a
+death, and when the last one did.
 
     python benchmarks/bootstrap_scale.py [--network local|grpc] [--procs 4] [--ranks 1024 4096] [--json]
-                                         [--heartbeat 1 --hold 15]
+                                         [--heartbeat 1 --hold 15 [--kill 1]]
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 def _run(network: str, nodes: int, per_node: int, args: argparse.Namespace) -> Simulation:
     if network == "grpc":
         return over_grpc(nodes, per_node, args.procs, timeout=args.timeout, fanout=args.fanout,
-                         heartbeat=args.heartbeat, hold=args.hold)
+                         heartbeat=args.heartbeat, hold=args.hold, kill=args.kill)
     before = resource.getrusage(resource.RUSAGE_SELF)
     run = simulate(nodes, per_node, timeout=args.timeout, fanout=args.fanout)
     after = resource.getrusage(resource.RUSAGE_SELF)
@@ -60,10 +63,15 @@ def main() -> None:
                         "many seconds apart (patience: five beats); off by default, so that the bootstrap is measured")
     parser.add_argument("--hold", type=float, default=0.0, help="--network grpc, with --heartbeat: seconds failure "
                         "detection runs after the bootstrap; prints the deaths it declared (none: right) and its CPU")
+    parser.add_argument("--kill", type=int, help="--network grpc, with --hold: process number KILL ends abruptly a "
+                        "third into the hold, with its nodes' tasks; prints whom the others declared dead and how soon "
+                        "the last living task heard of it")
     parser.add_argument("--json", action="store_true", help="one JSON object per size")
     args = parser.parse_args()
     if args.hold and not (args.heartbeat and args.network == "grpc"):
         parser.error("--hold needs --network grpc and --heartbeat")
+    if args.kill is not None and not (args.hold and 0 <= args.kill < args.procs and args.procs > 1):
+        parser.error(f"--kill needs --hold and names one of the --procs {args.procs} processes (more than one)")
     shapes = [(n, args.tasks_per_node) for n in args.nodes] if args.nodes else \
         [(max(1, r // args.tasks_per_node), args.tasks_per_node) for r in args.ranks]
     where = "in-process network, one process" if args.network == "local" else \
@@ -87,8 +95,12 @@ def main() -> None:
                   f"{row['max_connections_one_server'] if local else '-'} | "
                   f"{row['largest_message'] if local else '-'} |", flush=True)
         if run.held_s and not args.json:
-            print(f"failure detection, {run.held_s:g} s after the bootstrap: {run.deaths} tasks declared dead, "
+            print(f"failure detection, {run.held_s:g} s after the bootstrap: {len(run.dead)} tasks declared dead, "
                   f"{row['held_cpu_ms_per_rank_second']} ms of CPU a task a second", flush=True)
+        if run.killed and not args.json:
+            print(f"process {args.kill} ended with its {len(run.killed)} tasks: {row['declared_dead_but_alive']} "
+                  f"living tasks declared dead; every living task but {run.unheard} heard of a death, the last "
+                  f"{run.heard_s:.3f} s after", flush=True)
         if not run.ok:
             print(f"errors: {run.errors}", flush=True)
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
+import os
 import resource
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..cluster import Cluster
@@ -44,80 +46,122 @@ def _cluster(nodes: int, tasks_per_node: int) -> Cluster:
                    node_addresses=lambda names: {n: loopback(int(n[4:]) - 1) for n in names})
 
 
-def _worker(index: int, procs: int, shape: tuple[int, int], options: dict[str, Any], secret: str,
-            ready: Any, go: Any, finished: Any, report: Any, hold: float = 0.0) -> None:
-    """One process: its nodes' tasks, bootstrapped together once every process is ready; with
-    ``hold``, failure detection then runs that long once every process's tasks are bootstrapped,
-    and the deaths it declared are counted before any task stops."""
+@dataclass(frozen=True)
+class _Plan:
+    """What every process of a run is told."""
+
+    procs: int
+    shape: tuple[int, int]
+    options: dict[str, Any]
+    secret: str
+    hold: float
+    kill: int | None
+
+
+@dataclass(frozen=True)
+class _Signals:
+    """How the processes of a run keep in step."""
+
+    ready: Any
+    go: Any
+    booted: Any
+    """Every process's tasks are bootstrapped."""
+    finished: Any
+    """Every living process is done: servers may stop."""
+    report: Any
+    killed_at: Any
+    """When the process that is killed ended (``time.time()``)."""
+
+
+def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
+    """One process: its nodes' tasks, bootstrapped together once every process is ready; with a
+    hold, failure detection then runs that long once every process's tasks are bootstrapped, and
+    the deaths it declared, and when each task first heard of one, are counted before any stops.
+    The process ``plan.kill`` ends abruptly a third into the hold (as a node that fails: the
+    kernel closes its connections)."""
     from .bootstrap import bootstrap_async
     from .grpc_network import GrpcNetwork
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    nodes, per_node = shape
+    nodes, per_node = plan.shape
     base = _cluster(nodes, per_node)
-    mine = [r for r in range(base.world_size) if r // per_node % procs == index]
+    mine = [r for r in range(base.world_size) if r // per_node % plan.procs == index]
     errors: dict[int, str] = {}
-    env = {"SLURM_RESOLVER_SECRET": secret}
+    env = {"SLURM_RESOLVER_SECRET": plan.secret}
 
     async def task(rank: int) -> Any:
         try:
-            return await bootstrap_async(base.as_rank(rank), environ=env, network=GrpcNetwork(), **options)
+            return await bootstrap_async(base.as_rank(rank), environ=env, network=GrpcNetwork(), **plan.options)
         except SlurmResolverError as exc:
             errors[rank] = str(exc)
             return None
 
     async def run() -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        ready.put(index)
-        await loop.run_in_executor(None, go.wait)
+        signals.ready.put(index)
+        await loop.run_in_executor(None, signals.go.wait)
         start, cpu = time.time(), resource.getrusage(resource.RUSAGE_SELF)
         done = await asyncio.gather(*(task(r) for r in mine))
         end, after = time.time(), resource.getrusage(resource.RUSAGE_SELF)
-        held, dead = 0.0, set()
-        if hold:
-            await loop.run_in_executor(None, finished.wait)  # every process's tasks are bootstrapped
-            await asyncio.sleep(hold)
-            held = _cpu(after, resource.getrusage(resource.RUSAGE_SELF))
-            dead = {rank for b in done if b is not None for rank in b.failures()}
-        await loop.run_in_executor(None, finished.wait)  # every process is done: servers may stop
+        row = {"start": start, "end": end, "failed": len(errors), "errors": dict(sorted(errors.items())[:8]),
+               "cpu": _cpu(cpu, after), "index": index, "ranks": mine, "held_cpu": 0.0, "dead": [], "heard": []}
+        if plan.hold:
+            heard: dict[int, float] = {}
+            for b in done:
+                if b is not None:
+                    b.on_failure(lambda rank, why, me=b.me.rank: heard.setdefault(me, time.time()))
+            await loop.run_in_executor(None, signals.booted.wait)
+            if index == plan.kill:
+                signals.report.put(row)  # its bootstrap's figures; then it fails, as a node does
+                await asyncio.sleep(plan.hold / 3)
+                signals.killed_at.value = time.time()
+                os._exit(0)
+            await asyncio.sleep(plan.hold)
+            row["held_cpu"] = _cpu(after, resource.getrusage(resource.RUSAGE_SELF))
+            row["dead"] = sorted({rank for b in done if b is not None for rank in b.failures()})
+            row["heard"] = [heard.get(b.me.rank) for b in done if b is not None]
+        await loop.run_in_executor(None, signals.finished.wait)  # every process is done: servers may stop
         await asyncio.gather(*(b.aio.stop(0) for b in done if b is not None))
-        return {"start": start, "end": end, "failed": len(errors), "errors": dict(sorted(errors.items())[:8]),
-                "cpu": _cpu(cpu, after), "ranks": len(mine), "held_cpu": held, "dead": sorted(dead)}
+        return row
 
     gc.disable()  # as in the simulation: thousands of tasks' objects in one process
-    report.put(asyncio.run(run()))
+    signals.report.put(asyncio.run(run()))
 
 
 def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float = 120.0,
               fanout: int = DEFAULT_FANOUT, verify: str | int = "once", heartbeat: float | None = None,
-              hold: float = 0.0) -> Simulation:
+              hold: float = 0.0, kill: int | None = None) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step over real gRPC, spread over
     ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together.
 
     With a ``heartbeat`` (seconds; patience five beats) and ``hold`` seconds, failure detection
-    runs that long after every task's bootstrap, while every task lives: the result counts the
-    tasks it declared dead (``deaths``, none if it is right) and its CPU seconds (``held_cpu_s``).
-    Without, the run measures the bootstrap alone (failure detection off).
+    runs that long after every task's bootstrap: the result counts the tasks it declared dead
+    (``deaths``) and its CPU seconds (``held_cpu_s``). Where every task lives, none may be
+    declared dead. With ``kill``, process number ``kill`` ends abruptly a third into the hold,
+    with its nodes' tasks: exactly those must be declared dead, and the result says how long
+    the last living task took to hear of it (``heard_s``) and how many never did (``unheard``).
+    Without a heartbeat, the run measures the bootstrap alone (failure detection off).
     """
     if hold and not heartbeat:
         raise ValueError("hold= needs a heartbeat: failure detection is what runs while held")
+    if kill is not None and not (hold and 0 <= kill < procs and procs > 1):
+        raise ValueError(f"kill={kill} needs a hold and names one of {procs} processes (more than one)")
     context = multiprocessing.get_context("spawn")  # gRPC must not be initialised before a fork
-    ready, report = context.Queue(), context.Queue()
-    go, finished = context.Event(), context.Barrier(procs)
+    living = procs - (kill is not None)
+    signals = _Signals(context.Queue(), context.Event(), _Done(context.Barrier(procs)),
+                       _Done(context.Barrier(living)), context.Queue(), context.Value("d", 0.0))
     options = {"exchange": "rendezvous", "timeout": timeout, "verify": verify, "fanout": fanout,
                "heartbeat": heartbeat, "auth": "secret", **({"patience": 5 * heartbeat} if heartbeat else {})}
-    secret = secrets.token_urlsafe(24)  # the job's: every task holds the same
-    workers = [context.Process(target=_worker, args=(i, procs, (nodes, tasks_per_node), options, secret, ready, go,
-                                                     _Done(finished), report, hold))
-               for i in range(procs)]
+    plan = _Plan(procs, (nodes, tasks_per_node), options, secrets.token_urlsafe(24), hold, kill)
+    workers = [context.Process(target=_worker, args=(i, plan, signals)) for i in range(procs)]
     for worker in workers:
         worker.start()
     try:
         for _ in workers:
-            _get(ready, workers, 120)
-        go.set()
-        rows = [_get(report, workers, timeout + hold + 120) for _ in workers]
+            _get(signals.ready, workers, 120)
+        signals.go.set()
+        rows = [_get(signals.report, workers, timeout + hold + 120) for _ in workers]
     finally:
         for worker in workers:
             worker.join(30)
@@ -127,10 +171,16 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     for row in rows:
         errors.update(row["errors"])
     failed = sum(row["failed"] for row in rows)
+    heard = [t for row in rows for t in row["heard"]]
+    killed = signals.killed_at.value
     return Simulation(ranks=nodes * tasks_per_node, wall_s=max(r["end"] for r in rows) - min(r["start"] for r in rows),
                       ok=failed == 0, errors=dict(sorted(errors.items())[:8]), failed=failed,
                       cpu_s=sum(r["cpu"] for r in rows), held_s=hold, held_cpu_s=sum(r["held_cpu"] for r in rows),
-                      deaths=len({rank for r in rows for rank in r["dead"]}))
+                      dead=sorted({rank for r in rows for rank in r["dead"]}),
+                      killed=[r for row in rows if row["index"] == kill for r in row["ranks"]],
+                      unheard=sum(t is None for t in heard) if kill is not None else 0,
+                      heard_s=max((t - killed for t in heard if t is not None), default=0.0) if kill is not None
+                      else 0.0)
 
 
 def _cpu(before: Any, after: Any) -> float:

@@ -66,8 +66,16 @@ class Simulation:
     """Seconds failure detection ran after every task's bootstrap (runs over gRPC with a heartbeat)."""
     held_cpu_s: float = 0.0
     """CPU seconds of those ``held_s``: what failure detection costs while nothing happens."""
-    deaths: int = 0
-    """Tasks declared dead while failure detection ran: with every task alive, none."""
+    dead: list[int] = field(default_factory=list)
+    """The ranks declared dead while failure detection ran: with every task alive, none."""
+    killed: list[int] = field(default_factory=list)
+    """The ranks whose process was ended on purpose while it ran. ``dead`` may name no other; it names
+    the killed tasks that a living task watched (a node's leader for its node), not those watched
+    only by tasks killed with them."""
+    heard_s: float = 0.0
+    """Seconds from that process's end until the last living task heard of a death."""
+    unheard: int = 0
+    """Living tasks that never heard of one."""
     results: list[Bootstrapped | None] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -78,9 +86,11 @@ class Simulation:
                 "max_connections_one_server": self.max_connections_one_server,
                 "max_calls_one_server": self.max_calls_one_server, "largest_message": self.largest_message,
                 "cpu_s": round(self.cpu_s, 2),
-                **({"held_s": self.held_s, "deaths": self.deaths,
+                **({"held_s": self.held_s, "deaths": len(self.dead),
                     "held_cpu_ms_per_rank_second": round(1000 * self.held_cpu_s / self.ranks / self.held_s, 3)}
-                   if self.held_s else {})}
+                   if self.held_s else {}),
+                **({"killed": len(self.killed), "declared_dead_but_alive": len(set(self.dead) - set(self.killed)),
+                    "last_heard_s": round(self.heard_s, 3), "never_heard": self.unheard} if self.killed else {})}
 
 
 def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: int = DEFAULT_FANOUT,

@@ -67,10 +67,23 @@ def test_failure_detection_over_real_grpc_declares_nobody_dead_while_every_task_
     nobody is taken for dead, and the count would show it (the run's deaths are those of every task)."""
     run = over_grpc(64, 4, procs=2, timeout=60, heartbeat=1.0, hold=3.0)
     assert run.ok, run.errors
-    assert run.deaths == 0 and run.held_s == 3.0 and run.held_cpu_s > 0
+    assert run.dead == [] and run.held_s == 3.0 and run.held_cpu_s > 0
     assert run.summary()["deaths"] == 0
 
 
-def test_a_hold_needs_failure_detection() -> None:
+def test_a_process_that_dies_with_its_nodes_is_heard_of_by_every_living_task_at_once() -> None:
+    """One of four processes ends abruptly, with its 4 nodes' 16 tasks (as nodes that fail): the
+    tasks that watched them name them, nobody alive is named, and every living task hears of a
+    death within about a second (a broken call is noticed at once, not after the patience of 5 s)."""
+    run = over_grpc(16, 4, procs=4, timeout=60, heartbeat=1.0, hold=3.0, kill=1)
+    assert run.ok, run.errors
+    assert len(run.killed) == 16 and run.dead and set(run.dead) <= set(run.killed)
+    assert run.unheard == 0 and 0 < run.heard_s < 2.0  # 0.1 s on the project's VM
+    assert run.summary()["declared_dead_but_alive"] == 0
+
+
+def test_a_hold_needs_failure_detection_and_a_kill_another_process() -> None:
     with pytest.raises(ValueError, match="heartbeat"):
         over_grpc(1, 1, procs=1, hold=1.0)
+    with pytest.raises(ValueError, match="kill=1 needs a hold"):
+        over_grpc(1, 1, procs=1, heartbeat=1.0, hold=1.0, kill=1)
