@@ -115,6 +115,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
             if index == plan.kill:
                 signals.report.put(row)  # its bootstrap's figures; then it fails, as a node does
                 await asyncio.sleep(plan.hold / 3)
+                await loop.run_in_executor(None, _flush, signals.report)
                 signals.killed_at.value = time.time()
                 os._exit(0)
             await asyncio.sleep(plan.hold)
@@ -181,6 +182,12 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
                       unheard=sum(t is None for t in heard) if kill is not None else 0,
                       heard_s=max((t - killed for t in heard if t is not None), default=0.0) if kill is not None
                       else 0.0)
+
+
+def _flush(queue: Any) -> None:
+    """Wait until what this process put on ``queue`` has left it (before an abrupt end)."""
+    queue.close()
+    queue.join_thread()
 
 
 def _cpu(before: Any, after: Any) -> float:
