@@ -137,12 +137,13 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together.
 
     With a ``heartbeat`` (seconds; patience five beats) and ``hold`` seconds, failure detection
-    runs that long after every task's bootstrap: the result counts the tasks it declared dead
-    (``deaths``) and its CPU seconds (``held_cpu_s``). Where every task lives, none may be
-    declared dead. With ``kill``, process number ``kill`` ends abruptly a third into the hold,
-    with its nodes' tasks: exactly those must be declared dead, and the result says how long
-    the last living task took to hear of it (``heard_s``) and how many never did (``unheard``).
-    Without a heartbeat, the run measures the bootstrap alone (failure detection off).
+    runs that long after every task's bootstrap: the result lists the tasks it declared dead
+    (``dead``) and counts the living processes' CPU seconds (``held_cpu_s``). Where every task
+    lives, none may be declared dead. With ``kill``, process number ``kill`` ends abruptly a
+    third into the hold, with its nodes' tasks (``killed``): no other task may be declared dead
+    (those a living task watched are), and the result says how long the last living task took
+    to hear of a death (``heard_s``) and how many never did (``unheard``). Without a
+    heartbeat, the run measures the bootstrap alone (failure detection off).
     """
     if hold and not heartbeat:
         raise ValueError("hold= needs a heartbeat: failure detection is what runs while held")

@@ -65,7 +65,7 @@ class Simulation:
     held_s: float = 0.0
     """Seconds failure detection ran after every task's bootstrap (runs over gRPC with a heartbeat)."""
     held_cpu_s: float = 0.0
-    """CPU seconds of those ``held_s``: what failure detection costs while nothing happens."""
+    """CPU seconds of those ``held_s`` (of the living processes): what failure detection costs."""
     dead: list[int] = field(default_factory=list)
     """The ranks declared dead while failure detection ran: with every task alive, none."""
     killed: list[int] = field(default_factory=list)
@@ -87,7 +87,8 @@ class Simulation:
                 "max_calls_one_server": self.max_calls_one_server, "largest_message": self.largest_message,
                 "cpu_s": round(self.cpu_s, 2),
                 **({"held_s": self.held_s, "deaths": len(self.dead),
-                    "held_cpu_ms_per_rank_second": round(1000 * self.held_cpu_s / self.ranks / self.held_s, 3)}
+                    "held_cpu_ms_per_rank_second": round(1000 * self.held_cpu_s / max(1, self.ranks - len(self.killed))
+                                                         / self.held_s, 3)}
                    if self.held_s else {}),
                 **({"killed": len(self.killed), "declared_dead_but_alive": len(set(self.dead) - set(self.killed)),
                     "last_heard_s": round(self.heard_s, 3), "never_heard": self.unheard} if self.killed else {})}
