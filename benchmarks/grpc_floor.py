@@ -9,7 +9,7 @@ calls are asked once who they are, over a new connection. Calls are answered at 
 it prints is the least CPU a task of that design can cost here, whatever the code on top.
 
 Designs, in nodes of ``--tasks-per-node`` tasks (each node on its own loopback address), the
-nodes' leaders (their first task) in a tree of fan-out 8:
+nodes' leaders (their first task) in the bootstrap's tree (fan-out 8):
 
 - ``tree`` (the bootstrap's): a node's tasks call its leader, which asks each of them who
   they are (every server is checked, so the table is verified);
@@ -34,21 +34,24 @@ import resource
 import time
 from typing import Any
 
+from slurm_resolver.rpc.loopback import loopback
+from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
+
 DESIGNS = ("tree", "chain", "unchecked")
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
 def _address(task: int, per_node: int) -> str:
-    node = task // per_node
-    return f"127.77.{node // 250 % 256}.{node % 250 + 1}"
+    """The loopback address of ``task``'s node, as the bootstrap's benchmark gives it."""
+    return loopback(task // per_node)
 
 
-def _above(task: int, per_node: int, design: str, fanout: int = 8) -> int | None:
+def _above(task: int, per_node: int, design: str, tree: Tree) -> int | None:
     """Whom ``task`` calls: the task before it (chain) or its leader; a leader calls its parent's."""
     if task % per_node:
         return task - 1 if design == "chain" else task - task % per_node
-    node = task // per_node
-    return None if node == 0 else (node - 1) // fanout * per_node
+    parent = tree.parent(task // per_node)
+    return None if parent is None else parent * per_node
 
 
 def _asked(leader: int, per_node: int, design: str) -> list[int]:
@@ -70,6 +73,7 @@ async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
         def service(self, details: Any) -> Any:
             return grpc.unary_unary_rpc_method_handler(answer)
 
+    tree = Tree(-(-tasks // per_node), DEFAULT_FANOUT)  # the leaders' tree of the bootstrap
     connections = 0
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     servers: list[tuple[Any, int]] = []
@@ -89,7 +93,7 @@ async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
 
     async def task(rank: int) -> list[Any]:
         channels = []
-        above = _above(rank, per_node, design)
+        above = _above(rank, per_node, design, tree)
         if above is not None:
             channels.append(await call(above, b"a record of a few bytes"))
         if rank % per_node == 0:

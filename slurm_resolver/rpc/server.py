@@ -94,12 +94,12 @@ def grpc_module() -> Any:
     forked while a task's server runs (a DataLoader's workers, multiprocessing, os.fork) died of
     SIGSEGV in gRPC's fork handlers before it ran a line of its own.
     """
-    # And gRPC's proxy off where an HTTP proxy is set: this task's own channels ignore it, but a
-    # framework's (TensorFlow's, JAX's) in this process and its children would send their calls
-    # between the job's tasks to it.
     global _grpc
     if _grpc is not None:
         return _grpc
+    # And gRPC's proxy off where an HTTP proxy is set: this task's own channels ignore it, but a
+    # framework's (TensorFlow's, JAX's) in this process and its children would send their calls
+    # between the job's tasks to it.
     written = export_defaults({**GRPC_DEFAULTS, **grpc_without_proxy(snapshot())})
     if "GRPC_ENABLE_FORK_SUPPORT" in written and "grpc" in sys.modules:
         log.warning("slurm_resolver: grpc was imported before slurm_resolver, with gRPC's fork support on: a "
