@@ -5,8 +5,10 @@ Bare gRPC asyncio in one process, no code of slurm_resolver: every task starts a
 every task but the root makes one unary call up over a connection of its own (a channel per
 task, with a subchannel pool of its own, as separate processes have: gRPC would otherwise
 share one connection between a process's channels to one address), and the tasks that nobody
-calls are asked once who they are, over a new connection. Calls are answered at once. What
-it prints is the least CPU a task of that design can cost here, whatever the code on top.
+calls are asked once who they are, over a new connection. Calls are answered at once. gRPC runs
+with the settings the bootstrap gives it (`GRPC_DEFAULTS`: the native resolver; its lean options;
+`ipv4:` targets, so that no resolver runs for a peer's address). What it prints is the least CPU a
+task of that design can cost here, whatever the code on top.
 
 Designs, in nodes of ``--tasks-per-node`` tasks (each node on its own loopback address), the
 nodes' leaders (their first task) in the bootstrap's tree (fan-out 8):
@@ -30,15 +32,18 @@ import asyncio
 import gc
 import json
 import multiprocessing
+import os
 import resource
 import time
 from typing import Any
 
+from slurm_resolver.rpc.grpc_network import channel_target
 from slurm_resolver.rpc.loopback import loopback
+from slurm_resolver.rpc.server import GRPC_DEFAULTS, LEAN_OPTIONS
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
 
 DESIGNS = ("tree", "chain", "unchecked")
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1), *LEAN_OPTIONS]
 
 
 def _address(task: int, per_node: int) -> str:
@@ -78,7 +83,7 @@ async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     servers: list[tuple[Any, int]] = []
     for task in range(tasks):
-        server = aio.server()
+        server = aio.server(options=LEAN_OPTIONS)
         port = server.add_insecure_port(f"{_address(task, per_node)}:0")
         server.add_generic_rpc_handlers((Handler(),))
         await server.start()
@@ -87,7 +92,8 @@ async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
     async def call(target: int, message: bytes) -> Any:
         nonlocal connections
         connections += 1
-        channel = aio.insecure_channel(f"{_address(target, per_node)}:{servers[target][1]}", options=OWN_CONNECTION)
+        channel = aio.insecure_channel(channel_target(_address(target, per_node), servers[target][1]),
+                                       options=OWN_CONNECTION)
         await channel.unary_unary("/floor/Call")(message)
         return channel
 
@@ -109,6 +115,8 @@ async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
 
 def _measure(tasks: int, per_node: int, design: str, out: Any) -> None:
     """One run in a fresh process (gRPC's threads and caches start cold for every design)."""
+    for name, value in GRPC_DEFAULTS.items():  # before grpc is imported: gRPC core reads them once
+        os.environ.setdefault(name, value)
     gc.disable()
     out.put(asyncio.run(_run(tasks, per_node, design)))
 

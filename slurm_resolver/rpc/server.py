@@ -76,6 +76,12 @@ SERVER_OPTIONS = (
 GRPC_DEFAULTS = {
     "GRPC_VERBOSITY": "ERROR",  # gRPC core's INFO lines (one per closed connection) are noise in a job's output
     "GRPC_ENABLE_FORK_SUPPORT": "false",  # its fork handlers crash a child forked beside the server's threads
+    # Names resolved as the rest of the node resolves them (getaddrinfo: /etc/hosts, NIS, LDAP and
+    # DNS, as nsswitch.conf says), not by c-ares, which reads only /etc/hosts and DNS and fails where
+    # a cluster's node names live elsewhere (grpc/grpc#34709, #40574). It is cheaper too: c-ares
+    # read four configuration files for every server's address (a literal IP), about 45 system
+    # calls a task, a twentieth of a task's CPU in the bootstrap (benchmarks/README.md).
+    "GRPC_DNS_RESOLVER": "native",
 }
 """gRPC core's settings, read once when grpc is imported; a user's own value wins."""
 

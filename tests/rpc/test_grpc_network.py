@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from slurm_resolver.rpc.auth import AuthMode, Authority
-from slurm_resolver.rpc.grpc_network import GrpcNetwork
+from slurm_resolver.rpc.grpc_network import GrpcNetwork, channel_target
 from slurm_resolver.rpc.transport import LinkError, Refusal
 from slurm_resolver.rpc.wire import decode_identity, unwrap
 
@@ -184,3 +184,29 @@ def test_grpc_is_prepared_once_a_process_not_once_a_task() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parents[2])
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize(("host", "target"), [
+    ("127.0.1.3", "ipv4:127.0.1.3:4000"),  # an address: no resolver runs for it
+    ("10.255.0.1", "ipv4:10.255.0.1:4000"),
+    ("node1", "node1:4000"),  # a name: resolved by gRPC's resolver
+    ("node1.cluster", "node1.cluster:4000"),
+    ("1.2.3", "1.2.3:4000"),
+    ("256.1.1.1", "256.1.1.1:4000"),
+    ("1.2.3.4.5", "1.2.3.4.5:4000"),
+    ("[::1]", "[::1]:4000"),  # IPv6 as it is (a zone id would need escaping in an ipv6: target)
+])
+def test_a_peers_channel_target_skips_the_resolver_for_an_ipv4_address(host: str, target: str) -> None:
+    assert channel_target(host, 4000) == target
+
+
+def test_grpc_resolves_names_as_the_node_does_unless_the_user_chose() -> None:
+    """gRPC's c-ares resolver reads only /etc/hosts and DNS (and four files for every server's
+    address): the bootstrap's gRPC resolves with getaddrinfo, unless the job set GRPC_DNS_RESOLVER."""
+    code = ("import os\nfrom slurm_resolver.rpc.server import grpc_module\ngrpc_module()\n"
+            "print(os.environ['GRPC_DNS_RESOLVER'])")
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_DNS_RESOLVER"}
+    said = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env=extra, cwd=Path(__file__).parents[2]).stdout.strip()
+            for extra in (env, {**env, "GRPC_DNS_RESOLVER": "ares"})]
+    assert said == ["native", "ares"]
