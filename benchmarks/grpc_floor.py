@@ -19,10 +19,15 @@ nodes' leaders (their first task) in the bootstrap's tree (fan-out 8):
   is (every server still checked; a node's tasks would have to find each other's ports);
 - ``unchecked``: calls up only, nobody asked (the table not verified: a lower bound only).
 
-Prints one JSON line per design:
-{"design": "tree", "tasks": 1024, "cpu_ms_per_task": ..., "wall_s": ..., "connections_per_task": ...}
+With ``--procs P``, the nodes are spread over P processes as in `bootstrap_scale.py --network
+grpc --procs P` (node n in process n % P); a task's server listens at a port fixed by its place
+on its node, so that no exchange is needed; a process's CPU counts until every process's calls
+are done (its servers answer until then).
 
-    python benchmarks/grpc_floor.py [--tasks 1024] [--designs tree chain unchecked] [--repeat 3]
+Prints one JSON line per design:
+{"design": "tree", "tasks": 1024, "procs": 1, "cpu_ms_per_task": ..., "wall_s": ..., "connections_per_task": ...}
+
+    python benchmarks/grpc_floor.py [--tasks 1024] [--procs 4] [--designs tree chain unchecked] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -67,7 +72,14 @@ def _asked(leader: int, per_node: int, design: str) -> list[int]:
     return mates[-1:] if design == "chain" else mates
 
 
-async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
+PORT_BASE = 41000
+"""A task's port: PORT_BASE plus its index on its node (every node has an address of its own),
+so that the tasks of one process can call those of another without an exchange."""
+
+
+async def _run(tasks: int, per_node: int, design: str, procs: int, index: int, sync: Any) -> dict[str, Any]:
+    """Process ``index`` of ``procs``: its nodes' tasks (node n in process n % procs), from their
+    servers' start to the end of every process's calls (its servers answer until then)."""
     import grpc
     from grpc import aio
 
@@ -78,23 +90,30 @@ async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
         def service(self, details: Any) -> Any:
             return grpc.unary_unary_rpc_method_handler(answer)
 
+    def port(task: int) -> int:
+        return PORT_BASE + task % per_node
+
     tree = Tree(-(-tasks // per_node), DEFAULT_FANOUT)  # the leaders' tree of the bootstrap
+    mine = [task for task in range(tasks) if task // per_node % procs == index]
     connections = 0
-    before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-    servers: list[tuple[Any, int]] = []
-    for task in range(tasks):
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sync.wait)  # every process is up
+    before, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
+    servers = []
+    for task in mine:
         server = aio.server(options=LEAN_OPTIONS)
-        port = server.add_insecure_port(f"{_address(task, per_node)}:0")
+        if server.add_insecure_port(f"{_address(task, per_node)}:{port(task)}") != port(task):
+            raise SystemExit(f"port {port(task)} of {_address(task, per_node)} is taken")
         server.add_generic_rpc_handlers((Handler(),))
         await server.start()
-        servers.append((server, port))
+        servers.append(server)
 
     async def call(target: int, message: bytes) -> Any:
         nonlocal connections
         connections += 1
-        channel = aio.insecure_channel(channel_target(_address(target, per_node), servers[target][1]),
+        channel = aio.insecure_channel(channel_target(_address(target, per_node), port(target)),
                                        options=OWN_CONNECTION)
-        await channel.unary_unary("/floor/Call")(message)
+        await channel.unary_unary("/floor/Call")(message, wait_for_ready=True)  # its server may start later
         return channel
 
     async def task(rank: int) -> list[Any]:
@@ -106,38 +125,54 @@ async def _run(tasks: int, per_node: int, design: str) -> dict[str, Any]:
             channels += [await call(mate, b"who are you") for mate in _asked(rank, per_node, design)]
         return channels
 
-    await asyncio.gather(*(task(rank) for rank in range(tasks)))
-    after, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - start
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    return {"design": design, "tasks": tasks, "cpu_ms_per_task": round(1000 * cpu / tasks, 2),
-            "wall_s": round(wall, 2), "connections_per_task": round(connections / tasks, 2)}
+    await asyncio.gather(*(task(rank) for rank in mine))
+    end = time.time()
+    await loop.run_in_executor(None, sync.wait)  # every process's calls are done: idle until then
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, "start": start,
+            "end": end, "connections": connections}
 
 
-def _measure(tasks: int, per_node: int, design: str, out: Any) -> None:
-    """One run in a fresh process (gRPC's threads and caches start cold for every design)."""
+def _measure(tasks: int, per_node: int, design: str, procs: int, index: int, sync: Any, out: Any) -> None:
+    """One process of a run, fresh (gRPC's threads and caches start cold for every design)."""
     for name, value in GRPC_DEFAULTS.items():  # before grpc is imported: gRPC core reads them once
         os.environ.setdefault(name, value)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     gc.disable()
-    out.put(asyncio.run(_run(tasks, per_node, design)))
+    out.put(asyncio.run(_run(tasks, per_node, design, procs, index, sync)))
+    out.close()
+    out.join_thread()
+    sync.wait()  # every report is sent: the servers may go
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", type=int, default=256)
     parser.add_argument("--tasks-per-node", type=int, default=4)
+    parser.add_argument("--procs", type=int, default=1, help="processes, the nodes spread over them")
     parser.add_argument("--designs", nargs="+", choices=DESIGNS, default=list(DESIGNS))
     parser.add_argument("--repeat", type=int, default=3, help="runs of each design, alternated")
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     for _ in range(args.repeat):
         for design in args.designs:
-            out = context.Queue()
-            process = context.Process(target=_measure, args=(args.tasks, args.tasks_per_node, design, out))
-            process.start()
-            row = out.get(timeout=300)
-            process.kill()  # servers and channels are not stopped one by one: the process ends
-            process.join()
-            print(json.dumps(row), flush=True)
+            out, sync = context.Queue(), context.Barrier(args.procs)
+            processes = [context.Process(target=_measure, args=(args.tasks, args.tasks_per_node, design,
+                                                                 args.procs, index, sync, out))
+                         for index in range(args.procs)]
+            for process in processes:
+                process.start()
+            rows = [out.get(timeout=300) for _ in processes]
+            for process in processes:
+                process.join(timeout=30)
+                process.kill()  # servers and channels are not stopped one by one: the process ends
+            cpu = sum(row["cpu"] for row in rows)
+            print(json.dumps({"design": design, "tasks": args.tasks, "procs": args.procs,
+                              "cpu_ms_per_task": round(1000 * cpu / args.tasks, 2),
+                              "wall_s": round(max(r["end"] for r in rows) - min(r["start"] for r in rows), 2),
+                              "connections_per_task": round(sum(r["connections"] for r in rows) / args.tasks, 2)}),
+                  flush=True)
 
 
 if __name__ == "__main__":
