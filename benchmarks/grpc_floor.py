@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Benchmark: the floor of a bootstrap's design over gRPC on this machine, before any code of ours.
 
-Bare gRPC asyncio in one process, no code of slurm_resolver: every task starts a server,
-every task but the root makes one unary call up over a connection of its own (a channel per
-task, with a subchannel pool of its own, as separate processes have: gRPC would otherwise
-share one connection between a process's channels to one address), and the tasks that nobody
-calls are asked once who they are, over a new connection. Calls are answered at once. gRPC runs
-with the settings the bootstrap gives it (`GRPC_DEFAULTS`: the native resolver; its lean options;
-`ipv4:` targets, so that no resolver runs for a peer's address). What it prints is the least CPU a
-task of that design can cost here, whatever the code on top.
+Bare gRPC asyncio, none of slurm_resolver's protocol (only its settings and addresses):
+every task starts a server, every task but the root makes one unary call up over a connection
+of its own (a channel per task, with a subchannel pool of its own, as separate processes have:
+gRPC would otherwise share one connection between a process's channels to one address), and
+the tasks that nobody calls are asked once who they are, over a new connection. Calls are
+answered at once. gRPC runs as the bootstrap runs it: `GRPC_DEFAULTS` (the native resolver),
+the bootstrap's server and channel options, `ipv4:` targets (no resolver runs for a peer's
+address). What it prints is the least CPU a task of that design can cost here, whatever the
+code on top.
 
 Designs, in nodes of ``--tasks-per-node`` tasks (each node on its own loopback address), the
 nodes' leaders (their first task) in the bootstrap's tree (fan-out 8):
@@ -19,10 +20,12 @@ nodes' leaders (their first task) in the bootstrap's tree (fan-out 8):
   is (every server still checked; a node's tasks would have to find each other's ports);
 - ``unchecked``: calls up only, nobody asked (the table not verified: a lower bound only).
 
-With ``--procs P``, the nodes are spread over P processes as in `bootstrap_scale.py --network
-grpc --procs P` (node n in process n % P); a task's server listens at a port fixed by its place
-on its node, so that no exchange is needed; a process's CPU counts until every process's calls
-are done (its servers answer until then).
+The nodes are spread over ``--procs`` processes as in `bootstrap_scale.py --network grpc
+--procs P` (node n in process n % P); a task's server listens at a port fixed by its place on
+its node (from `PORT_BASE`, below Linux's ephemeral ports and the bootstrap's rendezvous ports),
+so that no exchange is needed; every process's servers are up before any call, and a
+process's CPU counts from its servers' start until every process's calls are done (its servers
+answer until then).
 
 Prints one JSON line per design:
 {"design": "tree", "tasks": 1024, "procs": 1, "cpu_ms_per_task": ..., "wall_s": ..., "connections_per_task": ...}
@@ -42,13 +45,14 @@ import resource
 import time
 from typing import Any
 
-from slurm_resolver.rpc.grpc_network import channel_target
+from slurm_resolver.rpc.grpc_network import CHANNEL_OPTIONS, channel_target
 from slurm_resolver.rpc.loopback import loopback
-from slurm_resolver.rpc.server import GRPC_DEFAULTS, LEAN_OPTIONS
+from slurm_resolver.rpc.server import GRPC_DEFAULTS, MOST_CALLS, SERVER_OPTIONS
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
 
 DESIGNS = ("tree", "chain", "unchecked")
-OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1), *LEAN_OPTIONS]
+TIMEOUT = 120.0
+"""Seconds a run may take; a call, or a process waiting for the others, fails after it."""
 
 
 def _address(task: int, per_node: int) -> str:
@@ -72,7 +76,7 @@ def _asked(leader: int, per_node: int, design: str) -> list[int]:
     return mates[-1:] if design == "chain" else mates
 
 
-PORT_BASE = 41000
+PORT_BASE = 15000
 """A task's port: PORT_BASE plus its index on its node (every node has an address of its own),
 so that the tasks of one process can call those of another without an exchange."""
 
@@ -94,26 +98,29 @@ async def _run(tasks: int, per_node: int, design: str, procs: int, index: int, s
         return PORT_BASE + task % per_node
 
     tree = Tree(-(-tasks // per_node), DEFAULT_FANOUT)  # the leaders' tree of the bootstrap
-    mine = [task for task in range(tasks) if task // per_node % procs == index]
+    mine = [rank for rank in range(tasks) if rank // per_node % procs == index]
     connections = 0
     loop = asyncio.get_running_loop()
-    await loop.run_in_executor(None, sync.wait)  # every process is up
+    await loop.run_in_executor(None, sync.wait, TIMEOUT)  # every process is up
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
     servers = []
-    for task in mine:
-        server = aio.server(options=LEAN_OPTIONS)
-        if server.add_insecure_port(f"{_address(task, per_node)}:{port(task)}") != port(task):
-            raise SystemExit(f"port {port(task)} of {_address(task, per_node)} is taken")
+    for served in mine:
+        server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=MOST_CALLS)
+        try:
+            server.add_insecure_port(f"{_address(served, per_node)}:{port(served)}")
+        except RuntimeError:
+            raise SystemExit(f"port {port(served)} of {_address(served, per_node)} is taken: another run?") from None
         server.add_generic_rpc_handlers((Handler(),))
         await server.start()
         servers.append(server)
+    await loop.run_in_executor(None, sync.wait, TIMEOUT)  # every process's servers are up
 
     async def call(target: int, message: bytes) -> Any:
         nonlocal connections
         connections += 1
         channel = aio.insecure_channel(channel_target(_address(target, per_node), port(target)),
-                                       options=OWN_CONNECTION)
-        await channel.unary_unary("/floor/Call")(message, wait_for_ready=True)  # its server may start later
+                                       options=CHANNEL_OPTIONS)
+        await channel.unary_unary("/floor/Call")(message, timeout=TIMEOUT)
         return channel
 
     async def task(rank: int) -> list[Any]:
@@ -127,23 +134,56 @@ async def _run(tasks: int, per_node: int, design: str, procs: int, index: int, s
 
     await asyncio.gather(*(task(rank) for rank in mine))
     end = time.time()
-    await loop.run_in_executor(None, sync.wait)  # every process's calls are done: idle until then
+    await loop.run_in_executor(None, sync.wait, TIMEOUT)  # every process's calls are done: idle until then
     after = resource.getrusage(resource.RUSAGE_SELF)
     return {"cpu": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, "start": start,
             "end": end, "connections": connections}
 
 
 def _measure(tasks: int, per_node: int, design: str, procs: int, index: int, sync: Any, out: Any) -> None:
-    """One process of a run, fresh (gRPC's threads and caches start cold for every design)."""
+    """One process of a run, fresh (gRPC's threads and caches start cold for every design); where
+    it fails, the others stop waiting for it (the barrier is broken) and it reports why."""
     for name, value in GRPC_DEFAULTS.items():  # before grpc is imported: gRPC core reads them once
         os.environ.setdefault(name, value)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
     gc.disable()
-    out.put(asyncio.run(_run(tasks, per_node, design, procs, index, sync)))
-    out.close()
-    out.join_thread()
-    sync.wait()  # every report is sent: the servers may go
+    try:
+        out.put(asyncio.run(_run(tasks, per_node, design, procs, index, sync)))
+    except BaseException as exc:
+        sync.abort()
+        out.put({"error": f"process {index}: {exc!r}"[:500]})
+
+
+def _run_design(args: argparse.Namespace, design: str) -> dict[str, Any]:
+    """One run of ``design`` in ``args.procs`` fresh processes; every process ended after it."""
+    import queue
+
+    context = multiprocessing.get_context("spawn")
+    out, sync = context.Queue(), context.Barrier(args.procs)
+    processes = [context.Process(target=_measure, args=(args.tasks, args.tasks_per_node, design, args.procs,
+                                                        index, sync, out), daemon=True)
+                 for index in range(args.procs)]
+    try:
+        for process in processes:
+            process.start()
+        try:
+            rows = [out.get(timeout=3 * TIMEOUT + 60) for _ in processes]
+        except queue.Empty:
+            raise SystemExit(f"{design}: a process did not report within {3 * TIMEOUT + 60:.0f} s") from None
+    finally:
+        for process in processes:  # servers and channels are not stopped one by one: the processes end
+            process.kill()
+            process.join()
+    failed = [row["error"] for row in rows if "error" in row]
+    if failed:
+        raise SystemExit(f"{design}: {failed[0]}")
+    cpu = sum(row["cpu"] for row in rows)
+    return {"design": design, "tasks": args.tasks, "procs": args.procs,
+            "cpu_ms_per_task": round(1000 * cpu / args.tasks, 2),
+            "wall_s": round(max(r["end"] for r in rows) - min(r["start"] for r in rows), 2),
+            "connections_per_task": round(sum(r["connections"] for r in rows) / args.tasks, 2)}
 
 
 def main() -> None:
@@ -154,25 +194,11 @@ def main() -> None:
     parser.add_argument("--designs", nargs="+", choices=DESIGNS, default=list(DESIGNS))
     parser.add_argument("--repeat", type=int, default=3, help="runs of each design, alternated")
     args = parser.parse_args()
-    context = multiprocessing.get_context("spawn")
+    if min(args.tasks, args.tasks_per_node, args.procs, args.repeat) < 1:
+        parser.error("--tasks, --tasks-per-node, --procs and --repeat are at least 1")
     for _ in range(args.repeat):
         for design in args.designs:
-            out, sync = context.Queue(), context.Barrier(args.procs)
-            processes = [context.Process(target=_measure, args=(args.tasks, args.tasks_per_node, design,
-                                                                 args.procs, index, sync, out))
-                         for index in range(args.procs)]
-            for process in processes:
-                process.start()
-            rows = [out.get(timeout=300) for _ in processes]
-            for process in processes:
-                process.join(timeout=30)
-                process.kill()  # servers and channels are not stopped one by one: the process ends
-            cpu = sum(row["cpu"] for row in rows)
-            print(json.dumps({"design": design, "tasks": args.tasks, "procs": args.procs,
-                              "cpu_ms_per_task": round(1000 * cpu / args.tasks, 2),
-                              "wall_s": round(max(r["end"] for r in rows) - min(r["start"] for r in rows), 2),
-                              "connections_per_task": round(sum(r["connections"] for r in rows) / args.tasks, 2)}),
-                  flush=True)
+            print(json.dumps(_run_design(args, design)), flush=True)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_RESOLVER_ADDRESS", "slurm-resolver bootstrap --format shell", "host:port of the task's server (written)"),
     Variable("GRPC_VERBOSITY", "slurm_resolver's servers (written when unset)", "ERROR: gRPC core's INFO lines (one per closed connection) off"),
     Variable("GRPC_ENABLE_FORK_SUPPORT", "slurm_resolver's servers (written when unset)", "false: gRPC's fork handlers off (with them, a process forked while a task's server ran died of SIGSEGV about one time in three)"),
-    Variable("GRPC_DNS_RESOLVER", "slurm_resolver's servers (written when unset)", "native: gRPC resolves names with getaddrinfo, as the node does (nsswitch.conf: /etc/hosts, NIS, LDAP, DNS), not with c-ares (hosts file and DNS only, and slower)"),
+    Variable("GRPC_DNS_RESOLVER", "slurm_resolver's servers (written when unset)", "native: gRPC resolves names with getaddrinfo, as the node does (nsswitch.conf: /etc/hosts, NIS, LDAP, DNS), not with c-ares (hosts file and DNS only, and slower); inherited by the task's children, it holds for every gRPC client there (TensorFlow's and JAX's too: no DNS SRV or TXT service configs); set it to keep another resolver"),
     Variable("TF_CPP_MIN_LOG_LEVEL", "slurm_resolver.training (written when unset)", "2 unless set: TensorFlow's native info and warning records are kept out of the training jobs' output (0 keeps them)"),
     Variable("JAX_PLATFORMS", "slurm_resolver.training.jax_job (written when unset)", "cpu where the task has no GPU"),
     Variable("OMP_NUM_THREADS", "slurm_resolver.training.ddp (written when unset)", "1: one thread per rank on shared CPUs"),

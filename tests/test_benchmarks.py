@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,12 +12,38 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 
 
+def run_script(*argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """A benchmark script in a session of its own: where it outlives ``timeout``, its processes
+    (spawned workers included) end with it."""
+    with subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          cwd=ROOT, start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            raise AssertionError(f"{argv[0]} ran past {timeout} s: {err[-2000:]}") from None
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
 def test_the_grpc_floor_runs_every_design_over_several_processes() -> None:
-    done = subprocess.run([sys.executable, "benchmarks/grpc_floor.py", "--tasks", "32", "--procs", "2",
-                           "--repeat", "1"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = run_script("benchmarks/grpc_floor.py", "--tasks", "32", "--procs", "2", "--repeat", "1", timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["design"] for r in rows] == ["tree", "chain", "unchecked"]
     # 8 nodes of 4 tasks: 31 calls up (all but the root), and 24, 8 or no tasks asked who they are
     assert [r["connections_per_task"] for r in rows] == [round(55 / 32, 2), round(39 / 32, 2), round(31 / 32, 2)]
     assert all(r["procs"] == 2 and r["tasks"] == 32 and r["cpu_ms_per_task"] > 0 for r in rows)
+
+
+def test_the_grpc_floor_says_why_when_a_process_fails() -> None:
+    """A port taken (another run): the run ends at once, naming it, and leaves no process behind."""
+    import socket
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.77.0.1", 15000))  # node 0's leader (its first task), in process 0
+        squatter.listen()
+        done = run_script("benchmarks/grpc_floor.py", "--tasks", "16", "--procs", "2", "--repeat", "1",
+                          "--designs", "tree", timeout=120)
+    assert done.returncode != 0
+    assert "port 15000 of 127.77.0.1 is taken" in done.stderr, done.stderr[-2000:]

@@ -50,8 +50,8 @@ def channel_target(host: str, port: int) -> str:
     """gRPC's target for a peer at ``host``:``port``: ``ipv4:`` before an IPv4 address, so that no
     resolver runs for it (a peer's address is known already; a resolver's work was a few system
     calls a channel, and with c-ares four files read); a name or an IPv6 address as it is."""
-    parts = host.split(".")
-    if len(parts) == 4 and all(p.isdigit() and len(p) <= 3 and int(p) < 256 for p in parts):
+    parts = host.split(".")  # only the canonical form: "010.0.0.1" is octal to some parsers, refused by others
+    if len(parts) == 4 and all(p.isascii() and p.isdigit() and p == str(int(p)) and int(p) < 256 for p in parts):
         return f"ipv4:{host}:{port}"
     return f"{host}:{port}"
 

@@ -194,6 +194,10 @@ def test_grpc_is_prepared_once_a_process_not_once_a_task() -> None:
     ("1.2.3", "1.2.3:4000"),
     ("256.1.1.1", "256.1.1.1:4000"),
     ("1.2.3.4.5", "1.2.3.4.5:4000"),
+    ("010.0.0.1", "010.0.0.1:4000"),  # not canonical: left to the resolver, as before
+    ("1.2.3.04", "1.2.3.04:4000"),
+    ("٣.1.1.1", "٣.1.1.1:4000"),  # digits to str.isdigit(), not to an address parser
+    ("².0.0.1", "².0.0.1:4000"),
     ("[::1]", "[::1]:4000"),  # IPv6 as it is (a zone id would need escaping in an ipv6: target)
 ])
 def test_a_peers_channel_target_skips_the_resolver_for_an_ipv4_address(host: str, target: str) -> None:
