@@ -6,8 +6,8 @@ every task starts a server, every task but the root makes one unary call up over
 of its own (a channel per task, with a subchannel pool of its own, as separate processes have:
 gRPC would otherwise share one connection between a process's channels to one address), and
 the tasks that nobody calls are asked once who they are, over a new connection. Calls are
-answered at once. gRPC runs as the bootstrap runs it: `GRPC_DEFAULTS` (the native resolver),
-the bootstrap's server and channel options, `ipv4:` targets (no resolver runs for a peer's
+answered at once. gRPC runs as the bootstrap runs it: prepared by `grpc_module()` (the native
+resolver among its defaults), the bootstrap's server and channel options, `ipv4:` targets (no resolver runs for a peer's
 address). What it prints is the least CPU a task of that design can cost here, whatever the
 code on top.
 
@@ -40,14 +40,13 @@ import asyncio
 import gc
 import json
 import multiprocessing
-import os
 import resource
 import time
 from typing import Any
 
 from slurm_resolver.rpc.grpc_network import CHANNEL_OPTIONS, channel_target
-from slurm_resolver.rpc.loopback import loopback
-from slurm_resolver.rpc.server import GRPC_DEFAULTS, MOST_CALLS, SERVER_OPTIONS
+from slurm_resolver.rpc.loopback import cpu_seconds, loopback, many_open_files, next_report
+from slurm_resolver.rpc.server import MOST_CALLS, SERVER_OPTIONS, grpc_module
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
 
 DESIGNS = ("tree", "chain", "unchecked")
@@ -84,7 +83,7 @@ so that the tasks of one process can call those of another without an exchange."
 async def _run(tasks: int, per_node: int, design: str, procs: int, index: int, sync: Any) -> dict[str, Any]:
     """Process ``index`` of ``procs``: its nodes' tasks (node n in process n % procs), from their
     servers' start to the end of every process's calls (its servers answer until then)."""
-    import grpc
+    grpc: Any = grpc_module()  # its settings written first, as for every task's server
     from grpc import aio
 
     async def answer(request: bytes, context: Any) -> bytes:
@@ -136,18 +135,13 @@ async def _run(tasks: int, per_node: int, design: str, procs: int, index: int, s
     end = time.time()
     await loop.run_in_executor(None, sync.wait, TIMEOUT)  # every process's calls are done: idle until then
     after = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, "start": start,
-            "end": end, "connections": connections}
+    return {"cpu": cpu_seconds(before, after), "start": start, "end": end, "connections": connections}
 
 
 def _measure(tasks: int, per_node: int, design: str, procs: int, index: int, sync: Any, out: Any) -> None:
     """One process of a run, fresh (gRPC's threads and caches start cold for every design); where
     it fails, the others stop waiting for it (the barrier is broken) and it reports why."""
-    for name, value in GRPC_DEFAULTS.items():  # before grpc is imported: gRPC core reads them once
-        os.environ.setdefault(name, value)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+    many_open_files()
     gc.disable()
     try:
         out.put(asyncio.run(_run(tasks, per_node, design, procs, index, sync)))
@@ -158,8 +152,6 @@ def _measure(tasks: int, per_node: int, design: str, procs: int, index: int, syn
 
 def _run_design(args: argparse.Namespace, design: str) -> dict[str, Any]:
     """One run of ``design`` in ``args.procs`` fresh processes; every process ended after it."""
-    import queue
-
     context = multiprocessing.get_context("spawn")
     out, sync = context.Queue(), context.Barrier(args.procs)
     processes = [context.Process(target=_measure, args=(args.tasks, args.tasks_per_node, design, args.procs,
@@ -169,9 +161,9 @@ def _run_design(args: argparse.Namespace, design: str) -> dict[str, Any]:
         for process in processes:
             process.start()
         try:
-            rows = [out.get(timeout=3 * TIMEOUT + 60) for _ in processes]
-        except queue.Empty:
-            raise SystemExit(f"{design}: a process did not report within {3 * TIMEOUT + 60:.0f} s") from None
+            rows = [next_report(out, processes, 3 * TIMEOUT + 60) for _ in processes]
+        except RuntimeError as exc:
+            raise SystemExit(f"{design}: {exc}") from None
     finally:
         for process in processes:  # servers and channels are not stopped one by one: the processes end
             process.kill()

@@ -28,7 +28,7 @@ from ..resolution import resolve
 from .simulate import Simulation, srun_environ
 from .tree import DEFAULT_FANOUT
 
-__all__ = ["over_grpc", "loopback"]
+__all__ = ["over_grpc", "loopback", "many_open_files", "cpu_seconds", "next_report"]
 
 
 def loopback(position: int) -> str:
@@ -82,8 +82,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
     from .bootstrap import bootstrap_async
     from .grpc_network import GrpcNetwork
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    many_open_files()
     nodes, per_node = plan.shape
     base = _cluster(nodes, per_node)
     mine = [r for r in range(base.world_size) if r // per_node % plan.procs == index]
@@ -105,7 +104,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
         done = await asyncio.gather(*(task(r) for r in mine))
         end, after = time.time(), resource.getrusage(resource.RUSAGE_SELF)
         row = {"start": start, "end": end, "failed": len(errors), "errors": dict(sorted(errors.items())[:8]),
-               "cpu": _cpu(cpu, after), "index": index, "ranks": mine, "held_cpu": 0.0, "dead": [], "heard": []}
+               "cpu": cpu_seconds(cpu, after), "index": index, "ranks": mine, "held_cpu": 0.0, "dead": [], "heard": []}
         if plan.hold:
             heard: dict[int, float] = {}
             for b in done:
@@ -119,7 +118,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
                 signals.killed_at.value = time.time()
                 os._exit(0)
             await asyncio.sleep(plan.hold)
-            row["held_cpu"] = _cpu(after, resource.getrusage(resource.RUSAGE_SELF))
+            row["held_cpu"] = cpu_seconds(after, resource.getrusage(resource.RUSAGE_SELF))
             row["dead"] = sorted({rank for b in done if b is not None for rank in b.failures()})
             row["heard"] = [heard.get(b.me.rank) for b in done if b is not None]
         await loop.run_in_executor(None, signals.finished.wait)  # every process is done: servers may stop
@@ -161,9 +160,9 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
         worker.start()
     try:
         for _ in workers:
-            _get(signals.ready, workers, 120)
+            next_report(signals.ready, workers, 120)
         signals.go.set()
-        rows = [_get(signals.report, workers, timeout + hold + 120) for _ in workers]
+        rows = [next_report(signals.report, workers, timeout + hold + 120) for _ in workers]
     finally:
         for worker in workers:
             worker.join(30)
@@ -191,13 +190,22 @@ def _flush(queue: Any) -> None:
     queue.join_thread()
 
 
-def _cpu(before: Any, after: Any) -> float:
+def many_open_files() -> None:
+    """Let this process open as many files as it may (up to 65,536): thousands of tasks' servers
+    and connections in one process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if wanted > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def cpu_seconds(before: Any, after: Any) -> float:
     """CPU seconds (user and system) between two ``getrusage`` readings."""
     return float(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
 
 
-def _get(queue: Any, workers: list[Any], timeout: float) -> Any:
-    """The next item of ``queue``; an error as soon as a worker died without one."""
+def next_report(queue: Any, workers: list[Any], timeout: float) -> Any:
+    """The next item of ``queue``; an error as soon as a worker died without one, or after ``timeout``."""
     import queue as queues
 
     deadline = time.monotonic() + timeout
@@ -207,7 +215,8 @@ def _get(queue: Any, workers: list[Any], timeout: float) -> Any:
         except queues.Empty:
             dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
             if dead or time.monotonic() > deadline:
-                raise RuntimeError(f"a worker process of the run over gRPC failed (exit codes {dead})") from None
+                raise RuntimeError(f"a worker process of the run over gRPC failed or did not report within "
+                                   f"{timeout:g} s (exit codes {dead})") from None
 
 
 class _Done:

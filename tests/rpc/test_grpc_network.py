@@ -162,16 +162,20 @@ def test_a_proxy_in_the_environment_is_not_used_for_the_jobs_own_calls(monkeypat
     assert run.ok, run.errors
 
 
+def written_by_grpc_module(name: str, environments: list[dict[str, str]]) -> list[str]:
+    """``repr`` of variable ``name`` after `grpc_module()` ran, in a fresh process per environment."""
+    code = ("import os\nfrom slurm_resolver.rpc.server import grpc_module\ngrpc_module()\n"
+            f"print(repr(os.environ.get({name!r})))")
+    return [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env=env, cwd=Path(__file__).parents[2]).stdout.strip() for env in environments]
+
+
 def test_a_task_that_serves_turns_grpcs_proxy_off_for_the_frameworks_beside_it() -> None:
     """Once slurm_resolver's gRPC is up, TensorFlow's or JAX's in the same task (and its children) no
     longer sends its calls to an HTTP proxy of the environment; a user's own setting wins."""
-    code = ("import os\nfrom slurm_resolver.rpc.server import grpc_module\ngrpc_module()\n"
-            "print(repr(os.environ.get('grpc_proxy')))")
     env = {k: v for k, v in os.environ.items() if k not in ("grpc_proxy", "no_grpc_proxy")}
     env["https_proxy"] = "http://proxy.example:3128"
-    said = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                           env=extra, cwd=Path(__file__).parents[2]).stdout.strip()
-            for extra in (env, {**env, "no_grpc_proxy": "node1"})]
+    said = written_by_grpc_module("grpc_proxy", [env, {**env, "no_grpc_proxy": "node1"}])
     assert said == ["''", "None"]
 
 
@@ -207,10 +211,6 @@ def test_a_peers_channel_target_skips_the_resolver_for_an_ipv4_address(host: str
 def test_grpc_resolves_names_as_the_node_does_unless_the_user_chose() -> None:
     """gRPC's c-ares resolver reads only /etc/hosts and DNS (and four files for every server's
     address): the bootstrap's gRPC resolves with getaddrinfo, unless the job set GRPC_DNS_RESOLVER."""
-    code = ("import os\nfrom slurm_resolver.rpc.server import grpc_module\ngrpc_module()\n"
-            "print(os.environ['GRPC_DNS_RESOLVER'])")
     env = {k: v for k, v in os.environ.items() if k != "GRPC_DNS_RESOLVER"}
-    said = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                           env=extra, cwd=Path(__file__).parents[2]).stdout.strip()
-            for extra in (env, {**env, "GRPC_DNS_RESOLVER": "ares"})]
-    assert said == ["native", "ares"]
+    said = written_by_grpc_module("GRPC_DNS_RESOLVER", [env, {**env, "GRPC_DNS_RESOLVER": "ares"}])
+    assert said == ["'native'", "'ares'"]
