@@ -63,7 +63,18 @@ def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) ->
             "leave tasks_per_node unset to use Slurm's layout, or make it add up")
     keep = [(n, c) for n, c in zip(nodes, counts) if c]
     return replace(launch, nodes=tuple(n for n, _ in keep), counts=tuple(c for _, c in keep),
-                   distribution="block", world_size=sum(counts))
+                   distribution="block", world_size=sum(counts), missing=())
+
+
+def _check_complete(launch: Launch) -> None:
+    """Refuse a launch that lacks a variable no argument stood in for, naming it and the stand-in."""
+    if not launch.missing:
+        return
+    told = f"SLURM_STEP_NUM_TASKS={launch.world_size} tasks" if launch.world_size is not None else "the tasks"
+    raise EnvironmentVariableError(
+        launch.missing[0], None, f"the tasks on each node: {told} on {len(launch.nodes)} nodes "
+        "can be laid out in several ways", "run the task under srun, which sets it, or pass tasks_per_node=N "
+        "(tasks on every node) or tasks_per_node={node: tasks}")
 
 
 def _placement_error(launch: Launch) -> PlacementError:
@@ -166,6 +177,7 @@ def resolve(
     log.debug("launcher %s: %s", launch.launcher, launch)
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)
+    _check_complete(launch)
     rank = launch.rank
     own = launch.node or (hostname().split(".")[0] if rank is not None else None)
     computed = placement.compute(launch)
