@@ -78,6 +78,12 @@ def _check_complete(launch: Launch) -> None:
 
 
 def _placement_error(launch: Launch) -> PlacementError:
+    if launch.below:
+        return PlacementError(
+            f"{placement.unknown(launch)}: which node runs which ranks is not in the environment, and this "
+            "process cannot learn it from the other workers here (exchange='none')",
+            "resolve in every worker at once, which learn it from each other: slurm_resolver.bootstrap(), "
+            "SlurmClusterResolver() in each worker, or `slurm-resolver bootstrap -- CMD`")
     if launch.groups:
         mixed = next(c for c, g in enumerate(launch.groups) if len(g) > 1 and max(launch.counts[p] for p in g) > 1)
         group = launch.groups[mixed]

@@ -1,0 +1,170 @@
+"""Launchers below srun (torchrun, DeepSpeed's): one srun task per node starts the node's workers itself.
+
+``srun -N2 --ntasks-per-node=1 torchrun --nproc-per-node=2 ...`` runs four workers, each with the
+Slurm variables of its agent's task (two share ``SLURM_PROCID``) and the launcher's own: a rank,
+a local rank, the number of workers and of workers on the node. The workers are the launch's
+tasks. Slurm's step tells the nodes and which one is this worker's (``SLURM_NODEID``); the
+launcher tells this node's ranks (they are consecutive: ``RANK - LOCAL_RANK`` onwards); which
+node holds another node's ranks is the launcher's choice (torchrun numbers its agents in the order
+they joined its rendezvous), so it is learned from the workers themselves, as for a het step.
+
+A launch that cannot be told right (several agents on a node, workers on several nodes outside a
+Slurm step, a launcher below srun that gives no rank) is refused on every worker with one line
+naming the launcher and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from ..errors import EnvironmentVariableError, ResolutionError
+from ..layout import array_element, in_srun_step, launch_key, step_layout
+from ..parsing import optional_int, read_int
+from .base import Launch, Launcher
+
+__all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow"]
+
+
+class WorkersBelow(Launcher):
+    """Workers started by a launcher of their own (below an srun task, or alone on one host).
+
+    A subclass names the launcher's variables; ``detect`` looks for its marker.
+    """
+
+    rank_variable: ClassVar[str] = "RANK"
+    local_variable: ClassVar[str] = "LOCAL_RANK"
+    world_variable: ClassVar[str] = "WORLD_SIZE"
+    per_node_variable: ClassVar[str]
+    """The number of workers on this node (``LOCAL_WORLD_SIZE`` for torchrun)."""
+    fix: ClassVar[str]
+    """How to start the launcher so that every node runs one agent: shown in refusals."""
+
+    @classmethod
+    def attempt(cls, env: Mapping[str, str]) -> str:
+        """What tells one start of the workers from the next (a restart starts new ones)."""
+        return "0"
+
+    @classmethod
+    def resolve(cls, env: Mapping[str, str]) -> Launch:
+        rank = read_int(env, cls.rank_variable)
+        local = read_int(env, cls.local_variable)
+        world = read_int(env, cls.world_variable, minimum=1)
+        here = read_int(env, cls.per_node_variable, minimum=1)
+        if rank >= world:
+            raise EnvironmentVariableError(cls.rank_variable, env[cls.rank_variable],
+                                           f"a rank below {cls.world_variable}={world}", cls.fix)
+        if local >= here or rank < local or rank - local + here > world:
+            raise EnvironmentVariableError(
+                cls.local_variable, env[cls.local_variable], f"a rank among this node's {here} workers "
+                f"({cls.per_node_variable}), consecutive from {cls.rank_variable}-{cls.local_variable}", cls.fix)
+        mine = tuple(range(rank - local, rank - local + here))
+        if not in_srun_step(env):
+            return cls._alone(env, rank, local, world, here, mine)
+        (nodes, agents), missing = step_layout(env)
+        if missing:
+            raise EnvironmentVariableError(missing[0], None, f"the srun step's layout, below which {cls.name} "
+                                           "started this worker", cls.fix)
+        crowded = next((n for n, c in zip(nodes, agents) if c > 1), None)
+        if crowded is not None:
+            raise ResolutionError(
+                f"{cls.name} runs {max(agents)} times on {crowded} (srun started {max(agents)} tasks there), so its "
+                "workers there cannot be told apart by node", cls.fix)
+        if world != here * len(nodes):
+            raise ResolutionError(
+                f"{cls.name} started {world} workers ({cls.world_variable}) over the srun step's {len(nodes)} nodes, "
+                f"{here} on this node ({cls.per_node_variable}): the nodes do not all run {here}, or {cls.name}'s "
+                "node count is not srun's", cls.fix)
+        node = env.get("SLURMD_NODENAME")
+        position = optional_int(env, "SLURM_NODEID")
+        if position is None and node in nodes:
+            position = nodes.index(node)
+        if position is None or position >= len(nodes):
+            raise EnvironmentVariableError("SLURM_NODEID", env.get("SLURM_NODEID"),
+                                           f"this node's position among the step's {len(nodes)} nodes", cls.fix)
+        return Launch(
+            launcher=cls.name, world_size=world, rank=rank, nodes=nodes, counts=(here,) * len(nodes), node=node,
+            local_rank=local, distribution="block" if len(nodes) == 1 else "unknown", node_index=position,
+            gtids=mine, job_id=env.get("SLURM_JOB_ID"), array=array_element(env),
+            key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}", is_task=True, below=cls.name)
+
+    @classmethod
+    def _alone(cls, env: Mapping[str, str], rank: int, local: int, world: int, here: int,
+               mine: tuple[int, ...]) -> Launch:
+        """The workers outside a Slurm step: right where they all run on this host."""
+        if world != here:
+            raise ResolutionError(
+                f"{cls.name} started {world} workers on several hosts ({here} here) outside a Slurm step: "
+                "the other hosts are not known", cls.fix)
+        return Launch(launcher=cls.name, world_size=world, rank=rank, nodes=("localhost",), counts=(world,),
+                      node="localhost", local_rank=local, node_index=0, gtids=mine, job_id=env.get("SLURM_JOB_ID"),
+                      key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}", is_task=True, below=cls.name)
+
+
+class Torchrun(WorkersBelow):
+    """A worker started by torchrun's agent: ``TORCHELASTIC_RUN_ID`` marks it; ``RANK``, ``LOCAL_RANK``,
+    ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` place it; each restart of the agent's workers is a launch of
+    its own (``TORCHELASTIC_RESTART_COUNT``)."""
+
+    name = "torchrun"
+    description = "workers of torchrun, below an srun task or alone on one host (TORCHELASTIC_RUN_ID)"
+    per_node_variable = "LOCAL_WORLD_SIZE"
+    fix = ("start one torchrun per node with srun and give every node the same number of workers: "
+           "srun -N<nodes> --ntasks-per-node=1 torchrun --nnodes=<nodes> --nproc-per-node=<workers> "
+           "--rdzv-backend=c10d --rdzv-endpoint=<first node>:29500 ... (or --standalone on one node)")
+
+    @classmethod
+    def detect(cls, env: Mapping[str, str]) -> bool:
+        return "TORCHELASTIC_RUN_ID" in env and "RANK" in env
+
+    @classmethod
+    def attempt(cls, env: Mapping[str, str]) -> str:
+        restart = env.get("TORCHELASTIC_RESTART_COUNT", "0").strip()
+        return restart if restart.isascii() and restart.isdigit() and len(restart) < 10 else "0"
+
+
+class DeepSpeed(WorkersBelow):
+    """A worker started by DeepSpeed's launcher on its node: ``CROSS_RANK`` (the node's rank) and
+    ``LOCAL_SIZE`` mark it; ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``LOCAL_SIZE`` place it.
+    (``deepspeed --launcher slurm`` runs an srun task per worker instead: an srun step.)"""
+
+    name = "deepspeed"
+    description = "workers of DeepSpeed's launcher, below an srun task or alone on one host (CROSS_RANK)"
+    per_node_variable = "LOCAL_SIZE"
+    fix = ("start DeepSpeed's launcher once per node with srun (srun -N<nodes> --ntasks-per-node=1 python -m "
+           "deepspeed.launcher.launch --node_rank=$SLURM_NODEID ...), every node with as many workers; or let "
+           "srun start every worker (deepspeed --launcher slurm)")
+
+    @classmethod
+    def detect(cls, env: Mapping[str, str]) -> bool:
+        return "CROSS_RANK" in env and "LOCAL_SIZE" in env and "RANK" in env
+
+
+class SpawnedBelow(Launcher):
+    """A worker that a launcher below the Slurm task spawned without telling enough to place it
+    (Lightning spawning its devices, ``torch.multiprocessing.spawn``...): its ``RANK`` or
+    ``LOCAL_RANK`` is not Slurm's. Refused: its peers cannot be known."""
+
+    name = "spawned"
+    description = "a worker spawned below a Slurm task (RANK or LOCAL_RANK not Slurm's): refused"
+
+    @classmethod
+    def detect(cls, env: Mapping[str, str]) -> bool:
+        return "SLURM_PROCID" in env and (_differs(env, "RANK", "SLURM_PROCID")
+                                          or _differs(env, "LOCAL_RANK", "SLURM_LOCALID"))
+
+    @classmethod
+    def resolve(cls, env: Mapping[str, str]) -> Launch:
+        ours, slurms = ("RANK", "SLURM_PROCID") if _differs(env, "RANK", "SLURM_PROCID") \
+            else ("LOCAL_RANK", "SLURM_LOCALID")
+        raise ResolutionError(
+            f"a launcher below the Slurm task started this process ({ours}={env[ours]}, but {slurms}="
+            f"{env.get(slurms, '0')}: Lightning spawning its devices, torch.multiprocessing, or another), and it "
+            "does not tell where its other workers run",
+            "let srun start every worker (srun --ntasks-per-node=<workers a node>, as Lightning expects under "
+            "Slurm), or start them with torchrun (srun --ntasks-per-node=1 torchrun --nnodes=<nodes> ...)")
+
+
+def _differs(env: Mapping[str, str], launcher: str, slurm: str) -> bool:
+    """Whether a launcher's variable is set to another value than Slurm's (``SLURM_LOCALID`` 0 in a batch step)."""
+    return launcher in env and env[launcher].strip() != env.get(slurm, "0").strip()

@@ -1,0 +1,137 @@
+"""Launchers below srun: torchrun's and DeepSpeed's workers are the launch's tasks, or are refused.
+
+Captured environments (tests/data/env/srun_N2_torchrun_nproc2, srun_N1_torchrun_standalone3) and,
+for the learned layout, three emulated nodes on this host (127.0.0.1-3) where torchrun numbered
+its agents in another order than Slurm's: the workers learn each other's nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from slurm_resolver import SlurmClusterResolver, launchers
+from slurm_resolver.errors import EnvironmentVariableError, PlacementError, ResolutionError
+from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc.bootstrap import bootstrap
+from slurm_resolver.rpc.bootstrapped import Bootstrapped
+
+from ..conftest import captured, in_threads
+
+TWO_NODES = captured("srun_N2_torchrun_nproc2")
+STANDALONE = captured("srun_N1_torchrun_standalone3")
+
+
+def quiet(**kwargs: Any) -> dict[str, Any]:
+    return {"resolves": lambda name: True, "node_addresses": lambda names: {}, **kwargs}
+
+
+@pytest.mark.parametrize("env", TWO_NODES + STANDALONE, ids=lambda e: f"{e['SLURMD_NODENAME']}-rank{e['RANK']}")
+def test_each_worker_is_a_task_of_its_own(env: dict[str, str]) -> None:
+    assert launchers.detect(env).name == "torchrun"
+    cluster = resolve(env, **quiet())
+    me = cluster.me
+    assert me is not None and cluster.launch.is_task and cluster.launch.below == "torchrun"
+    assert (me.rank, me.local_rank, me.node, cluster.world_size) == \
+        (int(env["RANK"]), int(env["LOCAL_RANK"]), env["SLURMD_NODENAME"], int(env["WORLD_SIZE"]))
+    assert me.port == 8888 + int(env["LOCAL_RANK"])  # a port of its own on its node
+    assert cluster.launch.key.endswith("/torchrun.0") and cluster.launch.key.startswith(env["SLURM_JOB_ID"])
+
+
+def test_one_node_standalone_is_exact_with_the_node_gpus_split() -> None:
+    clusters = [resolve({**env, "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5"}, **quiet()) for env in STANDALONE]
+    for rank, cluster in enumerate(clusters):
+        assert cluster.placement.exact and cluster.nodes == ("node1",) * 3
+        assert cluster.spec().as_dict() == {"worker": ["node1:8888", "node1:8889", "node1:8890"]}
+        assert cluster.me is not None and cluster.me.gpus == (str(2 * rank), str(2 * rank + 1))
+
+
+def test_several_nodes_are_learned_where_resolution_alone_cannot_tell() -> None:
+    cluster = resolve(TWO_NODES[0], **quiet())
+    assert not cluster.placement.exact  # torchrun chose which node holds which ranks
+    with pytest.raises(PlacementError, match="torchrun's workers on several nodes"):
+        resolve(TWO_NODES[0], **quiet(exchange="none"))
+
+
+NODES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+GROUP_OF_NODE = (2, 0, 1)  # torchrun's agent on the first node joined its rendezvous last
+
+
+def worker(rank: int, step: str, launcher: str = "torchrun") -> dict[str, str]:
+    group, local = divmod(rank, 2)
+    position = GROUP_OF_NODE.index(group)
+    env = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": step, "SLURM_PROCID": str(position), "SLURM_LOCALID": "0",
+           "SLURM_NODEID": str(position), "SLURM_GTIDS": str(position), "SLURMD_NODENAME": NODES[position],
+           "SLURM_STEP_NODELIST": ",".join(NODES), "SLURM_STEP_NUM_TASKS": "3", "SLURM_STEP_TASKS_PER_NODE": "1(x3)",
+           "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": "6", "CUDA_VISIBLE_DEVICES": ""}
+    if launcher == "torchrun":
+        return {**env, "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": str(group), "TORCHELASTIC_RUN_ID": "none",
+                "TORCHELASTIC_RESTART_COUNT": "0"}
+    return {**env, "LOCAL_SIZE": "2", "CROSS_RANK": str(group), "CROSS_SIZE": "3"}
+
+
+TRUTH = tuple(NODES[GROUP_OF_NODE.index(rank // 2)] for rank in range(6))
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed"])
+def test_the_workers_learn_each_other_nodes_in_the_bootstrap(launcher: str) -> None:
+    step = "1" if launcher == "torchrun" else "2"
+    results = in_threads(lambda rank: bootstrap(environ=worker(rank, step, launcher), timeout=30), 6)
+    try:
+        assert all(isinstance(r, Bootstrapped) for r in results), results
+        for rank, r in enumerate(results):
+            assert r.rank == rank and r.cluster.placement.exact and r.cluster.nodes == TRUTH
+            assert r.me.node == TRUTH[rank] and r.cluster.launcher == launcher
+        assert len({str(r.cluster_spec().as_dict()) for r in results}) == 1
+        assert len({r.me.address for r in results}) == 6
+    finally:
+        for r in results:
+            if isinstance(r, Bootstrapped):
+                r.stop(0)
+
+
+def test_the_resolver_learns_them_too() -> None:
+    results = in_threads(lambda rank: SlurmClusterResolver(environ=worker(rank, "3"), check_port=False,
+                                                           auto_set_gpu=False), 6)
+    assert all(isinstance(r, SlurmClusterResolver) for r in results), results
+    for rank, r in enumerate(results):
+        assert r.cluster.nodes == TRUTH and r.get_task_info() == ("worker", rank)
+    assert results[0].cluster_spec().as_dict() == {"worker": [f"{TRUTH[r]}:{8888 + r % 2}" for r in range(6)]}
+
+
+def two_agents_a_node(env: dict[str, str]) -> dict[str, str]:
+    return {**env, "SLURM_STEP_TASKS_PER_NODE": "2", "SLURM_STEP_NODELIST": "node1", "SLURM_STEP_NUM_TASKS": "2"}
+
+
+# the environment, the error's type, what its message says
+REFUSED: list[tuple[str, dict[str, str], type[Exception], str]] = [
+    ("two torchrun agents on one node", two_agents_a_node(TWO_NODES[0]), ResolutionError,
+     "torchrun runs 2 times on node1"),
+    ("torchrun's nodes are not srun's", {**TWO_NODES[0], "WORLD_SIZE": "6"}, ResolutionError,
+     "torchrun started 6 workers"),
+    ("several hosts outside Slurm", {k: v for k, v in TWO_NODES[0].items() if not k.startswith("SLURM")},
+     ResolutionError, "outside a Slurm step"),
+    ("a rank past the world", {**TWO_NODES[0], "RANK": "4"}, EnvironmentVariableError, "RANK='4'"),
+    ("a local rank that is not this node's", {**TWO_NODES[0], "LOCAL_RANK": "2"}, EnvironmentVariableError,
+     "LOCAL_RANK='2'"),
+    ("a worker spawned below the task", {k: v for k, v in TWO_NODES[1].items() if k != "TORCHELASTIC_RUN_ID"},
+     ResolutionError, "a launcher below the Slurm task started this process (RANK=1, but SLURM_PROCID=0"),
+    ("Lightning spawning its devices", {**captured("srun_cpu_only")[0], "LOCAL_RANK": "1"}, ResolutionError,
+     "LOCAL_RANK=1, but SLURM_LOCALID=0"),
+]
+
+
+@pytest.mark.parametrize(("env", "kind", "said"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_what_cannot_be_told_right_is_refused_in_one_line_with_the_fix(env: dict[str, str], kind: type[Exception],
+                                                                       said: str) -> None:
+    with pytest.raises(kind) as info:
+        resolve(env, **quiet())
+    error = info.value
+    assert said in str(error) and "\n" not in getattr(error, "message", str(error))
+    assert "srun" in str(getattr(error, "hint", "")) and "--ntasks-per-node" in str(getattr(error, "hint", ""))
+
+
+def test_slurm_own_rank_variables_are_no_launcher_below() -> None:
+    env = {**captured("srun_N3_n6")[4], "RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "6"}  # env --format torch
+    assert launchers.detect(env).name == "srun" and resolve(env, **quiet()).rank == 4
