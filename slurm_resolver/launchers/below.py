@@ -91,13 +91,14 @@ class WorkersBelow(Launcher):
     @classmethod
     def _alone(cls, env: Mapping[str, str], rank: int, local: int, world: int, here: int,
                mine: tuple[int, ...]) -> Launch:
-        """The workers outside a Slurm step: right where they all run on this host."""
+        """The workers outside an srun step (a batch script, a workstation): right where they all run here."""
         if world != here:
             raise ResolutionError(
-                f"{cls.name} started {world} workers on several hosts ({here} here) outside a Slurm step: "
+                f"{cls.name} started {world} workers on several hosts ({here} here) outside an srun step: "
                 "the other hosts are not known", cls.fix)
-        return Launch(launcher=cls.name, world_size=world, rank=rank, nodes=("localhost",), counts=(world,),
-                      node="localhost", local_rank=local, node_index=0, gtids=mine, job_id=env.get("SLURM_JOB_ID"),
+        node = env.get("SLURMD_NODENAME") or "localhost"
+        return Launch(launcher=cls.name, world_size=world, rank=rank, nodes=(node,), counts=(world,),
+                      node=node, local_rank=local, node_index=0, gtids=mine, job_id=env.get("SLURM_JOB_ID"),
                       key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}", is_task=True, below=cls.name)
 
 

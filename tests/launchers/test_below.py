@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurm_resolver import SlurmClusterResolver, launchers
-from slurm_resolver.errors import EnvironmentVariableError, PlacementError, ResolutionError
+from slurm_resolver.errors import EnvironmentVariableError, PlacementError, ResolutionError, SlurmResolverError
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
@@ -111,7 +113,7 @@ REFUSED: list[tuple[str, dict[str, str], type[Exception], str]] = [
     ("torchrun's nodes are not srun's", {**TWO_NODES[0], "WORLD_SIZE": "6"}, ResolutionError,
      "torchrun started 6 workers"),
     ("several hosts outside Slurm", {k: v for k, v in TWO_NODES[0].items() if not k.startswith("SLURM")},
-     ResolutionError, "outside a Slurm step"),
+     ResolutionError, "outside an srun step"),
     ("a rank past the world", {**TWO_NODES[0], "RANK": "4"}, EnvironmentVariableError, "RANK='4'"),
     ("a local rank that is not this node's", {**TWO_NODES[0], "LOCAL_RANK": "2"}, EnvironmentVariableError,
      "LOCAL_RANK='2'"),
@@ -135,3 +137,30 @@ def test_what_cannot_be_told_right_is_refused_in_one_line_with_the_fix(env: dict
 def test_slurm_own_rank_variables_are_no_launcher_below() -> None:
     env = {**captured("srun_N3_n6")[4], "RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "6"}  # env --format torch
     assert launchers.detect(env).name == "srun" and resolve(env, **quiet()).rank == 4
+
+
+def test_torchrun_in_a_batch_script_is_on_the_batch_node() -> None:
+    env = {**captured("sbatch_batch_step")[0], "TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1",
+           "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+    cluster = resolve(env, **quiet())
+    assert cluster.spec().as_dict() == {"worker": ["node1:8888", "node1:8889"]} and cluster.rank == 1
+
+
+READ = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT", "SLURM_NODEID",
+        "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS", "LOCAL_SIZE"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(rank=st.integers(0, 3), name=st.sampled_from(READ),
+       value=st.one_of(st.text(max_size=12), st.from_regex(r"-?[0-9]{0,12}(\(x[0-9]{0,3}\))?", fullmatch=True)),
+       deepspeed=st.booleans())
+def test_malformed_launcher_variables_give_only_our_errors(rank: int, name: str, value: str,
+                                                           deepspeed: bool) -> None:
+    env = dict(TWO_NODES[rank], **{name: value})
+    if deepspeed:
+        env = {**{k: v for k, v in env.items() if not k.startswith("TORCHELASTIC")}, "CROSS_RANK": "0",
+               "LOCAL_SIZE": env.get("LOCAL_WORLD_SIZE", "2")}
+    try:
+        resolve(env, **quiet(exchange="none"))
+    except SlurmResolverError as exc:
+        assert isinstance(exc, (ValueError, RuntimeError))
