@@ -39,17 +39,19 @@ def in_srun_step(env: Mapping[str, str]) -> bool:
 def step_layout(env: Mapping[str, str]) -> tuple[Layout, tuple[str, ...]]:
     """The step's nodes and tasks on each, and the variables missing to tell them. Without
     ``SLURM_STEP_TASKS_PER_NODE`` the counts are still certain for one node or as many tasks as nodes
-    (srun starts a task on each of its nodes); else they are zeros and that variable is missing.
+    (srun starts a task on each of its nodes); else they are zeros and that variable is missing
+    (without ``SLURM_STEP_NODELIST``, both are).
 
     >>> step_layout({"SLURM_STEP_NODELIST": "a,b,c", "SLURM_STEP_NUM_TASKS": "3"})
     ((('a', 'b', 'c'), (1, 1, 1)), ())
     >>> step_layout({"SLURM_STEP_NODELIST": "a,b", "SLURM_STEP_NUM_TASKS": "3"})[1]
     ('SLURM_STEP_TASKS_PER_NODE',)
     """
+    if "SLURM_STEP_NODELIST" not in env:
+        return ((), ()), ("SLURM_STEP_NODELIST",)
     if "SLURM_STEP_TASKS_PER_NODE" in env:
         return layout_of(env, "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE"), ()
-    nodes = expand(require(env, "SLURM_STEP_NODELIST", "run the task under srun, which sets it with the rest of "
-                           "the step's layout"), "SLURM_STEP_NODELIST")
+    nodes = expand(env["SLURM_STEP_NODELIST"], "SLURM_STEP_NODELIST")
     world = optional_int(env, "SLURM_STEP_NUM_TASKS", 1)
     if world is not None and (world == len(nodes) or len(nodes) == 1):
         return (nodes, (world // len(nodes),) * len(nodes)), ()

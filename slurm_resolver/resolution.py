@@ -46,7 +46,12 @@ def _setting(name: str, explicit: Any, env: Mapping[str, str], variable: str,
 
 
 def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) -> Launch:
-    nodes = list(launch.nodes) or [launch.node or "localhost"]
+    if isinstance(tasks_per_node, Mapping) and not launch.nodes:
+        nodes = list(tasks_per_node)  # {node: count} names the nodes where no node list does
+    elif "SLURM_STEP_NODELIST" in launch.missing:
+        return launch  # a count names no node: _check_complete() says what is missing
+    else:
+        nodes = list(launch.nodes) or [launch.node or "localhost"]
     if isinstance(tasks_per_node, Mapping):
         unknown = set(tasks_per_node) - set(nodes)
         if unknown:
@@ -70,6 +75,11 @@ def _check_complete(launch: Launch) -> None:
     """Refuse a launch that lacks a variable no argument stood in for, naming it and the stand-in."""
     if not launch.missing:
         return
+    if launch.missing[0] == "SLURM_STEP_NODELIST":
+        raise EnvironmentVariableError(
+            "SLURM_STEP_NODELIST", None, f"the step's nodes, since SLURM_PROCID={launch.rank} is set: this process "
+            "is a task of an srun step", "run the task under srun, which sets it, or pass tasks_per_node="
+            "{node: tasks}, which names the nodes")
     told = f"SLURM_STEP_NUM_TASKS={launch.world_size} tasks" if launch.world_size is not None else "the tasks"
     raise EnvironmentVariableError(
         launch.missing[0], None, f"the tasks on each node: {told} on {len(launch.nodes)} nodes "

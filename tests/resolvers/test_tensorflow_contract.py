@@ -86,6 +86,12 @@ def test_slurm_resolves_what_tensorflow_resolves(names_resolve: None, env: dict[
         assert r.num_accelerators() == gpus
 
 
+def test_a_node_dict_stands_in_for_the_node_list(names_resolve: None) -> None:
+    env = {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "3"}
+    r = SlurmClusterResolver(tasks_per_node={"a": 2, "b": 1}, environ=env, check_port=False)
+    assert r.cluster_spec().as_dict() == {"worker": ["a:8888", "a:8889", "b:8888"]} and r.task_id == 1
+
+
 def test_slurm_task_and_rpc_layer_can_be_set(names_resolve: None) -> None:
     r = SlurmClusterResolver(**TF_ARGS, tasks_per_node=1, environ=dict(STEP), check_port=False)
     r.task_type, r.task_id = "worker", 1
