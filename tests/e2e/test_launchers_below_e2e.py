@@ -84,6 +84,28 @@ def _ports(rows: list[dict[str, Any]]) -> list[str]:
     return [r["address"].rpartition(":")[2] for r in rows]
 
 
+REFUSED = textwrap.dedent("""
+    import json, os
+    import slurm_resolver
+    try:
+        slurm_resolver.bootstrap(timeout=30)
+    except slurm_resolver.SlurmResolverError as exc:
+        print(json.dumps({"truth_rank": int(os.environ["RANK"]), "error": exc.one_line()}), flush=True)
+    else:
+        print(json.dumps({"truth_rank": int(os.environ["RANK"]), "error": None}), flush=True)
+""")
+
+
+def test_two_torchrun_agents_on_a_node_are_refused_on_every_worker(run_tasks: Run) -> None:
+    script = (f"exec {TORCHRUN} --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d "
+              f"--rdzv-endpoint=$(hostname -s 2>/dev/null || echo localhost):{free_port()} "
+              '--rdzv-conf=is_host=$((SLURM_LOCALID == 0)) --no-python "$@"')
+    rows = run_tasks(["srun", "-N1", "-n2", "bash", "-c", script, "torchrun"], REFUSED, timeout=240)
+    assert len(rows) == 4 and all(r["error"] for r in rows), rows
+    for row in rows:
+        assert "torchrun runs 2 times on" in row["error"] and "--ntasks-per-node=1" in row["error"]
+
+
 SPAWNER = textwrap.dedent("""
     import json, multiprocessing, os
 
