@@ -187,7 +187,7 @@ def resolve(
             raise _placement_error(launch)
     if rank is not None and not 0 <= rank < where.world_size:
         raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {where.world_size} tasks")
-    packing = pack(jobs, where.world_size, launch.components)
+    packing = pack(jobs, where.world_size, launch.components, alone=launch.standalone)
     check_port_base(port_base, where.most)
     if node_addresses is None:
         from .slurmctl import node_addresses as ask_slurm

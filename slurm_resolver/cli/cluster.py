@@ -8,8 +8,10 @@ Which task prints what is ``per_job``'s to say.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .per_job import speaks_for_job, task_label, task_rank
@@ -21,14 +23,31 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
+def _jobs(args: argparse.Namespace) -> dict[str, int] | list[str] | None:
+    from ..parsing import parse_jobs
+
+    return parse_jobs(args.jobs, "--jobs") if args.jobs else None
+
+
+@contextlib.contextmanager
+def _as_typed(args: argparse.Namespace) -> Iterator[None]:
+    """Jobs that do not fit the step are named as the user gave them: ``--jobs`` or SLURM_RESOLVER_JOBS."""
+    from ..packing import JobCountError
+
+    try:
+        yield
+    except JobCountError as exc:
+        raise exc.given("--jobs" if args.jobs else "SLURM_RESOLVER_JOBS") from None
+
+
 def resolved(args: argparse.Namespace) -> Cluster:
     """The cluster resolved from this process's environment with the command's options, every rank
     placed (a layout only the step's tasks can tell is learned from them)."""
-    from ..parsing import parse_jobs
     from ..resolution import resolve
 
-    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
-    cluster = resolve(jobs=jobs, port_base=getattr(args, "port_base", None), exchange=getattr(args, "exchange", None))
+    with _as_typed(args):
+        cluster = resolve(jobs=_jobs(args), port_base=getattr(args, "port_base", None),
+                          exchange=getattr(args, "exchange", None))
     if not cluster.placement.exact:
         from ..rpc.learn import learn_layout
 
@@ -39,20 +58,22 @@ def resolved(args: argparse.Namespace) -> Cluster:
 def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     """This task, bootstrapped with the command's options (every task of the launch calls it; a layout
     to learn is learned in the bootstrap itself)."""
-    from ..parsing import parse_jobs
     from ..resolution import resolve
     from ..rpc.bootstrap import bootstrap as run_bootstrap
     from ..rpc.options import FIELDS, BootstrapOptions
 
-    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
     given = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
-    return run_bootstrap(resolve(jobs=jobs), BootstrapOptions(**given))
+    with _as_typed(args):
+        cluster = resolve(jobs=_jobs(args))
+    return run_bootstrap(cluster, BootstrapOptions(**given))
 
 
 def run(args: argparse.Namespace) -> int:
     """``run``: the step launched in the job's allocation, and again where a task dies."""
     from ..restart import from_arguments
 
+    if not [word for word in args.command if word != "--"]:
+        args.command_parser.error("run needs a command: slurm-resolver run -- python train.py")
     return from_arguments(args)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ..cluster import Cluster
 from ..environment import snapshot
-from ..errors import ConfigurationError, ResolutionError
+from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, alone
 from ..exchange import Exchange, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
@@ -78,6 +78,11 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     loop = LoopThread()
     try:
         done = loop.run(bootstrap_async(cluster, chosen, environ=environ, network=network))
+    except SlurmResolverError as exc:
+        loop.close()
+        if log.isEnabledFor(logging.DEBUG):
+            raise  # the whole way down, for whoever debugs it
+        raise exc.with_traceback(None) from None  # from the caller's frame: the message says it all
     except BaseException:
         loop.close()
         raise
@@ -133,6 +138,8 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
     if not isinstance(cluster, Cluster):
         raise ConfigurationError(f"bootstrap() takes a Cluster, not {type(cluster).__name__}",
                                  "pass slurm_resolver.resolve(...) (a resolver's .cluster), or nothing")
+    if cluster.launch.standalone and network is None:
+        log.warning(alone("the bootstrap"))
     if not cluster.launch.can_bootstrap or cluster.rank is None:
         raise ConfigurationError(
             f"bootstrap runs in every task of a launch, not in the {cluster.launcher} step",
@@ -184,7 +191,7 @@ def _authority(auth: str | None, env: Mapping[str, str], network: Network | None
     if isinstance(network, LocalNetwork) and auth is None:
         return Authority(AuthMode.NONE, "not authenticated: an in-process network")
     found = authority(auth, env, cluster.launch.key)
-    if found.mode is AuthMode.NONE and auth is None and cluster.rank == 0:
+    if found.mode is AuthMode.NONE and auth is None and cluster.rank == 0 and not cluster.launch.standalone:
         log.warning("slurm_resolver: this job's tasks do not prove who they are (%s): any local user who can "
                     "reach their ports can join or disturb the bootstrap. Give the job a secret "
                     "(export SLURM_RESOLVER_SECRET; the templates do) or run munged.", found.how)
