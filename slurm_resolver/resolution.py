@@ -163,7 +163,9 @@ def resolve(
     check_mode(mode, "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env
                else "exchange")
     launch = launchers.resolve(env)
-    log.debug("launcher %s: %s", launch.launcher, launch)
+    log.debug("launcher %s: rank %s of %s on %s (local rank %s), %d node%s, distribution %s", launch.launcher,
+              launch.rank, launch.world_size, launch.node, launch.local_rank, len(launch.nodes),
+              "s" * (len(launch.nodes) != 1), launch.distribution)
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)
     rank = launch.rank

@@ -179,8 +179,33 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
         raise
     if detector is not None:
         detector.start()
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", _decisions(task, chosen, lap.timings))
     return Bootstrapped(done, task.member, task.served, lap.timings, "tree" if task.group is None else "mpi",
                         proof.how, detector)
+
+
+def _decisions(task: _Task, options: BootstrapOptions, timings: Mapping[str, float]) -> str:
+    """One readable line of what this task did in the bootstrap (for ``-v``): its place, whom it checked, how long."""
+    plan, cluster = task.plan, task.cluster
+    node, above = cluster.task(plan.rank).node, task.member.uplink.rank
+    if task.group is not None:
+        place = f"exchanged through MPI ({cluster.world_size} ranks)"
+    elif plan.is_leader:
+        place = f"leader of {node}" + (f", parent rank {above}" if above is not None else ", the root") + \
+            f", {len(plan.sources)} below"
+    else:
+        place = f"on {node} under its leader, rank {plan.leader}"
+    if task.checks_later:
+        peers = len(checked_peers(plan.rank, cluster.world_size, options.verify))
+        checked = f"verified {peers} peer{'s' * (peers != 1)} after the table"
+    elif task.inspection is not None:
+        checked = f"verified its {len(plan.sources)} source{'s' * (len(plan.sources) != 1)} as they joined"
+    else:
+        checked = f"verified by rank {above}" if options.verify != "none" else "verify=none: nothing verified"
+    phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in timings.items())
+    return (f"bootstrap: {place}; {checked}; port {task.served.port}; table in {sum(timings.values()):.2f} s "
+            f"({phases})")
 
 
 def _authority(auth: str | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
