@@ -44,10 +44,10 @@ class Check:
         """The check as ``check`` prints it, ``who`` (``rank 3: ``) before its name.
 
         >>> Check(Level.FAIL, "ports", "port 8888 on node1 is in use", "another port_base").line("rank 3: ")
-        'FAIL  rank 3: ports: port 8888 on node1 is in use  (hint: another port_base)'
+        'FAIL rank 3: ports: port 8888 on node1 is in use (hint: another port_base)'
         """
-        hint = f"  (hint: {self.hint})" if self.hint and self.level is not Level.OK else ""
-        return f"{self.level.name:4}  {who}{self.name}: {self.detail}{hint}"
+        hint = f" (hint: {self.hint})" if self.hint and self.level is not Level.OK else ""
+        return f"{self.level.name:4} {who}{self.name}: {self.detail}{hint}"
 
     def as_dict(self) -> dict[str, str]:
         """The check as plain data, for ``check --json``."""
