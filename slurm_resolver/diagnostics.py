@@ -68,7 +68,7 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
     env = snapshot(environ)
     results = [_launcher_check(env)]
     seen = sorted(k for k in env if k.startswith(("SLURM_", "OMPI_", "PMI")))
-    results.append(_ok("variables", f"{len(seen)} launcher variables ({', '.join(seen[:6])}"
+    results.append(_ok("variables", f"{len(seen)} launcher variable{'s' * (len(seen) != 1)} ({', '.join(seen[:6])}"
                                     f"{', ...' if len(seen) > 6 else ''})"))
     try:
         from .resolvers.slurm import SlurmClusterResolver

@@ -99,7 +99,6 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
             raise ResolutionError(f"job {job_id} is no longer known to slurmctld",
                                   f"its record was purged (MinJobAge); look at {outputs.named()}")
         outputs.learn(found)
-        outputs.copy()
         first = found[0]
         state, nodes = _states(found), first.get("NodeList", "")
         ended = all(r.get("JobState") in TERMINAL for r in found)
@@ -108,6 +107,7 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
             last = time.monotonic()
             print(f"job {job_id}: {state}, {first.get('RunTime', '?')}{where}", file=progress, flush=True)
             shown = (state, nodes)
+        outputs.copy()
         if ended:
             break
         if time.monotonic() > deadline:
