@@ -102,11 +102,13 @@ def _headline(cluster: Cluster, all_ranks: bool) -> str:
 
 
 def table(cluster: Cluster) -> list[str]:
-    """Every task of ``cluster`` as the lines of a table; the calling task's rank is starred."""
+    """Every task of ``cluster`` as the lines of a table; the calling task's rank is starred. GPUs: how many
+    each task has, and their ids where any has some (``unknown`` where Slurm bound a task's own, seen by it alone)."""
     rows: list[tuple[str, ...]] = [("rank", "job", "index", "node", "address", "gpus", "gpu_ids")]
+    mine = cluster.rank if cluster.launch.is_task or cluster.launch.standalone else None  # a batch step: none
     for rank in range(cluster.world_size):
         t, count = cluster.task(rank), cluster.gpu_count(rank)
-        rows.append((str(rank) + ("*" if rank == cluster.rank else ""), t.job, str(t.index), t.node,
+        rows.append((str(rank) + ("*" if rank == mine else ""), t.job, str(t.index), t.node,
                      t.address, str(count) if count else "-", _ids(t.gpus, count)))
     if all(row[-1] == "-" for row in rows[1:]):  # no GPU anywhere: no ids to show
         rows = [row[:-1] for row in rows]

@@ -72,7 +72,9 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
         network: where servers listen (default: real gRPC).
 
     The server and its calls run on an event loop thread of this task, which lives until
-    `stop()`. `bootstrap_async()` is the same on a running loop.
+    `stop()`. `bootstrap_async()` is the same on a running loop. A failure is raised from this
+    call, its message naming the task and the fix (the traceback of the loop thread too, where
+    the ``slurm_resolver`` log is at DEBUG).
     """
     chosen = BootstrapOptions.of(options, keywords)
     loop = LoopThread()

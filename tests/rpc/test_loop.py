@@ -35,3 +35,19 @@ def test_closing_while_a_generator_runs_says_nothing(capfd: pytest.CaptureFixtur
     assert thread.loop.is_closed()
     err = capfd.readouterr().err
     assert err == "" and caplog.records == []  # asyncio logs "aclose(): ... already running" otherwise
+
+
+def test_a_failed_bootstrap_raises_from_its_public_frame() -> None:
+    """The caller's frame and one of ours, not a walk through the loop thread, futures and the protocol."""
+    import traceback
+
+    from slurm_resolver.errors import ConfigurationError
+    from slurm_resolver.rpc.bootstrap import bootstrap
+
+    batch = {"SLURM_JOB_ID": "5", "SLURM_PROCID": "0", "SLURMD_NODENAME": "localhost",
+             "SLURM_JOB_NODELIST": "localhost", "SLURM_TASKS_PER_NODE": "2", "CUDA_VISIBLE_DEVICES": ""}
+    with pytest.raises(ConfigurationError, match="bootstrap runs in every task of a launch") as info:
+        bootstrap(environ=batch, timeout=5)
+    frames = [frame.name for frame in traceback.extract_tb(info.value.__traceback__)]
+    assert frames == ["test_a_failed_bootstrap_raises_from_its_public_frame", "bootstrap"]
+    assert info.value.__cause__ is None and info.value.__suppress_context__
