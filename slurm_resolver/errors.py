@@ -81,12 +81,11 @@ class SlurmResolverError(Exception):
 class EnvironmentVariableError(SlurmResolverError, ValueError):
     """A launcher variable is malformed or missing; the message names it and its value."""
 
-    def __init__(self, variable: str, value: str | None, expected: str, hint: str | None = None, *,
-                 speaker: Speaker = Speaker.TASK):
+    def __init__(self, variable: str, value: str | None, expected: str, hint: str | None = None):
         self.variable = variable
         self.value = value
         shown = " is not set" if value is None else f"={value!r} is invalid"
-        super().__init__(f"{variable}{shown}: expected {expected}", hint, speaker=speaker)
+        super().__init__(f"{variable}{shown}: expected {expected}", hint)
 
 
 class ConfigurationError(SlurmResolverError, ValueError):

@@ -96,8 +96,10 @@ def _headline(cluster: Cluster, all_ranks: bool) -> str:
     where = f"rank {cluster.rank} of {cluster.world_size}, {me.job}:{me.index} on {me.node} at {me.address}" \
         if me else f"not a task; {cluster.world_size} tasks"
     others = cluster.world_size - 1
-    once = f"; the other {others} task{'s' * (others > 1)} print only their own problems (--all-ranks: " \
-        "every task's table)" if me and cluster.rank == 0 and others and not all_ranks else ""
+    who = f"the other {others} tasks print only their own problems" if others > 1 else \
+        "the other task prints only its own problems"
+    once = f"; {who} (--all-ranks: every task's table)" if me and cluster.rank == 0 and others and not all_ranks \
+        else ""
     return f"launcher {cluster.launcher}{element}: {where}{once}"
 
 
