@@ -11,7 +11,8 @@ others exit 1 without a word. ``-v`` logs slurm_resolver's own decisions, each l
 beginning with the task (``rank 3 node2:``); ``--debug`` adds every library's (gRPC's,
 asyncio's) and the traceback of an error.
 
-The package is cut by role: ``parser`` declares every command and option; ``cluster``
+The package is cut by role: ``parser`` declares every command and option, ``usage``
+says a usage error once, with what was meant; ``cluster``
 runs the commands about the job's cluster (``show``, ``check``, ``env``, ``bootstrap``),
 ``per_job`` decides which task of a job prints what, ``template_commands`` runs
 ``templates``, ``render`` and ``submit``, ``tools`` the small commands, and ``completion``
@@ -25,7 +26,8 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import SlurmResolverError, Speaker
-from .parser import build_parser, parse
+from .parser import build_parser
+from .usage import parse
 
 __all__ = ["main", "build_parser"]
 

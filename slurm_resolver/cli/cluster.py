@@ -251,7 +251,7 @@ def _refuse_leftovers(variables: dict[str, str]) -> None:
 def _origin(task: str) -> str:
     """Where leftover variables came from, as the ``SLURM_RESOLVER_TASK`` among them tells.
 
-    >>> _origin('{"launcher": "batch", "rank": 0, "world_size": 4}')[:62]
+    >>> _origin('{"launcher": "batch", "rank": 0, "world_size": 4}')[:64]
     ': `slurm-resolver env` wrote them in the batch step (rank 0 of 4'
     >>> _origin("")
     ''

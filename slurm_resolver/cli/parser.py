@@ -1,10 +1,10 @@
 """Every command and option of ``slurm-resolver``, with its default, its unit and examples.
 
 A command is one ``command(...)`` block in a group below (the cluster's commands, the
-templates', the small tools) and one function that takes the parsed arguments and returns
-the exit code; ``per_task=True`` marks commands that run in every task of a launch (their
-errors name the task's rank). A new command is a block in a group, or a group of its own
-called from ``build_parser``.
+templates', the small tools; the top-level help lists them by group) and one function that
+takes the parsed arguments and returns the exit code; ``per_task=True`` marks commands that
+run in every task of a launch (their errors name the task's rank). A new command is a block
+in a group, or a group of its own called from ``build_parser``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import math
 import textwrap
-from collections.abc import Callable, Sequence
-from typing import NoReturn
+from collections.abc import Callable
+
+from .usage import Parser
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
@@ -31,52 +32,6 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
             text = text.replace(_TEMPLATES, f"templates: {', '.join(available())}\n  slurm-resolver templates "
                                             "[NAME]   their purpose, parameters and defaults")
         super().add_text(text)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose usage errors say what was probably meant and are said once for a launch."""
-
-    def error(self, message: str) -> NoReturn:
-        from .per_job import task_rank
-
-        if task_rank() not in (None, 0):
-            self.exit(2)  # every task of the launch was given the same words: rank 0 says it for the job
-        super().error(_did_you_mean(self, message))
-
-
-def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
-    """argparse's ``message`` with the closest choice or option, where one is close.
-
-    >>> p = _Parser(prog="x"); _ = p.add_argument("--json", action="store_true")
-    >>> _did_you_mean(p, "unrecognized arguments: --josn")
-    'unrecognized arguments: --josn (did you mean --json?)'
-    >>> _did_you_mean(p, "argument COMMAND: invalid choice: 'shwo' (choose from 'show', 'env')")
-    "argument COMMAND: invalid choice: 'shwo' (did you mean show?)"
-    """
-    import difflib
-    import re
-
-    choice = re.fullmatch(r"(argument .*: invalid choice: (.*?)) \(choose from (.*)\)", message, re.S)
-    if choice:
-        given, choices = choice[2].strip("'"), [c.strip().strip("'") for c in choice[3].split(",")]
-        close = difflib.get_close_matches(given, choices, n=1, cutoff=0.5)
-        if close:
-            return f"{choice[1]} (did you mean {close[0]}?)"
-        return f"{choice[1]} (choose from {', '.join(choices)})"
-    if message.startswith("unrecognized arguments: "):
-        first = message.removeprefix("unrecognized arguments: ").split()[0].partition("=")[0]
-        close = difflib.get_close_matches(first, list(parser._option_string_actions), n=1, cutoff=0.6)  # noqa: SLF001
-        return f"{message} (did you mean {close[0]}?)" if close else message
-    return message
-
-
-def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
-    """The arguments of ``argv``; a word the command does not know is refused by the command's own
-    parser (its usage, its options' names)."""
-    args, extra = parser.parse_known_args(argv)
-    if extra:
-        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return args
 
 
 def _jobs(text: str) -> str:
@@ -151,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``slurm-resolver``."""
     from .. import __version__
 
-    parser = _Parser(
+    parser = Parser(
         prog="slurm-resolver", formatter_class=_Formatter, usage="%(prog)s [-h] [--version] [-v] [-q] [--debug] "
                                                                  "COMMAND ...",
         description="Resolve the cluster of a Slurm job: every task, its node, address and GPUs.",
@@ -164,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"slurm-resolver {__version__}")
     _global_options(parser, top=True)
     parser.set_defaults(parser=parser)  # for the completion script, which describes every command
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser,
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser,
                                 prog="slurm-resolver", help=argparse.SUPPRESS)
     listed: dict[str, list[str]] = {group: [] for group in _GROUPS}
 
