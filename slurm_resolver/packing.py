@@ -156,7 +156,8 @@ def runs(jobs: Jobs, world_size: int, components: Sequence[int] = (), alone: boo
         names = list(jobs)
         if len(names) != len(components) or not all(isinstance(n, str) and n for n in names):
             raise ConfigurationError(
-                f"jobs={names} names {len(names)} het components, but the job has "
+                f"{NO_JOB}: this is one local process, not the het job of {len(names)} components jobs={names} "
+                "names" if alone else f"jobs={names} names {len(names)} het components, but the job has "
                 f"{len(components) or 'no'} components",
                 "give one name per component of `srun ... : ...`, or counts like {'ps': 1, 'worker': 3}",
             )
