@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ..cluster import Cluster
 from ..environment import snapshot
-from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, alone
+from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, Speaker, alone
 from ..exchange import Exchange, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
@@ -336,4 +336,5 @@ async def _agree(task: _Task, failure: Failure, timeout: float) -> None:
     failed = [r[0] for r in rows if r[0]]
     if failed:
         more = f" ({len(failed) - 1} more tasks reported a failure)" if len(failed) > 1 else ""
-        raise ResolutionError(f"bootstrap: {failed[0]}{more}", "check the named task's output and network")
+        raise ResolutionError(f"bootstrap: {failed[0]}{more}", "check the named task's output and network",
+                              speaker=Speaker.FIRST)  # every rank gathered the same verdicts
