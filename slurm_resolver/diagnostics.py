@@ -44,10 +44,10 @@ class Check:
         """The check as ``check`` prints it, ``who`` (``rank 3: ``) before its name.
 
         >>> Check(Level.FAIL, "ports", "port 8888 on node1 is in use", "another port_base").line("rank 3: ")
-        'FAIL  rank 3: ports: port 8888 on node1 is in use  (hint: another port_base)'
+        'FAIL rank 3: ports: port 8888 on node1 is in use (hint: another port_base)'
         """
-        hint = f"  (hint: {self.hint})" if self.hint and self.level is not Level.OK else ""
-        return f"{self.level.name:4}  {who}{self.name}: {self.detail}{hint}"
+        hint = f" (hint: {self.hint})" if self.hint and self.level is not Level.OK else ""
+        return f"{self.level.name:4} {who}{self.name}: {self.detail}{hint}"
 
     def as_dict(self) -> dict[str, str]:
         """The check as plain data, for ``check --json``."""
@@ -68,7 +68,7 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
     env = snapshot(environ)
     results = [_launcher_check(env)]
     seen = sorted(k for k in env if k.startswith(("SLURM_", "OMPI_", "PMI")))
-    results.append(_ok("variables", f"{len(seen)} launcher variables ({', '.join(seen[:6])}"
+    results.append(_ok("variables", f"{len(seen)} launcher variable{'s' * (len(seen) != 1)} ({', '.join(seen[:6])}"
                                     f"{', ...' if len(seen) > 6 else ''})"))
     try:
         from .resolvers.slurm import SlurmClusterResolver

@@ -190,7 +190,9 @@ def resolve(
     check_mode(mode, "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env
                else "exchange")
     launch = launchers.resolve(env)
-    log.debug("launcher %s: %s", launch.launcher, launch)
+    log.debug("launcher %s: rank %s of %s on %s (local rank %s), %d node%s, distribution %s", launch.launcher,
+              launch.rank, launch.world_size, launch.node, launch.local_rank, len(launch.nodes),
+              "s" * (len(launch.nodes) != 1), launch.distribution)
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)
     _check_complete(launch)
@@ -215,7 +217,7 @@ def resolve(
             raise _placement_error(launch)
     if rank is not None and not 0 <= rank < where.world_size:
         raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {where.world_size} tasks")
-    packing = pack(jobs, where.world_size, launch.components)
+    packing = pack(jobs, where.world_size, launch.components, alone=launch.standalone)
     check_port_base(port_base, where.most)
     if node_addresses is None:
         from .slurmctl import node_addresses as ask_slurm

@@ -121,5 +121,6 @@ def test_the_command_line_outside_a_job(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     assert main(["run", "--", "true"]) == 1
     assert "SLURM_JOB_ID is not set" in capsys.readouterr().err
-    assert main(["run"]) == 1
-    assert "slurm-resolver run needs a command" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # a usage error, as argparse's own
+        main(["run"])
+    assert usage.value.code == 2 and "run needs a command" in capsys.readouterr().err

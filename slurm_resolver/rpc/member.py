@@ -14,7 +14,7 @@ import time
 
 from ..addresses import first
 from ..cluster import Cluster
-from ..errors import ResolutionError
+from ..errors import ResolutionError, Speaker
 from .coordinator import Coordinator
 from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
 from .tree import Plan
@@ -65,23 +65,27 @@ class Member:
 
     async def round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table]:
         """Run ``round``; its outcome and table (the root decides both), or a ResolutionError."""
-        outcome, table = await self._round(round, brought, timeout)
+        outcome, table, heard = await self._round(round, brought, timeout)
         if outcome.failure:
-            raise self.error(outcome.failure, "join the bootstrap" if round.kind is RoundKind.TABLE else
-                             f"reach {round.label}", timeout)
+            error = self.error(outcome.failure, "join the bootstrap" if round.kind is RoundKind.TABLE else
+                               f"reach {round.label}", timeout)
+            error.speaker = Speaker.ABOVE if heard else Speaker.TASK  # said once, where it was found
+            raise error
         return outcome, table
 
-    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table]:
+    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table, bool]:
+        """The outcome and table of ``round``, and whether this task heard them from the task above."""
         start = time.monotonic()
         plan = self.plan
         if self.rank != plan.leader:
-            return await self.uplink.join(round, brought, start + timeout, timeout)
+            return (*await self.uplink.join(round, brought, start + timeout, timeout), True)
         report = start + timeout * plan.tree.report_at(plan.position)
         merged = await self.coordinator.gather(round, brought, report, self._covers)
         if round.kind is RoundKind.TABLE and self.inspection is not None:  # its checks end by the same deadline
             merged = Contribution(merged.records, merged.failure.merge(await self.inspection.verdict()),
                                   merged.votes)
         table = Table()
+        heard = not self.is_root
         if self.is_root:
             outcome, table = self._decide(round, merged)
         else:
@@ -89,14 +93,14 @@ class Member:
                 outcome, table = await self.uplink.join(round, merged,
                                                         start + timeout * plan.tree.give_up_at(plan.position), timeout)
             except ResolutionError as exc:  # tell the tasks below (their error says "bootstrap: " once)
-                outcome = Outcome(Failure.of(exc.message.removeprefix("bootstrap: ")))
+                outcome, heard = Outcome(Failure.of(exc.message.removeprefix("bootstrap: "))), False
         self.coordinator.rounds.publish(round, outcome)
         if outcome.failure or round.kind is not RoundKind.TABLE:
             # The tasks below have the outcome before this one goes on (and may stop its server).
             await self.coordinator.rounds.delivered(round, time.monotonic() + min(5.0, timeout))
         # A table: this task goes on at once (its server keeps serving), to watch the tasks below as
         # they start their failure detection.
-        return outcome, table
+        return outcome, table, heard
 
     def _decide(self, round: Round, merged: Contribution) -> tuple[Outcome, Table]:
         """The root: the outcome of a round, from every contribution."""

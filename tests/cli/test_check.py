@@ -67,7 +67,7 @@ def test_rank_0_prints_every_check_and_the_others_nothing_when_all_is_well(cli: 
 def test_a_failing_task_prints_only_its_failures_with_its_rank(cli: Any) -> None:
     out = cli("check", env=dict(captured("srun_N3_n6")[3], SLURM_STEP_TASKS_PER_NODE="4,x"))
     assert out.returncode == 1
-    assert out.stdout.splitlines() == [l for l in out.stdout.splitlines() if l.startswith("FAIL  rank 3: resolution: ")]
+    assert out.stdout.splitlines() == [l for l in out.stdout.splitlines() if l.startswith("FAIL rank 3: resolution: ")]
     assert len(out.stdout.splitlines()) == 1
 
 
@@ -92,13 +92,13 @@ def test_check_json_for_scripts(cli: Any) -> None:
 def test_outside_any_job_check_warns_that_it_describes_one_local_process(cli: Any) -> None:
     out = cli("check", env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0
-    assert out.stdout.startswith("WARN  launcher: no Slurm job or MPI launch found: the checks below describe this "
-                                 "one local process alone  (hint: run it inside a job: srun, sbatch or salloc)")
+    assert out.stdout.startswith("WARN launcher: no Slurm job or MPI launch found: the checks below describe this "
+                                 "one local process alone (hint: run it inside a job: srun, sbatch or salloc)")
 
 
 def test_a_warning_line_carries_its_hint_and_an_ok_line_none() -> None:
-    assert Check(Level.WARN, "auth", "x", "run munged").line() == "WARN  auth: x  (hint: run munged)"
-    assert Check(Level.OK, "auth", "x", "unused").line() == "OK    auth: x"
+    assert Check(Level.WARN, "auth", "x", "run munged").line() == "WARN auth: x (hint: run munged)"
+    assert Check(Level.OK, "auth", "x", "unused").line() == "OK   auth: x"
 
 
 def test_check_says_how_tasks_prove_themselves_and_fails_a_secret_that_cannot_be() -> None:
