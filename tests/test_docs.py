@@ -5,6 +5,7 @@ and its API reference shows exactly each module's ``__all__``, every name with a
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import pkgutil
 import re
@@ -156,6 +157,24 @@ def test_no_table_repeats_a_row(site: Path) -> None:
             keys = [re.sub(r"<[^>]+>", "", row.split("</td>")[0]) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)]
             groups = [key for i, key in enumerate(keys) if i == 0 or key != keys[i - 1]]
             assert [k for k, n in Counter(groups).items() if n > 1] == [], f"{name}: rows repeated"
+
+
+def test_troubleshooting_has_a_heading_per_error_that_the_toc_and_the_search_find(site: Path) -> None:
+    """One page per phase of a job; each error a heading, with its cause and fix under it."""
+    phases = sorted(p.stem for p in (DOCS / "troubleshooting").glob("*.md"))
+    assert phases == ["bootstrap", "launch", "restarts", "submit", "training"]
+    searched = {entry["location"] for entry in json.loads((site / "search" / "search_index.json").read_text())["docs"]}
+    for phase in phases:
+        html = (site / "troubleshooting" / f"{phase}.html").read_text()
+        assert f'href="troubleshooting/{phase}.html"' in (site / "troubleshooting.html").read_text()
+        toc = html[html.index('aria-label="Table of contents"'):html.index("</nav>", html.index('aria-label="Table'))]
+        errors = re.findall(r'<h2 id="([^"]+)">(.*?)</h2>', html, re.S)
+        assert errors, phase
+        for anchor, body in zip([a for a, _ in errors], re.split(r"<h2 id=", html)[2:]):
+            assert f'href="#{anchor}"' in toc, f"{phase}: {anchor} is not in the table of contents"
+            assert f"troubleshooting/{phase}.html#{anchor}" in searched, f"{phase}: {anchor} is not searched"
+            section = body.split("</article>")[0]
+            assert "<strong>Cause:</strong>" in section and "<strong>Fix:</strong>" in section, f"{phase}: {anchor}"
 
 
 def test_the_protocols_scheme_keeps_its_four_steps(site: Path) -> None:
