@@ -29,7 +29,7 @@ from .conftest import ROOT
 
 DOCS = ROOT / "docs"
 EXAMPLES = sorted((DOCS / "resolvers").glob("*.md"))
-REFERENCE = ("reference", "reference-extending", "reference-jobs")
+REFERENCE = sorted(p.stem for p in DOCS.glob("reference*.md"))
 RAW_ROLE = re.compile(r":(?:py:)?(?:meth|func|class|data|mod|attr|exc|obj|const|ref|doc|term):(?:<code>|`)")
 """A reStructuredText role that Markdown left as text (:meth:`x` renders as :meth:<code>x</code>)."""
 
@@ -119,6 +119,37 @@ def test_the_api_reference_shows_exactly_each_modules_all(site: Path) -> None:
     for name in slurm_resolver.__all__:
         if name != "__version__":
             assert any(re.search(rf"^slurm_resolver\.[\w.]*\b{name}$", i) for i in ids), f"{name} is not documented"
+
+
+def test_the_reference_is_one_page_per_area_without_a_repr_dump(site: Path) -> None:
+    areas = ["resolvers", "extending", "bootstrap", "adapters", "training", "templates", "tools"]
+    assert REFERENCE == sorted(["reference", *(f"reference-{area}" for area in areas)])
+    for page in REFERENCE:
+        html = (site / f"{page}.html").read_text()
+        assert "Variable(" not in html, f"{page}: VARIABLES' repr (as a value, or a link's title)"
+        assert not re.search(r"\b_PORT_BASE", html), f"{page}: a private sentinel shown as a default"
+    tools = (site / "reference-tools.html").read_text()
+    variables = tools[tools.index('id="slurm_resolver.variables.VARIABLES"'):]
+    assert 'href="variables.html#environment-variable-reference"' in variables[:variables.index("</div>", 2000)]
+    resolvers = re.sub(r"<[^>]+>", "", (site / "reference-resolvers.html").read_text())
+    assert "port_base=8888" in resolvers and "SLURM_RESOLVER_PORT_BASE" in resolvers
+
+
+def test_bootstraps_keywords_are_listed_with_their_real_defaults(site: Path) -> None:
+    """``bootstrap(**keywords)`` hides its knobs: the bootstrap's reference page lists each with its default."""
+    from slurm_resolver.rpc.options import FIELDS
+
+    html = (site / "reference-bootstrap.html").read_text()
+    table = html[html.index('id="the-keywords-of-bootstrap"'):].split("</table>")[0]
+    rows = {re.sub(r"<[^>]+>", "", cells[0]): re.sub(r"<[^>]+>", "", cells[1]) for cells in
+            (re.findall(r"<td>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", table, re.S)) if cells}
+    assert list(rows) == [field.name for field in FIELDS]
+    for field in FIELDS:
+        if isinstance(field.default, (int, float)) and not isinstance(field.default, bool):
+            assert re.match(rf"{field.default:g}\b", rows[field.name]), f"{field.name}: {rows[field.name]}"
+        elif isinstance(field.default, str):
+            assert rows[field.name] == field.default, f"{field.name}: {rows[field.name]}"
+    assert rows["timeout"] == "60 s"
 
 
 def test_every_public_name_has_a_docstring() -> None:
@@ -279,6 +310,48 @@ def test_the_search_box_finds_pages_from_disk(site: Path, browser: Chromium) -> 
     browser.wait("document.querySelectorAll('.md-search-result__item').length > 0", timeout=30)
     first = browser.evaluate("document.querySelector('.md-search-result__item a').href")
     assert file_of(first).is_file(), first
+
+
+WORDS_BROKEN_IN_TABLES = r"""(() => {
+  const broken = [];  // a word of a table's code drawn on two lines
+  let words = 0;
+  for (const code of document.querySelectorAll('.md-typeset td code, .md-typeset th code')) {
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+      for (const word of text.textContent.matchAll(/\S+/g)) {
+        const range = document.createRange();
+        range.setStart(text, word.index);
+        range.setEnd(text, word.index + word[0].length);
+        words += 1;
+        if (new Set([...range.getClientRects()].map(line => Math.round(line.bottom))).size > 1) broken.push(word[0]);
+      }
+    }
+  }
+  return [words, broken];
+})()"""
+
+HEADINGS_SMALLER_THAN_TEXT = """(() => {
+  const paragraph = document.querySelector('.md-typeset p');
+  if (!paragraph) return [];
+  const text = parseFloat(getComputedStyle(paragraph).fontSize);
+  return [...document.querySelectorAll('.doc-heading')].filter(h => parseFloat(getComputedStyle(h).fontSize) < text)
+    .map(h => h.id);
+})()"""
+
+
+def test_identifiers_stay_whole_in_tables_and_headings_no_smaller_than_text(site: Path, browser: Chromium) -> None:
+    """In a 1280-pixel window, no word of a table's code is broken over two lines (``--exchange``,
+    ``SLURM_RESOLVER_RENDEZVOUS_PORTS``), and no heading of the reference is smaller than its text."""
+    words, broken, small = 0, {}, {}
+    for page in sorted(site.rglob("*.html")):
+        browser.open(page.as_uri())
+        checked, broken[page.name] = browser.evaluate(WORDS_BROKEN_IN_TABLES)
+        words += checked
+        small[page.name] = browser.evaluate(HEADINGS_SMALLER_THAN_TEXT)
+    assert words > 1000
+    assert {page: words for page, words in broken.items() if words} == {}
+    assert {page: ids for page, ids in small.items() if ids} == {}
+    assert all(small.get(f"{page}.html") == [] for page in REFERENCE)
 
 
 def test_the_diagrams_render_without_the_internet_and_read_at_12_px(site: Path, browser: Chromium) -> None:
