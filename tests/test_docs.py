@@ -235,7 +235,7 @@ def placement_diagram() -> str:
     layouts = {"block": ("-m block: each node filled in turn", placement.block(nodes, counts)),
                "cyclic": ("-m cyclic: one task a node, round-robin", placement.cyclic(nodes, counts)),
                "plane": ("-m plane=2: two at a time, round-robin", placement.plane(nodes, counts, 2))}
-    lines = ["flowchart TB"]
+    lines = ['%%{init: {"flowchart": {"nodeSpacing": 20, "rankSpacing": 10}}}%%', "flowchart TB"]
     for name, (title, hosts) in layouts.items():
         lines += [f'    subgraph {name}["{title}"]', "        direction LR"]
         for node in nodes:
@@ -368,3 +368,4 @@ def test_the_diagrams_render_without_the_internet_and_read_at_12_px(site: Path, 
         for number, (size, text) in enumerate(browser.evaluate(DIAGRAM_TEXT), 1):
             smallest[f"{page} diagram {number}: {text!r}"] = round(size, 1)
     assert drawn == {page: sources[DOCS / page.with_suffix(".md")] for page in with_diagrams}
+    assert {where: size for where, size in smallest.items() if size < 12} == {}, "draw it top to bottom, or shorter"
