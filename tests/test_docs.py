@@ -334,8 +334,9 @@ HEADINGS_SMALLER_THAN_TEXT = """(() => {
   const paragraph = document.querySelector('.md-typeset p');
   if (!paragraph) return [];
   const text = parseFloat(getComputedStyle(paragraph).fontSize);
-  return [...document.querySelectorAll('.doc-heading')].filter(h => parseFloat(getComputedStyle(h).fontSize) < text)
-    .map(h => h.id);
+  const name = heading => heading.querySelector(':scope > code') || heading;  // the name as drawn
+  return [...document.querySelectorAll('.doc-heading')]
+    .filter(h => parseFloat(getComputedStyle(name(h)).fontSize) < text).map(h => h.id);
 })()"""
 
 
