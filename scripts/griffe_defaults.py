@@ -1,6 +1,7 @@
-"""A Griffe extension for the API reference (mkdocs.yml): a parameter whose default is a private
-module constant (``port_base=_PORT_BASE``, a sentinel told apart from an explicit value) is shown
-with the constant's value as Python prints it (``port_base=8888``), not the private name."""
+"""A Griffe extension for the API reference (mkdocs.yml): a parameter whose default is a module
+constant is shown with the constant's value, not its name: a private sentinel (``port_base=_PORT_BASE``,
+told apart from an explicit value) as Python prints it (``port_base=8888``), a constant in capitals
+that holds a number or a string (``fanout=DEFAULT_FANOUT``, from an internal module) as that value."""
 
 from __future__ import annotations
 
@@ -9,16 +10,19 @@ from typing import Any
 
 import griffe
 
-__all__ = ["PrivateDefaults"]
+__all__ = ["ConstantDefaults"]
 
-PRIVATE_NAME = re.compile(r"_[A-Za-z]\w*")
+PRIVATE = re.compile(r"_[A-Za-z]\w*")
+CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
-class PrivateDefaults(griffe.Extension):
-    """Replace each private name given as a default by ``repr()`` of its value."""
+class ConstantDefaults(griffe.Extension):
+    """Replace a default that names a module constant by ``repr()`` of its value."""
 
     def on_function(self, *, func: griffe.Function, **kwargs: Any) -> None:
         for parameter in func.parameters:
-            if parameter.default is not None and PRIVATE_NAME.fullmatch(str(parameter.default)):
-                value = griffe.dynamic_import(f"{func.module.path}.{parameter.default}")
-                parameter.default = repr(value)
+            name = str(parameter.default) if parameter.default is not None else ""
+            if PRIVATE.fullmatch(name) or CONSTANT.fullmatch(name):
+                value = griffe.dynamic_import(f"{func.module.path}.{name}")
+                if PRIVATE.fullmatch(name) or isinstance(value, (int, float, str)):
+                    parameter.default = repr(value)

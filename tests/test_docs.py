@@ -133,6 +133,7 @@ def test_the_reference_is_one_page_per_area_without_a_repr_dump(site: Path) -> N
     assert 'href="variables.html#environment-variable-reference"' in variables[:variables.index("</div>", 2000)]
     resolvers = re.sub(r"<[^>]+>", "", (site / "reference-resolvers.html").read_text())
     assert "port_base=8888" in resolvers and "SLURM_RESOLVER_PORT_BASE" in resolvers
+    assert "fanout=8," in re.sub(r"<[^>]+>", "", (site / "reference-bootstrap.html").read_text())  # not DEFAULT_FANOUT
 
 
 def test_bootstraps_keywords_are_listed_with_their_real_defaults(site: Path) -> None:
