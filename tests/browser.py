@@ -6,9 +6,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import shutil
+import signal
 import subprocess
 import time
+from contextlib import suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -34,7 +37,8 @@ class Chromium:
         self.process = subprocess.Popen(
             [shutil.which("chromium") or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
              "--remote-debugging-pipe", f"--user-data-dir={profile}", *NETWORK_OFF, "about:blank"],
-            preexec_fn=onto_3_and_4, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            preexec_fn=onto_3_and_4, close_fds=False, start_new_session=True,  # its own group: ended whole
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for fd in (commands, replies, *high):
             os.close(fd)
         self._buffer = b""
@@ -56,7 +60,8 @@ class Chromium:
         deadline = time.monotonic() + timeout
         while True:
             while b"\0" not in self._buffer:
-                if time.monotonic() > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._receive], [], [], left)[0]:
                     raise TimeoutError(f"Chromium did not answer {method} within {timeout} s")
                 chunk = os.read(self._receive, 1 << 20)
                 if not chunk:
@@ -97,7 +102,14 @@ class Chromium:
         return self
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self.process.kill()
-        self.process.wait(timeout=30)
-        os.close(self._send)
-        os.close(self._receive)
+        try:
+            self.call("Browser.close", timeout=10)
+            self.process.wait(timeout=10)
+        except (OSError, RuntimeError, TimeoutError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            with suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # its renderers too, whatever happened
+            self.process.wait(timeout=30)
+            os.close(self._send)
+            os.close(self._receive)

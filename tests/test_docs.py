@@ -365,7 +365,7 @@ def test_the_diagrams_render_without_the_internet_and_read_at_12_px(site: Path, 
     drawn, smallest = {}, {}
     for page in with_diagrams:
         with suppress(TimeoutError):  # a diagram Mermaid cannot draw stays a <pre>: counted below
-            browser.open((site / page).as_uri(), ready="!document.querySelector('pre.mermaid')", timeout=30)
+            browser.open((site / page).as_uri(), ready="!document.querySelector('pre.mermaid')", timeout=60)
         drawn[page] = browser.evaluate("document.querySelectorAll('div.mermaid').length")
         for number, (size, text) in enumerate(browser.evaluate(DIAGRAM_TEXT), 1):
             smallest[f"{page} diagram {number}: {text!r}"] = round(size, 1)
