@@ -105,7 +105,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_CONF", "Slurm", "slurm.conf, read for AuthInfo=socket= (munged's socket) when authenticating"),
     Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: the ports node leaders try to bind, e.g. 30001,30002"),
 )
-"""Every variable slurm_resolver reads or writes, with who sets it and what is taken from it."""
+"""Every variable slurm_resolver reads or writes, with who sets it and what is taken from it: the
+[environment variable reference][environment-variable-reference] lists them."""
 
 PREFIXES: tuple[str, ...] = (
     "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",

@@ -66,8 +66,9 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     Args:
         cluster: the resolved `Cluster`
             (``slurm_resolver.resolve(jobs=...)``); default: resolved from the environment.
-        options: a `BootstrapOptions`; keywords of its
-            fields (``timeout=30``, ``verify='all'``, ``auth='munge'``...) override it.
+        options: a `BootstrapOptions`; keywords of its fields override it (``timeout``,
+            60 s by default, ``verify``, ``auth``, ``heartbeat``...: [each with its
+            default][the-keywords-of-bootstrap]).
         environ: variables instead of ``os.environ`` (tests, simulations).
         network: where servers listen (default: real gRPC).
 
