@@ -213,7 +213,7 @@ def _end_step(directory: Path, job: str | None, why: str) -> None:
 
     step = bootstrapped_step(directory)
     failed = cancel_step(f"{job}.{step}") if job and step else "rank 0 recorded no step id"
-    log.info("slurm-resolver run: ended the step (%s)%s", why, f"; scancel: {failed}" if failed else "")
+    log.info("run: ended the step (%s)%s", why, f"; scancel: {failed}" if failed else "")
 
 
 def _fresh(directory: Path) -> Path:
