@@ -206,14 +206,19 @@ def _step(argv: Sequence[str], stuck: Stuck) -> Ended:
     return Ended(code, passed[-1] if passed else None, cut)
 
 
-def _end_step(directory: Path, job: str | None, why: str) -> None:
+def _end_step(directory: Path, job: str | None) -> str:
     """After its srun was killed: cancel the attempt's step, so that Slurm ends what is left of it on every
-    node that answers (its id is rank 0's record)."""
+    node that answers (its id is rank 0's record). Returns the step, as Slurm names it."""
     from .slurmctl import cancel_step
 
     step = bootstrapped_step(directory)
-    failed = cancel_step(f"{job}.{step}") if job and step else "rank 0 recorded no step id"
-    log.info("run: ended the step (%s)%s", why, f"; scancel: {failed}" if failed else "")
+    if not job or not step:
+        log.warning("slurm-resolver run: cannot cancel the attempt's step: rank 0 recorded no step id")
+        return "its step"
+    failed = cancel_step(f"{job}.{step}")
+    if failed:
+        log.warning("slurm-resolver run: scancel %s.%s: %s", job, step, failed)
+    return f"step {job}.{step}"
 
 
 def _fresh(directory: Path) -> Path:
@@ -291,8 +296,10 @@ def _attempts(command: Sequence[str], policy: Policy, shape: Shape, nodes: tuple
         ended = launch(argv, _Watch(directory, ask))
         seconds, up, ended_at = time.monotonic() - start, bootstrapped_at(directory), time.time()
         if ended.cut is not None:
-            _end_step(directory, env.get("SLURM_JOB_ID"), ended.cut)
+            step = _end_step(directory, env.get("SLURM_JOB_ID"))
             overlap = ["--overlap"]
+            if verbose:
+                _say(f"attempt {number}: ended {step} ({ended.cut})")
         restart = up - failed_at if up is not None and failed_at is not None else None
         if ended.code == 0 and ended.cut is None:
             attempts.append(Attempt(number, nodes, seconds, None, restart))
