@@ -55,6 +55,9 @@ ENDS_WITHIN = 10.0
 """Seconds after its tasks recorded a death within which an attempt's srun ends by itself (the living
 tasks stop their commands within the bootstrap's grace, 5 s); later, ``run`` ends the step."""
 
+_REREAD = 2.0
+"""Seconds after which the watch reads the attempt's records again, changed or not."""
+
 _PLAIN = re.compile(r"[^\w@%+=:,./-]", re.ASCII)
 
 
@@ -148,14 +151,15 @@ class _Watch:
         self.within = ENDS_WITHIN if within is None else within
         self.since: float | None = None
         self.asked: set[str] = set()
-        self.changed: int | None = None
+        self.changed: tuple[int | None, int] = (None, -1)
 
     def __call__(self) -> str | None:
         try:
-            changed = self.directory.stat().st_mtime_ns
+            mtime: int | None = self.directory.stat().st_mtime_ns
         except OSError:
-            changed = None
-        if changed != self.changed:
+            mtime = None
+        changed = (mtime, int(time.monotonic() // _REREAD))  # read again where it changed, and now and then:
+        if changed != self.changed:  # a file system's clock may not tell two writes in a row apart
             self.changed = changed
             outcomes = read_all(self.directory)
             heard = {d.rank: d.node for o in outcomes.values() for d in o.heard}

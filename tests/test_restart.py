@@ -173,3 +173,24 @@ def test_the_command_line_outside_a_job(monkeypatch: pytest.MonkeyPatch, capsys:
     assert "SLURM_JOB_ID is not set" in capsys.readouterr().err
     assert main(["run"]) == 1
     assert "slurm-resolver run needs a command" in capsys.readouterr().err
+
+
+def test_the_watch_asks_only_about_vanished_tasks_nodes_once_each(tmp_path: Path) -> None:
+    from slurm_resolver.restart import _Watch
+
+    asked: list[list[str]] = []
+
+    def health(names: Sequence[str], probe: Collection[str]) -> Mapping[str, str]:
+        asked.append(list(names))
+        return {"n2": "its slurmd does not answer"} if "n2" in probe else {}
+
+    watch = _Watch(tmp_path, health, within=60)
+    mark_bootstrapped(tmp_path, time.time(), "0")
+    assert watch() is None and asked == [], "no death recorded: nothing to ask"
+    write(killed(1), tmp_path)
+    assert watch() is None and asked == [], "a task killed on a living node: srun ends by itself"
+    write(gone(5)[0], tmp_path)  # rank 5 on n3 vanished
+    assert watch() is None and asked == [["n3"]]
+    assert watch() is None and asked == [["n3"]], "asked once"
+    write(Outcome(1, "n1", "worker:1 (rank 1)", Ending.STOPPED, heard=(Death(3, "n2", "worker:3 died"),)), tmp_path)
+    assert watch() == "n2: its slurmd does not answer" and asked == [["n3"], ["n2"]]
