@@ -13,23 +13,21 @@ attempt goes back to the queue. The tasks find ``SLURM_RESOLVER_ATTEMPT`` (1, 2,
 
 A node that loses power says nothing: srun would wait for Slurm to mark it DOWN (``SlurmdTimeout``),
 and the dead step would still hold the living nodes' CPUs after that. While srun runs, ``run``
-watches what the tasks record (`_Watch`); once they name a dead task whose node's slurmd does not
-answer, it ends the step itself (``scancel`` of the step, SIGKILL of srun) and runs the later
-attempts with ``srun --overlap``, which Slurm lets start beside what is left of the dead step.
+watches what the tasks record (`slurm_resolver.srun_step`); once they name a dead task whose node's
+slurmd does not answer, it ends the step itself (SIGKILL of srun, ``scancel`` of the step) and runs
+the later attempts with ``srun --overlap``, which Slurm lets start beside what is left of the dead step.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import re
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,26 +35,13 @@ from .attempts import Decision, Kind, Policy, Shape, Verdict, decide, verdict
 from .environment import export, snapshot
 from .errors import ResolutionError
 from .hostlists import collapse
-from .outcome import Ending, Recording, bootstrapped_at, bootstrapped_step, read_all
+from .outcome import Recording, bootstrapped_at, read_all
 from .preemption import checkpoint_dir
-from .supervise import FORWARDED
+from .srun_step import Health, Launch, Watch
+from .srun_step import end as end_step
+from .srun_step import launch as launch_step
 
-__all__ = ["run", "srun_command", "shown", "Attempt", "Ended", "from_arguments"]
-
-log = logging.getLogger("slurm_resolver")
-
-Health = Callable[[Sequence[str], Collection[str]], Mapping[str, str]]
-
-POLL = 0.25
-"""Seconds between two looks at what an attempt's tasks recorded while its srun runs (a file that another
-node writes on a shared file system cannot be waited on)."""
-
-ENDS_WITHIN = 10.0
-"""Seconds after its tasks recorded a death within which an attempt's srun ends by itself (the living
-tasks stop their commands within the bootstrap's grace, 5 s); later, ``run`` ends the step."""
-
-_REREAD = 2.0
-"""Seconds after which the watch reads the attempt's records again, changed or not."""
+__all__ = ["run", "srun_command", "shown", "Attempt", "from_arguments"]
 
 _PLAIN = re.compile(r"[^\w@%+=:,./-]", re.ASCII)
 
@@ -114,115 +99,8 @@ class Attempt:
             (self.ended.reason if self.ended else "completed")
 
 
-@dataclass(frozen=True)
-class Ended:
-    """How an attempt's srun ended."""
-
-    code: int
-    """srun's exit code (minus the signal that ended it)."""
-    passed: int | None = None
-    """The last signal ``run`` passed on to it (a cancel, Slurm's warning before the end); None: none."""
-    cut: str | None = None
-    """Why ``run`` ended the step itself, where it did (its srun would have waited for Slurm)."""
-
-
-Stuck = Callable[[], str | None]
-Launch = Callable[[Sequence[str], Stuck], Ended]
-
-
 def _say(text: str) -> None:
     print(f"slurm-resolver run: {text}", file=sys.stderr, flush=True)
-
-
-class _Watch:
-    """Whether an attempt's step can still end by itself: asked every `POLL` seconds while its srun runs;
-    returns why not (the step is then ended), else None.
-
-    srun ends once every node's slurmstepd says that its tasks ended. A node that lost power (its slurmd,
-    its slurmstepd and its tasks gone at once) never says it: srun would wait for Slurm to mark the node
-    DOWN. Once the tasks recorded a death (`slurm_resolver.outcome`), the nodes of the tasks that vanished
-    are asked (``health``: Slurm's view, and whether their slurmd answers); a node that does not answer,
-    or an srun still running `ENDS_WITHIN` seconds after the first recorded death, ends the step.
-    """
-
-    def __init__(self, directory: Path, health: Health, within: float | None = None) -> None:
-        self.directory = directory
-        self.health = health
-        self.within = ENDS_WITHIN if within is None else within
-        self.since: float | None = None
-        self.asked: set[str] = set()
-        self.changed: tuple[int | None, int] = (None, -1)
-
-    def __call__(self) -> str | None:
-        try:
-            mtime: int | None = self.directory.stat().st_mtime_ns
-        except OSError:
-            mtime = None
-        changed = (mtime, int(time.monotonic() // _REREAD))  # read again where it changed, and now and then:
-        if changed != self.changed:  # a file system's clock may not tell two writes in a row apart
-            self.changed = changed
-            outcomes = read_all(self.directory)
-            heard = {d.rank: d.node for o in outcomes.values() for d in o.heard}
-            if self.since is None and (heard or any(o.ending is Ending.KILLED for o in outcomes.values())):
-                self.since = time.monotonic()
-            vanished = {node for rank, node in heard.items() if rank not in outcomes} - self.asked
-            if vanished:
-                self.asked |= vanished
-                lost = self.health(sorted(vanished), vanished)
-                if lost:
-                    return "; ".join(f"{node}: {why}" for node, why in sorted(lost.items()))
-        if self.since is not None and time.monotonic() - self.since > self.within:
-            return f"srun did not end within {self.within:g} s of the death its tasks recorded"
-        return None
-
-
-def _step(argv: Sequence[str], stuck: Stuck) -> Ended:
-    """Run one srun to its end, passing on the signals ``run`` gets (Slurm's warning, a cancel, Ctrl-C),
-    and SIGKILL it once ``stuck()`` says why its step cannot end by itself."""
-    sys.stdout.flush()
-    passed: list[int] = []
-    try:
-        process = subprocess.Popen(list(argv))
-    except OSError as exc:
-        raise ResolutionError(f"cannot run {argv[0]}: {exc.strerror}", "run inside a Slurm job, with srun on PATH"
-                              ) from None
-
-    def pass_on(number: int, frame: object) -> None:
-        passed.append(number)
-        process.send_signal(number)
-
-    previous = {s: signal.signal(s, pass_on) for s in FORWARDED}
-    cut: str | None = None
-    try:
-        while True:
-            try:
-                code = process.wait(POLL)
-                break
-            except subprocess.TimeoutExpired:
-                cut = stuck()
-                if cut is not None:
-                    process.kill()
-                    code = process.wait()
-                    break
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    return Ended(code, passed[-1] if passed else None, cut)
-
-
-def _end_step(directory: Path, job: str | None) -> str:
-    """After its srun was killed: cancel the attempt's step, so that Slurm ends what is left of it on every
-    node that answers (its id is rank 0's record). Returns the step, as Slurm names it."""
-    from .slurmctl import cancel_step
-
-    step = bootstrapped_step(directory)
-    if not job or not step:
-        log.warning("slurm-resolver run: cannot cancel the attempt's step: rank 0 recorded no step id")
-        return "its step"
-    failed = cancel_step(f"{job}.{step}")
-    if failed:
-        log.warning("slurm-resolver run: scancel %s.%s: %s", job, step, failed)
-    return f"step {job}.{step}"
 
 
 def _fresh(directory: Path) -> Path:
@@ -262,7 +140,7 @@ def _summary(attempts: Sequence[Attempt], decision: Decision) -> str:
 
 def run(command: Sequence[str], policy: Policy | None = None, srun_args: Sequence[str] = (),
         bootstrap_args: Sequence[str] = (), environ: Mapping[str, str] | None = None,
-        health: Health | None = None, launch: Launch = _step, verbose: bool = False) -> int:
+        health: Health | None = None, launch: Launch = launch_step, verbose: bool = False) -> int:
     """Run ``command`` in every task of the job's step, restarting the step as ``policy`` allows;
     returns 0 once an attempt completes, else raises an error that lists every attempt. One line says
     each attempt's end (``verbose``: its srun command line too)."""
@@ -297,10 +175,10 @@ def _attempts(command: Sequence[str], policy: Policy, shape: Shape, nodes: tuple
         if verbose:
             _say(f"attempt {number} on {collapse(list(nodes))}: {shown(argv)}")
         start = time.monotonic()
-        ended = launch(argv, _Watch(directory, ask))
+        ended = launch(argv, Watch(directory, ask))
         seconds, up, ended_at = time.monotonic() - start, bootstrapped_at(directory), time.time()
         if ended.cut is not None:
-            step = _end_step(directory, env.get("SLURM_JOB_ID"))
+            step = end_step(directory, env.get("SLURM_JOB_ID"))
             overlap = ["--overlap"]
             if verbose:
                 _say(f"attempt {number}: ended {step} ({ended.cut})")

@@ -13,7 +13,8 @@ from slurm_resolver.attempts import Policy
 from slurm_resolver.cli import main
 from slurm_resolver.errors import ResolutionError
 from slurm_resolver.outcome import Death, Ending, Outcome, mark_bootstrapped, write
-from slurm_resolver.restart import Ended, Stuck, run
+from slurm_resolver.restart import run
+from slurm_resolver.srun_step import Ended, Stuck
 
 RAISED = "exited with code 1: ValueError: a bad batch"
 
@@ -139,7 +140,7 @@ def test_a_node_that_loses_power_is_left_without_waiting_for_srun(job: dict[str,
 
 def test_a_step_that_does_not_end_after_a_death_is_ended(job: dict[str, str], monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
-    monkeypatch.setattr("slurm_resolver.restart.ENDS_WITHIN", 0.2)
+    monkeypatch.setattr("slurm_resolver.srun_step.ENDS_WITHIN", 0.2)
     monkeypatch.setattr("slurm_resolver.slurmctl.cancel_step", lambda step: None)
     launch = Launcher([[killed(3)] + gone(3), None], hangs=True)
     assert run(["train"], Policy(3), environ=job, health=healthy, launch=launch) == 0
@@ -176,7 +177,7 @@ def test_the_command_line_outside_a_job(monkeypatch: pytest.MonkeyPatch, capsys:
 
 
 def test_the_watch_asks_only_about_vanished_tasks_nodes_once_each(tmp_path: Path) -> None:
-    from slurm_resolver.restart import _Watch
+    from slurm_resolver.srun_step import Watch
 
     asked: list[list[str]] = []
 
@@ -184,7 +185,7 @@ def test_the_watch_asks_only_about_vanished_tasks_nodes_once_each(tmp_path: Path
         asked.append(list(names))
         return {"n2": "its slurmd does not answer"} if "n2" in probe else {}
 
-    watch = _Watch(tmp_path, health, within=60)
+    watch = Watch(tmp_path, health, within=60)
     mark_bootstrapped(tmp_path, time.time(), "0")
     assert watch() is None and asked == [], "no death recorded: nothing to ask"
     write(killed(1), tmp_path)
