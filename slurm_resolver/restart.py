@@ -121,14 +121,15 @@ def _clean(base: Path) -> None:
         pass
 
 
-def _asked(shape: Shape, nodes: tuple[str, ...], ended: Verdict, left_behind: set[str]
+def _asked(shape: Shape, nodes: tuple[str, ...], ended: Verdict, left_behind: set[str], known: set[str]
            ) -> tuple[list[str], set[str]]:
     """The nodes whose health decides the next attempt, and those whose slurmd is probed: the nodes of
-    tasks that vanished (all of the attempt's where nobody said why) and the spares."""
+    tasks that vanished (all of the attempt's where nobody said why) and the spares, but those ``known``
+    lost already (a node that lost power: each probe of it waits for the probe's timeout)."""
     spares = [n for n in shape.nodes if n not in nodes and n not in left_behind]
     gone = {loss.node for loss in ended.losses if loss.gone}
     probed = set(nodes) if ended.kind is Kind.UNEXPLAINED else gone
-    return [*nodes, *spares], probed | set(spares)
+    return [n for n in [*nodes, *spares] if n not in known], (probed | set(spares)) - known
 
 
 def _summary(attempts: Sequence[Attempt], decision: Decision) -> str:
@@ -175,7 +176,8 @@ def _attempts(command: Sequence[str], policy: Policy, shape: Shape, nodes: tuple
         if verbose:
             _say(f"attempt {number} on {collapse(list(nodes))}: {shown(argv)}")
         start = time.monotonic()
-        ended = launch(argv, Watch(directory, ask))
+        watch = Watch(directory, ask)
+        ended = launch(argv, watch)
         seconds, up, ended_at = time.monotonic() - start, bootstrapped_at(directory), time.time()
         if ended.cut is not None:
             step = end_step(directory, env.get("SLURM_JOB_ID"))
@@ -196,7 +198,8 @@ def _attempts(command: Sequence[str], policy: Policy, shape: Shape, nodes: tuple
             decision = Decision(None, f"not restarted: run passed on {signal.Signals(ended.passed).name} (the job "
                                       "is ending or warned of its end)")
         else:
-            unhealthy = {} if result.kind is Kind.EVERYWHERE else ask(*_asked(shape, nodes, result, left_behind))
+            unhealthy = {} if result.kind is Kind.EVERYWHERE else \
+                {**watch.lost, **ask(*_asked(shape, nodes, result, left_behind, set(watch.lost)))}
             decision = decide(policy, shape, nodes, number, result, unhealthy, left_behind, before)
         if decision.nodes is None:
             raise ResolutionError(_summary(attempts, decision), "each attempt's output is above" if number > 1

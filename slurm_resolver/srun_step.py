@@ -78,6 +78,8 @@ class Watch:
         self.within = ENDS_WITHIN if within is None else within
         self.since: float | None = None
         self.asked: set[str] = set()
+        self.lost: dict[str, str] = {}
+        """The nodes found lost, with why (the next attempt's decision need not ask again)."""
         self.changed: tuple[int | None, int] = (None, -1)
 
     def __call__(self) -> str | None:
@@ -95,9 +97,9 @@ class Watch:
             vanished = {node for rank, node in heard.items() if rank not in outcomes} - self.asked
             if vanished:
                 self.asked |= vanished
-                lost = self.health(sorted(vanished), vanished)
-                if lost:
-                    return "; ".join(f"{node}: {why}" for node, why in sorted(lost.items()))
+                self.lost.update(self.health(sorted(vanished), vanished))
+                if self.lost:
+                    return "; ".join(f"{node}: {why}" for node, why in sorted(self.lost.items()))
         if self.since is not None and time.monotonic() - self.since > self.within:
             return f"srun did not end within {self.within:g} s of the death its tasks recorded"
         return None

@@ -132,8 +132,15 @@ def test_a_node_that_loses_power_is_left_without_waiting_for_srun(job: dict[str,
     cancelled: list[str] = []
     monkeypatch.setattr("slurm_resolver.slurmctl.cancel_step", lambda step: cancelled.append(step))
     launch = Launcher([gone(2, 3), None], hangs=True)
-    assert run(["train"], Policy(3, 1), environ=job, health=down("n2"), launch=launch) == 0
+    probed: list[set[str]] = []
+
+    def health(names: Sequence[str], probe: Collection[str]) -> Mapping[str, str]:
+        probed.append(set(probe))
+        return down("n2")(names, probe)
+
+    assert run(["train"], Policy(3, 1), environ=job, health=health, launch=launch) == 0
     assert launch.cuts[0] == "n2: its slurmd does not answer" and cancelled == ["42.0"]
+    assert probed == [{"n2"}, {"n3"}], "n2 probed once (a lost node's probe waits for its timeout), then the spare"
     assert launch.argvs[0][4] == "--nodelist=n[1-2]" and "--overlap" not in launch.argvs[0]
     assert launch.argvs[1][4:6] == ["--nodelist=n[1,3]", "--overlap"], "the dead step's CPUs do not hold it"
 
