@@ -27,8 +27,8 @@ LAYERS: list[set[str]] = [
     # The bootstrap (its own layers below).
     {"rpc", "rpc.*"},
     # What users call: the TensorFlow-shaped resolvers, adapters, training jobs, the command line.
-    {"adapters", "resolvers", "resolvers.*", "supervise", "restart", "preemption", "training", "training.*",
-     "submission", "templates", "diagnostics", "cli", "cli.*", "", "__main__"},
+    {"adapters", "resolvers", "resolvers.*", "supervise", "srun_step", "restart", "preemption", "training",
+     "training.*", "submission", "templates", "diagnostics", "cli", "cli.*", "", "__main__"},
 ]
 
 RPC_LAYERS: list[set[str]] = [
