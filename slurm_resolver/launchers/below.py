@@ -15,6 +15,7 @@ naming the launcher and the fix.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -152,7 +153,8 @@ class SpawnedBelow(Launcher):
     @classmethod
     def detect(cls, env: Mapping[str, str]) -> bool:
         return "SLURM_PROCID" in env and (_differs(env, "RANK", "SLURM_PROCID")
-                                          or _differs(env, "LOCAL_RANK", "SLURM_LOCALID"))
+                                          or _differs(env, "LOCAL_RANK", "SLURM_LOCALID")) \
+            and not _left_by_the_batch_step(env)
 
     @classmethod
     def resolve(cls, env: Mapping[str, str]) -> Launch:
@@ -164,6 +166,26 @@ class SpawnedBelow(Launcher):
             "does not tell where its other workers run",
             "let srun start every worker (srun --ntasks-per-node=<workers a node>, as Lightning expects under "
             "Slurm), or start them with torchrun (srun --ntasks-per-node=1 torchrun --nnodes=<nodes> ...)")
+
+
+def _left_by_the_batch_step(env: Mapping[str, str]) -> bool:
+    """Whether ``RANK`` and its kin are what ``slurm-resolver env`` wrote in a batch step or an salloc
+    shell (its ``SLURM_RESOLVER_TASK`` says so), passed on by srun: leftovers, not a spawner's, which
+    the task resolves past (Slurm's own variables tell it) and ``bootstrap --format`` refuses by name.
+
+    >>> _left_by_the_batch_step({"SLURM_RESOLVER_TASK": '{"launcher": "batch", "rank": 0}'})
+    True
+    >>> _left_by_the_batch_step({"SLURM_RESOLVER_TASK": '{"launcher": "srun"}'}), _left_by_the_batch_step({})
+    (False, False)
+    """
+    text = env.get("SLURM_RESOLVER_TASK")
+    if not text:
+        return False
+    try:
+        launcher = json.loads(text)["launcher"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return launcher in ("batch", "salloc")
 
 
 def _differs(env: Mapping[str, str], launcher: str, slurm: str) -> bool:

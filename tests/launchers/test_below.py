@@ -139,6 +139,16 @@ def test_slurm_own_rank_variables_are_no_launcher_below() -> None:
     assert launchers.detect(env).name == "srun" and resolve(env, **quiet()).rank == 4
 
 
+def test_variables_env_wrote_in_the_batch_step_are_leftovers_not_a_spawner() -> None:
+    """`eval "$(slurm-resolver env --format torch)"` in a batch script, then srun: every task gets the batch
+    step's RANK=0 and LOCAL_RANK=0; the task resolves by Slurm's own variables (bootstrap refuses them by name)."""
+    batch = '{"launcher": "batch", "rank": 0, "world_size": 6}'
+    env = {**captured("srun_N3_n6")[4], "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "6", "SLURM_RESOLVER_TASK": batch}
+    assert launchers.detect(env).name == "srun" and resolve(env, **quiet()).rank == 4
+    with pytest.raises(ResolutionError, match="RANK=0, but SLURM_PROCID=4"):  # not slurm_resolver's: a spawner's
+        resolve({**env, "SLURM_RESOLVER_TASK": '{"launcher": "srun", "rank": 0}'}, **quiet())
+
+
 def test_torchrun_in_a_batch_script_is_on_the_batch_node() -> None:
     env = {**captured("sbatch_batch_step")[0], "TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1",
            "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
