@@ -143,8 +143,8 @@ class Listener:
             first = decode_event(header, self.cluster.world_size)
         except WireError as exc:
             raise _Stranger(f"a malformed first event ({exc})") from None
-        why = self.authority.check(Purpose.ANSWER, header, seal) or ("" if first.nonce == nonce else
-                                                                     "an answer to another call")
+        checked = self.authority.check(Purpose.ANSWER, header, seal)
+        why = checked.why if not checked.believed else "" if first.nonce == nonce else "an answer to another call"
         if why:
             raise _Stranger(why)
 

@@ -21,7 +21,7 @@ from ..addresses import first
 from ..cluster import Cluster
 from ..errors import ResolutionError
 from .auth import AuthMode, Authority, Purpose
-from .messages import Contribution, Failure, Round, RoundKind, Table, WireError
+from .messages import Contribution, Failure, Round, Table, WireError
 from .transport import Failed, Link, LinkError, Network, Refusal, retrying
 from .tree import Plan
 from .wire import NONCE, Call, Outcome, decode_answer, encode_call, read_table, unwrap
@@ -160,7 +160,7 @@ class Uplink:
                     probe: bool = False, expected: int | None = None) -> tuple[Outcome, Table]:
         """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
         this job (from rank ``expected``, where known)."""
-        first_round = round.kind is RoundKind.TABLE
+        first_round = round.kind.first
         nonce = secrets.token_bytes(NONCE)
         call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
                     brought.failure, votes=brought.votes)
@@ -171,7 +171,8 @@ class Uplink:
         try:
             header, seal = unwrap(reply[0] if reply else b"")
             answer = decode_answer(header, world)
-            why = self.authority.check(Purpose.ANSWER, header, seal, first_round)
+            checked = self.authority.check(Purpose.ANSWER, header, seal, first_round)
+            why = "" if checked.believed else checked.why
             if not why and answer.nonce != nonce:
                 why = "an answer to another call"
             if not why and expected is not None and answer.source != expected:
@@ -212,7 +213,7 @@ class Uplink:
         return outcome
 
     def _error(self, exc: LinkError, timeout: float, round: Round) -> ResolutionError:
-        if exc.kind is Failed.DEADLINE and round.kind is RoundKind.NOTICE:
+        if exc.kind is Failed.DEADLINE and round.kind.asks_above:
             return ResolutionError(f"bootstrap: nobody announced {round.name!r} within {timeout:g} s",
                                    "the announcing task (often the chief) may have failed: check its output")
         if exc.kind is Failed.DEADLINE:  # the task above answered: the round did not end in time
