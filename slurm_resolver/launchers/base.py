@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["Launch", "Launcher", "COMPUTED_DISTRIBUTIONS"]
+from ..layout import BLOCK, Distribution, Spread
 
-COMPUTED_DISTRIBUTIONS = ("block", "cyclic", "plane=")
-"""Slurm distributions whose placement every task computes from the layout (``plane=N`` by prefix)."""
+__all__ = ["Launch", "Launcher"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,8 @@ class Launch:
         node: the calling task's node name; None to ask the operating system.
         local_rank: rank among the tasks on the same node, when the launcher gives it.
         distribution: Slurm's distribution (``block``, ``cyclic``, ``plane=2``,
-            ``arbitrary``) or ``unknown`` (MPI launchers place ranks their own way).
+            ``arbitrary``) or ``unknown`` (MPI launchers place ranks their own way); a word is
+            parsed into a `Distribution` when the value is made.
         components: tasks of each heterogeneous-job component, in rank order; () if none.
         groups: the positions in ``nodes`` of each het component's nodes; () if none.
         node_index: the position of the caller's node in ``nodes`` (``SLURM_NODEID``).
@@ -54,7 +54,7 @@ class Launch:
     counts: tuple[int, ...] = ()
     node: str | None = None
     local_rank: int | None = None
-    distribution: str = "block"
+    distribution: Distribution = BLOCK
     components: tuple[int, ...] = ()
     groups: tuple[tuple[int, ...], ...] = ()
     node_index: int | None = None
@@ -67,6 +67,15 @@ class Launch:
     standalone: bool = False
     mpi_launched: bool = False
     mpi_capable: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.distribution, str):  # the word, as Slurm writes it
+            object.__setattr__(self, "distribution", Distribution.parse(self.distribution))
+
+    @property
+    def arbitrary(self) -> bool:
+        """Whether the tasks run in the order of a host file (``srun -m arbitrary``): only that list tells."""
+        return self.distribution.spread is Spread.ARBITRARY
 
     @property
     def layout(self) -> tuple[tuple[str, int], ...]:
@@ -85,9 +94,9 @@ class Launch:
             return True
         if self.groups:  # each het component is laid out on its own, with a distribution nobody is told
             return not all(len(g) == 1 or max(self.counts[p] for p in g) == 1 for g in self.groups)
-        if self.distribution == "arbitrary":  # any order, even with one task per node: only a list tells
+        if self.arbitrary:  # any order, even with one task per node: only a list tells
             return not self.hosts
-        return not (self.distribution.startswith(COMPUTED_DISTRIBUTIONS) or max(self.counts) == 1)
+        return not (self.distribution.computed or max(self.counts) == 1)
 
 
 class Launcher(abc.ABC):

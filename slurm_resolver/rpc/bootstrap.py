@@ -31,16 +31,17 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import ConfigurationError, ResolutionError
-from ..exchange import Exchange, mpi_exchange
+from ..exchange import Exchange, ExchangeMode, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
 from ..resolution import resolve
 from .auth import AuthMode, Authority, authority
-from .bootstrapped import Bootstrapped
+from .bootstrapped import Bootstrapped, Exchanged
 from .coordinator import Coordinator
 from .detector import FailureDetector
 from .loop import LoopThread
@@ -48,7 +49,7 @@ from .member import Member
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
 from .options import BootstrapOptions
 from .transport import Network, Served
-from .tree import Plan, checked_peers, plan_of
+from .tree import Checking, Plan, checked_peers, plan_of
 from .uplink import Uplink
 from .verify import Inspection, check_peers
 from .wire import Identity
@@ -172,7 +173,8 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
         raise
     if detector is not None:
         detector.start()
-    return Bootstrapped(done, task.member, task.served, lap.timings, "tree" if task.group is None else "mpi",
+    return Bootstrapped(done, task.member, task.served, lap.timings, Exchanged.TREE if task.group is None else
+                        Exchanged.MPI,
                         proof.how, detector)
 
 
@@ -206,7 +208,7 @@ def _open_files() -> None:
                     "(ulimit -Hn, or LimitNOFILE= of slurmd)", hard)
 
 
-async def _start(cluster: Cluster, options: BootstrapOptions, mode: str | Exchange, network: Network,
+async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode | Exchange, network: Network,
                  proof: Authority, candidates: list[int]) -> _Task:
     """Start this task's server on its node, and its place in the tree."""
     rank = cluster.rank
@@ -225,14 +227,14 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: str | Exchan
         return made[-1]
 
     bind = candidates if options.port or (plan.is_leader and group is None) else [0]
-    early = group is None and options.verify == "once"  # leaders check their sources as they join
+    early = group is None and options.checks.how is Checking.ONCE  # leaders check their sources as they join
     inspection = None
     if early and plan.is_leader and plan.sources:  # a record in at the last moment still gets its check
         inspection = Inspection(cluster, plan, network, proof,
                                 time.monotonic() + options.timeout * plan.tree.check_until(plan.position))
     served = await network.serve(me.host, bind, coordinator)
     return _Task(cluster, plan, network, proof, served, made[-1], Member(cluster, plan, uplink, made[-1], inspection),
-                 group, inspection, checks_later=not early and options.verify != "none")
+                 group, inspection, checks_later=not early and options.checks.how is not Checking.NONE)
 
 
 async def _exchange(task: _Task, timeout: float) -> Table:
@@ -243,19 +245,41 @@ async def _exchange(task: _Task, timeout: float) -> Table:
     port, spare = task.served.port, task.network.reserve(me.host)
     gpus = format_devices(me.gpus) if cluster.gpu_plan.visible.bound and me.gpus else None
     if task.group is None:  # each task tells its node where some may not know the layout (their host file)
-        told = not cluster.placement.exact or cluster.launch.distribution == "arbitrary"
+        told = not cluster.placement.exact or cluster.launch.arbitrary
         nodes = [task.plan.position] if told else []
         own = Records([rank], [port], [spare], {rank: gpus} if gpus else {}, nodes)
         _, table = await member.round(TABLE_ROUND, Contribution(own), timeout)
         return table
     key = task.authority.new_key().hex() if rank == 0 else ""
-    rows = await asyncio.get_running_loop().run_in_executor(None, task.group.allgather, [port, spare, gpus or "", key])
+    mine = _MpiRecord(port, spare, gpus or "", key)
+    rows = await asyncio.get_running_loop().run_in_executor(None, task.group.allgather, list(mine))
     if len(rows) != cluster.world_size:
         raise ResolutionError(f"the MPI exchange has {len(rows)} ranks, the cluster {cluster.world_size}",
                               "run one process per task of the launch")
-    task.authority.learn(bytes.fromhex(str(rows[0][3])))
-    return Table(tuple(int(r[0]) for r in rows), tuple(int(r[1]) for r in rows),
-                 {i: str(r[2]) for i, r in enumerate(rows) if r[2]})
+    records = [_MpiRecord.read(row) for row in rows]
+    task.authority.learn(bytes.fromhex(records[0].key))
+    return Table(tuple(r.port for r in records), tuple(r.spare for r in records),
+                 {i: r.gpus for i, r in enumerate(records) if r.gpus})
+
+
+class _MpiRecord(NamedTuple):
+    """One task's record in the MPI exchange (a list on the way: JSON has no tuples)."""
+
+    port: int
+    spare: int
+    gpus: str
+    """Its GPUs where Slurm bound them to it alone, else ''."""
+    key: str
+    """The launch's key, in hex: rank 0's; '' for the others."""
+
+    @classmethod
+    def read(cls, row: object) -> _MpiRecord:
+        """A record as another task sent it, checked."""
+        if not isinstance(row, list) or len(row) != len(cls._fields):
+            raise ResolutionError(f"the MPI exchange carried {str(row)[:80]!r}, not a task's record",
+                                  "every task must run the same slurm_resolver version")
+        port, spare, gpus, key = row
+        return cls(int(port), int(spare), str(gpus), str(key))
 
 
 def _settled(task: _Task, table: Table) -> Cluster:
@@ -289,7 +313,7 @@ def _learned(cluster: Cluster, table: Table) -> Placement:
 
 async def _verify(task: _Task, done: Cluster, options: BootstrapOptions) -> Failure:
     """Ask the peers this task checks who they are, after the table; the first mismatch, as a failure."""
-    peers = checked_peers(task.plan.rank, done.world_size, options.verify)
+    peers = checked_peers(task.plan.rank, done.world_size, options.checks)
     return await check_peers(task.network, task.authority, done, task.plan.rank, peers, options.timeout)
 
 

@@ -7,6 +7,7 @@ for barriers after the bootstrap, and says how long each phase took.
 
 from __future__ import annotations
 
+import enum
 import sys
 import weakref
 from collections.abc import Callable, Coroutine
@@ -22,9 +23,21 @@ from .member import Member
 from .messages import NAME
 from .transport import Served
 
-__all__ = ["Bootstrapped", "Coroutines"]
+__all__ = ["Bootstrapped", "Coroutines", "Exchanged"]
 
 _FOREVER = 30 * 24 * 3600.0
+
+
+class Exchanged(str, enum.Enum):
+    """How the tasks exchanged their records (equal to its word, as it was before it was a type)."""
+
+    TREE = "tree"
+    """Up and down the tree of node leaders."""
+    MPI = "mpi"
+    """An MPI allgather."""
+
+    def __str__(self) -> str:
+        return self.value
 T = TypeVar("T")
 
 
@@ -55,7 +68,8 @@ class Bootstrapped:
         timings: seconds spent in each phase: resolve, grpc (its import), server, exchange
             (verified on the way, in the tree); verify and barrier where servers are checked
             after the table (under MPI, or with ``verify='all'`` or a count).
-        exchanged: how the tasks exchanged their records: ``'tree'`` or ``'mpi'``.
+        exchanged: how the tasks exchanged their records: `Exchanged` (``'tree'`` or ``'mpi'``); None
+            where they did not (`from_cluster`).
         authenticated: how tasks proved who they are (a secret, MUNGE), or why they did not
             (``not authenticated: ...``).
         aio: the coroutines of `barrier()`, `vote()`, `wait_for()`,
@@ -67,7 +81,7 @@ class Bootstrapped:
     environment = ""
 
     def __init__(self, cluster: Cluster, member: Member | None, served: Served | None,
-                 timings: dict[str, float] | None = None, exchanged: str = "", authenticated: str = "",
+                 timings: dict[str, float] | None = None, exchanged: Exchanged | None = None, authenticated: str = "",
                  detector: FailureDetector | None = None) -> None:
         self.cluster = cluster
         self.timings = dict(timings or {})

@@ -301,6 +301,19 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class News:
+    """What a beat up carries besides being alive: deaths found below (at most `SHOWN` ranks) and why,
+    or that this task ends normally."""
+
+    failed: tuple[int, ...] = ()
+    reason: str = ""
+    leaving: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.failed) or self.leaving
+
+
+@dataclass(frozen=True)
 class HandOver:
     """A leader that leaves normally: who watches in its place, on whom, and who left before it."""
 
