@@ -78,11 +78,10 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     chosen = BootstrapOptions.of(options, keywords)
     loop = LoopThread()
     try:
-        done = loop.run(bootstrap_async(cluster, chosen, environ=environ, network=network))
+        done = loop.run(_bootstrap(cluster, chosen, environ, network, loop))
     except BaseException:
         loop.close()
         raise
-    done.attach(loop)
     if chosen.heartbeat:
         done.report_crashes()  # an uncaught exception is a failure, with its reason ...
         atexit.register(done.stop)  # ... and an interpreter that ends normally leaves normally
@@ -97,8 +96,7 @@ class _Task:
     plan: Plan
     network: Network
     authority: Authority
-    served: Served
-    coordinator: Coordinator
+    served: Served[Coordinator]
     member: Member
     group: Exchange | None
     inspection: Inspection | None
@@ -125,7 +123,12 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
                           **keywords: object) -> Bootstrapped:
     """`bootstrap()` as a coroutine on the running event loop (the scale simulation runs
     thousands of tasks on one loop this way); the result's coroutines are on ``.aio``."""
-    chosen = BootstrapOptions.of(options, keywords)
+    return await _bootstrap(cluster, BootstrapOptions.of(options, keywords), environ, network, None)
+
+
+async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ: Mapping[str, str] | None,
+                     network: Network | None, loop: LoopThread | None) -> Bootstrapped:
+    """The bootstrap, on the running event loop (``loop``'s thread, where `bootstrap()` made one)."""
     lap = _Laps()
     env = snapshot(environ)
     mode = chosen.mode(env)
@@ -151,7 +154,8 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
     lap("server")
     try:
         table = await _exchange(task, chosen.timeout)
-        done = _settled(task, table)
+        done = _settled(task.cluster, table)
+        member = task.member.settled(done)
         lap("exchange")
         failure = Failure()
         if task.checks_later:
@@ -159,11 +163,11 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
             lap("verify")
         detector = None
         if chosen.heartbeat:
-            detector = FailureDetector(done, task.plan, task.member.uplink.rank, task.member.uplink.link, network,
-                                       proof, chosen.heartbeat, chosen.patience)
-        task.coordinator.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
+            above, link = member.above
+            detector = FailureDetector(done, task.plan, above, link, network, proof, chosen.heartbeat, chosen.patience)
+        task.served.handlers.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
         if task.checks_later:
-            await _agree(task, failure, chosen.timeout)
+            await _agree(task, member, failure, chosen.timeout)
             lap("barrier")
     except BaseException:
         if task.inspection is not None:
@@ -173,9 +177,8 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
         raise
     if detector is not None:
         detector.start()
-    return Bootstrapped(done, task.member, task.served, lap.timings, Exchanged.TREE if task.group is None else
-                        Exchanged.MPI,
-                        proof.how, detector)
+    return Bootstrapped(done, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
+                        Exchanged.MPI, proof.how, detector, loop)
 
 
 def _authority(auth: str | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
@@ -219,21 +222,16 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode
     uplink = Uplink(cluster, plan, network, proof, candidates)
     identity = Identity(cluster.launch.key, rank, me.node, me.job, me.index)
     root = uplink.position is None and plan.is_leader
-    made: list[Coordinator] = []
-
-    def coordinator(port: int) -> Coordinator:  # made once the port is bound: its seals name it
-        made.append(Coordinator(identity, cluster.world_size, plan.sources, root, proof, port,
-                                None if root else uplink.notice, None if inspection is None else inspection.arrived))
-        return made[-1]
-
     bind = candidates if options.port or (plan.is_leader and group is None) else [0]
     early = group is None and options.checks.how is Checking.ONCE  # leaders check their sources as they join
     inspection = None
     if early and plan.is_leader and plan.sources:  # a record in at the last moment still gets its check
         inspection = Inspection(cluster, plan, network, proof,
                                 time.monotonic() + options.timeout * plan.tree.check_until(plan.position))
-    served = await network.serve(me.host, bind, coordinator)
-    return _Task(cluster, plan, network, proof, served, made[-1], Member(cluster, plan, uplink, made[-1], inspection),
+    arrived = None if inspection is None else inspection.arrived
+    served = await network.serve(me.host, bind, lambda port: Coordinator(  # made for the port bound: seals name it
+        identity, cluster.world_size, plan.sources, root, proof, port, None if root else uplink.notice, arrived))
+    return _Task(cluster, plan, network, proof, served, Member(cluster, plan, uplink, served.handlers, inspection),
                  group, inspection, checks_later=not early and options.checks.how is not Checking.NONE)
 
 
@@ -282,9 +280,8 @@ class _MpiRecord(NamedTuple):
         return cls(int(port), int(spare), str(gpus), str(key))
 
 
-def _settled(task: _Task, table: Table) -> Cluster:
+def _settled(cluster: Cluster, table: Table) -> Cluster:
     """The cluster with the ports every task bound (and the layout they told, where Slurm's did not)."""
-    cluster = task.cluster
     reported = {r: parse_devices(g, "GPUs reported by a peer") for r, g in table.gpus.items()}
     if table.nodes or not cluster.placement.exact:
         learned = _learned(cluster, table)
@@ -292,9 +289,7 @@ def _settled(task: _Task, table: Table) -> Cluster:
             raise ResolutionError("bootstrap: the tasks run on other nodes than this task's host file "
                                   "(SLURM_HOSTFILE) says", "launch the step with the host file it was made for")
         cluster = cluster.with_placement(learned)
-    done = cluster.with_ports(table.ports, table.spares, reported)
-    task.member.settle(done)
-    return done
+    return cluster.with_ports(table.ports, table.spares, reported)
 
 
 def _learned(cluster: Cluster, table: Table) -> Placement:
@@ -317,10 +312,10 @@ async def _verify(task: _Task, done: Cluster, options: BootstrapOptions) -> Fail
     return await check_peers(task.network, task.authority, done, task.plan.rank, peers, options.timeout)
 
 
-async def _agree(task: _Task, failure: Failure, timeout: float) -> None:
+async def _agree(task: _Task, member: Member, failure: Failure, timeout: float) -> None:
     """The last round: every check passed, or every task fails naming the first that did not."""
     if task.group is None:
-        await task.member.round(VERIFIED_ROUND, Contribution(failure=failure), timeout)
+        await member.round(VERIFIED_ROUND, Contribution(failure=failure), timeout)
         return
     rows = await asyncio.get_running_loop().run_in_executor(None, task.group.allgather, [failure.reason])
     failed = [r[0] for r in rows if r[0]]

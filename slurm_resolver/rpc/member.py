@@ -17,6 +17,7 @@ from ..cluster import Cluster
 from ..errors import ResolutionError
 from .coordinator import Coordinator
 from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
+from .transport import Link
 from .tree import Plan
 from .uplink import HINT, Uplink
 from .verify import Inspection
@@ -56,10 +57,20 @@ class Member:
         """Whether this task is the root of the tree: the first node's leader."""
         return self.uplink.position is None
 
-    def settle(self, cluster: Cluster) -> None:
-        """Continue with the bootstrapped cluster (bound ports known; a learned layout)."""
-        self.cluster = cluster
-        self.uplink.settle(cluster)
+    def settled(self, cluster: Cluster) -> Member:
+        """This task's rounds in the bootstrapped cluster (bound ports known; a learned layout)."""
+        settled = Member(cluster, self.plan, self.uplink.settled(cluster), self.coordinator, self.inspection)
+        settled._counts = self._counts
+        return settled
+
+    @property
+    def above(self) -> tuple[int | None, Link | None]:
+        """The task above (its rank where known; None at the root) and the link to it, where made."""
+        return self.uplink.rank, self.uplink.link
+
+    async def close(self) -> None:
+        """Close this task's links (it stops)."""
+        await self.uplink.network.close()
 
     # Rounds.
 

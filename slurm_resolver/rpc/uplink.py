@@ -47,10 +47,11 @@ class Uplink:
         network: where servers listen and how to reach them.
         authority: seals this task's calls and checks the answers.
         candidates: the ports leaders bind in the first round.
+        link, port: the link to the task above and its port, where found already.
     """
 
     def __init__(self, cluster: Cluster, plan: Plan, network: Network, authority: Authority,
-                 candidates: Sequence[int]) -> None:
+                 candidates: Sequence[int], link: Link | None = None, port: int = 0) -> None:
         self.cluster = cluster
         self.plan = plan
         self.network = network
@@ -61,9 +62,11 @@ class Uplink:
         self.host = None if self.position is None else cluster.hosts[cluster.placement.nodes[self.position]]
         self.rank = self._above()
         """The rank of the task above, where known."""
-        self.link: Link | None = None
-        self.port = 0
+        self.link = link
+        self.port = port
         """The port of the task above, once found."""
+        if link is None and self.rank is not None and cluster.bound_ports is not None:
+            self.port = cluster.bound_ports[self.rank]  # bootstrapped: no search
 
     def _above(self) -> int | None:
         if self.plan.rank != self.plan.leader:
@@ -78,13 +81,10 @@ class Uplink:
         assert self.position is not None
         return self.cluster.placement.nodes[self.position]
 
-    def settle(self, cluster: Cluster) -> None:
-        """Continue with the bootstrapped cluster: the ports every task bound are known (later calls
-        need no search), and a learned layout tells the rank above."""
-        self.cluster = cluster
-        self.rank = self._above()
-        if self.link is None and self.rank is not None and cluster.bound_ports is not None:
-            self.port = cluster.bound_ports[self.rank]
+    def settled(self, cluster: Cluster) -> Uplink:
+        """The same calls in the bootstrapped cluster: the ports every task bound are known (later
+        calls need no search), and a learned layout tells the rank above; the link found stays."""
+        return Uplink(cluster, self.plan, self.network, self.authority, self.candidates, self.link, self.port)
 
     # Calls.
 
