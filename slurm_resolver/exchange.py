@@ -18,35 +18,52 @@ bootstrap's.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .errors import ConfigurationError, ResolutionError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .launchers.base import Launch
 
-__all__ = ["Exchange", "MPIExchange", "LocalExchange", "MODES", "check_mode", "mpi_exchange"]
+__all__ = ["Exchange", "ExchangeMode", "MPIExchange", "LocalExchange", "MODES", "parse_mode", "mpi_exchange"]
 
 log = logging.getLogger("slurm_resolver")
 
-MODES = ("auto", "mpi", "rendezvous", "none")
+class ExchangeMode(enum.Enum):
+    """How ranks exchange what they cannot compute (``exchange=``, ``SLURM_RESOLVER_EXCHANGE``)."""
+
+    AUTO = "auto"
+    MPI = "mpi"
+    RENDEZVOUS = "rendezvous"
+    NONE = "none"
+
+
+MODES = tuple(m.value for m in ExchangeMode)
 """Every value of ``exchange=`` and of ``SLURM_RESOLVER_EXCHANGE``."""
 
 
-def check_mode(mode: object, source: str = "exchange") -> None:
-    """Fail unless ``mode`` is one of [`MODES`][slurm_resolver.exchange.MODES] (or an
-    [`Exchange`][slurm_resolver.exchange.Exchange] object).
+def parse_mode(mode: object, source: str = "exchange") -> ExchangeMode | Exchange:
+    """``mode`` as an `ExchangeMode` (one of [`MODES`][slurm_resolver.exchange.MODES]), or the
+    [`Exchange`][slurm_resolver.exchange.Exchange] object given; a `ConfigurationError` for anything else.
 
-    >>> check_mode("auto")
+    >>> parse_mode("auto")
+    <ExchangeMode.AUTO: 'auto'>
     """
-    if isinstance(mode, str) and mode not in MODES:
-        raise ConfigurationError(f"{source}={mode!r} is not known", f"use one of {', '.join(MODES)}")
-    if not isinstance(mode, str) and not all(hasattr(mode, a) for a in ("rank", "size", "allgather")):
+    if isinstance(mode, ExchangeMode):
+        return mode
+    if isinstance(mode, str):
+        try:
+            return ExchangeMode(mode)
+        except ValueError:
+            raise ConfigurationError(f"{source}={mode!r} is not known", f"use one of {', '.join(MODES)}") from None
+    if not all(hasattr(mode, a) for a in ("rank", "size", "allgather")):
         raise ConfigurationError(f"{source}={mode!r} is neither a mode nor an exchange",
                                  f"pass one of {', '.join(MODES)}, or an object with rank, size and allgather()")
+    return cast(Exchange, mode)
 
 
 class Exchange(Protocol):
@@ -78,17 +95,17 @@ class MPIExchange:
         return [json.loads(b) for b in mpi.allgather_bytes(self.comm, data, self.timeout)]
 
 
-def mpi_exchange(launch: Launch, mode: str | Exchange, timeout: float) -> Exchange | None:
+def mpi_exchange(launch: Launch, mode: ExchangeMode | Exchange, timeout: float) -> Exchange | None:
     """The exchange through MPI for ``mode``, or None where the tasks use the rendezvous.
 
     ``'mpi'``, and ``'auto'`` under mpirun, need MPI (an error if it does not initialise);
     ``'auto'`` in an srun step uses MPI where it initialises (PMI/PMIx), else the rendezvous.
     """
-    if not isinstance(mode, str):
+    if not isinstance(mode, ExchangeMode):
         return mode
-    if mode == "mpi" or (mode == "auto" and launch.mpi_launched):
+    if mode is ExchangeMode.MPI or (mode is ExchangeMode.AUTO and launch.mpi_launched):
         return MPIExchange(timeout=timeout)
-    if mode == "auto" and launch.mpi_capable:
+    if mode is ExchangeMode.AUTO and launch.mpi_capable:
         try:
             return MPIExchange(timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - any failure to initialise MPI falls back

@@ -7,15 +7,18 @@ another. Each takes a plain mapping of variables and raises
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from .errors import EnvironmentVariableError, ResolutionError
 from .hostlists import expand, expand_counts
 from .parsing import optional_int, read_int, require
 
-__all__ = ["Layout", "layout_of", "het_size", "job_layout", "het_components", "het_groups", "distribution",
-           "in_srun_step", "step_layout", "STEP_VARIABLES", "launch_key", "gtids", "array_element", "host_file"]
+__all__ = ["Layout", "Distribution", "Spread", "layout_of", "het_size", "job_layout", "het_components", "het_groups",
+           "distribution", "in_srun_step", "step_layout", "STEP_VARIABLES", "launch_key", "gtids", "array_element",
+           "host_file"]
 
 Layout = tuple[tuple[str, ...], tuple[int, ...]]
 """Nodes in Slurm's order and the number of tasks on each."""
@@ -169,13 +172,64 @@ def het_groups(env: Mapping[str, str], layout: Layout) -> tuple[tuple[int, ...],
     return tuple(map(tuple, groups))
 
 
-def distribution(env: Mapping[str, str]) -> str:
+class Spread(enum.Enum):
+    """How Slurm spreads a step's tasks over its nodes (``srun -m``)."""
+
+    BLOCK = "block"
+    CYCLIC = "cyclic"
+    PLANE = "plane"
+    ARBITRARY = "arbitrary"
+    """In the order of a host file (``SLURM_HOSTFILE``): only that list tells."""
+    UNKNOWN = "unknown"
+    """Placed by an MPI launcher its own way, or a word this package does not know."""
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Slurm's distribution across nodes, parsed once: how it spreads, and a plane's size.
+
+    >>> Distribution.parse("plane=2"), str(Distribution.parse("cyclic")), Distribution.parse("pack").computed
+    (Distribution(spread=<Spread.PLANE: 'plane'>, plane=2), 'cyclic', False)
+    """
+
+    spread: Spread
+    plane: int = 0
+    """Tasks per block of a plane distribution."""
+    word: str = field(default="", compare=False, repr=False)
+    """How Slurm named an unknown distribution (for messages)."""
+
+    @classmethod
+    def parse(cls, word: str) -> Distribution:
+        """``block``, ``cyclic``, ``plane=N`` or ``arbitrary``; anything else is `Spread.UNKNOWN`."""
+        if word.startswith("plane="):
+            return cls(Spread.PLANE, int(word.partition("=")[2]))
+        try:
+            return cls(Spread(word)) if word != "plane" else cls(Spread.UNKNOWN, word=word)
+        except ValueError:
+            return cls(Spread.UNKNOWN, word=word)
+
+    @property
+    def computed(self) -> bool:
+        """Whether every task computes the placement from the layout (block, cyclic, plane)."""
+        return self.spread in (Spread.BLOCK, Spread.CYCLIC, Spread.PLANE)
+
+    def __str__(self) -> str:
+        if self.spread is Spread.PLANE:
+            return f"plane={self.plane}"
+        return self.word or self.spread.value
+
+
+BLOCK = Distribution(Spread.BLOCK)
+"""Slurm's default distribution."""
+
+
+def distribution(env: Mapping[str, str]) -> Distribution:
     """Slurm's distribution across nodes: ``block`` (the default), ``cyclic``, ``plane=N``...
 
-    >>> distribution({"SLURM_DISTRIBUTION": "cyclic:block"})
+    >>> str(distribution({"SLURM_DISTRIBUTION": "cyclic:block"}))
     'cyclic'
     >>> distribution({"SLURM_DISTRIBUTION": "plane", "SLURM_DIST_PLANESIZE": "2"})
-    'plane=2'
+    Distribution(spread=<Spread.PLANE: 'plane'>, plane=2)
     """
     text = (env.get("SLURM_DISTRIBUTION") or "block").strip()
     first = text.replace(",", ":").split(":")[0].strip().lower() or "block"
@@ -184,8 +238,8 @@ def distribution(env: Mapping[str, str]) -> str:
         if not (size.isascii() and size.isdigit()) or len(size) > 6 or int(size) < 1:
             raise EnvironmentVariableError("SLURM_DIST_PLANESIZE", env.get("SLURM_DIST_PLANESIZE"),
                                            "the plane size (a whole number >= 1) of -m plane=N")
-        return f"plane={int(size)}"
-    return first
+        return Distribution(Spread.PLANE, int(size))
+    return Distribution.parse(first)
 
 
 def gtids(env: Mapping[str, str]) -> tuple[int, ...]:

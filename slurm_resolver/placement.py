@@ -20,6 +20,7 @@ from itertools import accumulate, chain, repeat
 from .errors import PlacementError
 from .hostlists import collapse, collapse_counts
 from .launchers.base import Launch
+from .layout import Spread
 
 __all__ = ["Placement", "compute", "provisional", "block", "cyclic", "plane", "check_own", "describe", "unknown"]
 
@@ -228,13 +229,14 @@ def compute(launch: Launch) -> Placement | None:
     if launch.groups:
         return Placement(launch.nodes, launch.counts, _het(launch, provisional=False))
     nodes, counts = launch.nodes, launch.counts
-    if (launch.distribution == "block" or max(counts) == 1 or len(nodes) == 1) and len(set(nodes)) == len(nodes):
+    spread = launch.distribution.spread
+    if (spread is Spread.BLOCK or max(counts) == 1 or len(nodes) == 1) and len(set(nodes)) == len(nodes):
         return Placement(nodes, counts)
-    if launch.distribution == "block":
+    if spread is Spread.BLOCK:
         return Placement.from_hosts(block(nodes, counts))
-    if launch.distribution == "cyclic":
+    if spread is Spread.CYCLIC:
         return Placement.from_hosts(cyclic(nodes, counts))
-    return Placement.from_hosts(plane(nodes, counts, int(launch.distribution.partition("=")[2])))
+    return Placement.from_hosts(plane(nodes, counts, launch.distribution.plane))
 
 
 def provisional(launch: Launch) -> Placement | None:
@@ -268,9 +270,9 @@ def unknown(launch: Launch) -> str:
         return f"{launch.below}'s workers on several nodes, in {launch.below}'s own order"
     if launch.groups:
         return "a het component with several tasks on each of several nodes"
-    if launch.distribution == "arbitrary":
+    if launch.arbitrary:
         return "srun -m arbitrary, with no host file (SLURM_HOSTFILE) this task can read"
-    return f"distribution {launch.distribution!r}"
+    return f"distribution {str(launch.distribution)!r}"
 
 
 def check_own(launch: Launch, placement: Placement) -> None:

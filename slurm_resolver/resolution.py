@@ -19,9 +19,10 @@ from . import addresses, launchers, placement
 from .cluster import DEFAULT_PORT_BASE, Cluster
 from .environment import snapshot
 from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
-from .exchange import Exchange, check_mode, mpi_exchange
+from .exchange import Exchange, ExchangeMode, mpi_exchange, parse_mode
 from .gpus import SOURCES, GpuPlan, Visible, visible
 from .launchers.base import Launch
+from .layout import BLOCK
 from .packing import Jobs, check_port_base, pack
 from .parsing import parse_jobs, read_int
 from .placement import Placement
@@ -68,7 +69,7 @@ def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) ->
             "leave tasks_per_node unset to use Slurm's layout, or make it add up")
     keep = [(n, c) for n, c in zip(nodes, counts) if c]
     return replace(launch, nodes=tuple(n for n, _ in keep), counts=tuple(c for _, c in keep),
-                   distribution="block", world_size=sum(counts), missing=())
+                   distribution=BLOCK, world_size=sum(counts), missing=())
 
 
 def _check_complete(launch: Launch) -> None:
@@ -100,7 +101,7 @@ def _placement_error(launch: Launch) -> PlacementError:
         layout = placement.describe([(launch.nodes[p], launch.counts[p]) for p in group])
         return PlacementError(
             f"het component {mixed} of this step runs several tasks on each of its nodes ({layout}), laid out with a "
-            f"distribution the environment does not tell (SLURM_DISTRIBUTION={launch.distribution!r} is the "
+            f"distribution the environment does not tell (SLURM_DISTRIBUTION={str(launch.distribution)!r} is the "
             "step's, not the component's), and this process cannot learn it from the step's other tasks",
             "resolve in every task of the step, which learn the layout from each other: slurm_resolver.bootstrap(), "
             "SlurmClusterResolver() in each task, or `slurm-resolver bootstrap -- CMD`; or give each component one "
@@ -111,7 +112,7 @@ def _placement_error(launch: Launch) -> PlacementError:
             "each rank runs on, and no exchange between the ranks is available",
             "let the ranks exchange their nodes through MPI: exchange='auto' or 'mpi' (the default), with "
             "mpi4py installed (pip install 'slurm_resolver[mpi]')")
-    if launch.distribution == "arbitrary":
+    if launch.arbitrary:
         return PlacementError(
             f"the {launch.launcher} launch with distribution 'arbitrary' does not tell which node each rank runs "
             "on: this task cannot read its host file (SLURM_HOSTFILE), and cannot learn the layout from the "
@@ -119,7 +120,7 @@ def _placement_error(launch: Launch) -> PlacementError:
             "make SLURM_HOSTFILE readable by every task (a shared file system), or let the tasks learn the "
             "layout from each other (exchange='auto', in every task of the step)")
     return PlacementError(
-        f"the {launch.launcher} launch with distribution {launch.distribution!r} does not tell which node each "
+        f"the {launch.launcher} launch with distribution {str(launch.distribution)!r} does not tell which node each "
         "rank runs on, and no exchange between the ranks is available",
         "launch with srun --mpi=pmix so that ranks exchange their nodes through MPI, or use srun's block, "
         "cyclic or plane distribution",
@@ -146,7 +147,7 @@ def resolve(
     tasks_per_node: int | Mapping[str, int] | None = None,
     gpus_per_task: int | Mapping[str, int] | None = None,
     gpus_per_node: int | None = None,
-    exchange: str | Exchange | None = None,
+    exchange: str | ExchangeMode | Exchange | None = None,
     timeout: float = 60.0,
     resolves: Callable[[str], bool] | None = None,
     node_addresses: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
@@ -186,9 +187,8 @@ def resolve(
     jobs = _setting("jobs", jobs, env, "SLURM_RESOLVER_JOBS", lambda t: parse_jobs(t, "SLURM_RESOLVER_JOBS"), None)
     port_base = _setting("port_base", port_base, env, "SLURM_RESOLVER_PORT_BASE",
                          lambda _: read_int(env, "SLURM_RESOLVER_PORT_BASE", 1), DEFAULT_PORT_BASE)
-    mode = _setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto")
-    check_mode(mode, "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env
-               else "exchange")
+    source = "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env else "exchange"
+    mode = parse_mode(_setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto"), source)
     launch = launchers.resolve(env)
     log.debug("launcher %s: rank %s of %s on %s (local rank %s), %d node%s, distribution %s", launch.launcher,
               launch.rank, launch.world_size, launch.node, launch.local_rank, len(launch.nodes),
@@ -209,7 +209,7 @@ def resolve(
         learnable = placement.provisional(launch)
         if group is not None and own is not None:
             rank, where, checked = _exchanged(launch, group, own, resolves)
-        elif learnable is not None and mode != "none" and launch.is_task:
+        elif learnable is not None and mode is not ExchangeMode.NONE and launch.is_task:
             placement.check_own(launch, learnable)  # this node's ranks are Slurm's: the rest is learned below
             checked = {str(launch.node): resolves(str(launch.node))}
             where = learnable

@@ -1,8 +1,10 @@
-"""The package's import graph: no cycles, and no module imports one of a layer above its own.
+"""The package's import graph: no cycles, no module imports one of a layer above its own, and every import
+goes down a level (levels are the package's real order, finer than its layers).
 
 Every ``import`` statement of every module counts, those inside functions too (a lazy import
-still ties two modules together); only ``if TYPE_CHECKING:`` blocks do not. A module new to
-the package must be given a layer here.
+still ties two modules together), and so do ``importlib`` imports; only the body of
+``if TYPE_CHECKING:`` does not (its ``else:`` runs). A module new to the package must be given
+a layer and a level here.
 """
 
 from __future__ import annotations
@@ -24,24 +26,64 @@ LAYERS: list[set[str]] = [
      "addresses", "exchange", "cluster_spec", "outcome", "attempts"},
     # The resolved cluster (resolution opens no socket).
     {"cluster", "resolution"},
-    # The bootstrap (its own layers below).
+    # The bootstrap.
     {"rpc", "rpc.*"},
-    # What users call: the TensorFlow-shaped resolvers, adapters, training jobs, the command line.
+    # What users call: the TensorFlow-shaped resolvers, adapters, training jobs.
     {"adapters", "resolvers", "resolvers.*", "supervise", "srun_step", "restart", "preemption", "training",
-     "training.*", "submission", "templates", "diagnostics", "cli", "cli.*", "", "__main__"},
+     "training.*", "submission", "templates", "diagnostics"},
+    # The command line, and the package's lazy names.
+    {"cli", "cli.*", "", "__main__"},
 ]
+"""The package's layers, for the reader: what may use what."""
 
-RPC_LAYERS: list[set[str]] = [
-    {"messages", "coordination_pb2", "loop", "ports", "transport", ""},  # values and contracts
-    {"wire", "auth", "tree"},  # every message built and read; seals; the tree's shape
-    {"rounds", "heartbeat", "options"},  # a server's rounds; what both sides of the watch share; the knobs
-    # a server; calls up; asking who answers; networks; the watch
-    {"coordinator", "uplink", "verify", "server", "local", "watch", "listen"},
-    {"grpc_network", "member", "detector"},  # the real network; one task's rounds; its failure detection
-    {"bootstrapped"},  # what the bootstrap returns
-    {"bootstrap"},  # the phases
-    {"learn", "simulate", "loopback"},  # what runs bootstraps
+LEVELS: list[set[str]] = [
+    # 0
+    {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.loop", "rpc.messages", "rpc.transport", "training",
+    "training.delivery", "variables"},
+    # 1
+    {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.local", "rpc.ports",
+    "rpc.tree", "rpc.wire", "template_schema"},
+    # 2
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.heartbeat", "rpc.rounds", "slurmctl", "templates",
+    "training.native_logs"},
+    # 3
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.coordinator", "rpc.server",
+    "submission"},
+    # 4
+    {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
+    "rpc.grpc_network", "rpc.options"},
+    # 5
+    {"gpus", "launchers"},
+    # 6
+    {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
+    # 7
+    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.listen", "rpc.uplink",
+    "rpc.verify", "rpc.watch"},
+    # 8
+    {"rpc.detector", "rpc.member"},
+    # 9
+    {"rpc.bootstrapped"},
+    # 10
+    {"adapters", "rpc.bootstrap", "supervise", "training.report"},
+    # 11
+    {"rpc.learn", "rpc.simulate", "srun_step", "training.task"},
+    # 12
+    {"resolvers.slurm", "restart", "rpc.loopback", "training.data_service", "training.ddp", "training.jax_job",
+    "training.parameter_server", "training.resumable"},
+    # 13
+    {"", "diagnostics", "resolvers"},
+    # 14
+    {"cli.cluster"},
+    # 15
+    {"cli.parser"},
+    # 16
+    {"cli"},
+    # 17
+    {"__main__"},
 ]
+"""Every module's level, from the bottom: a module imports only modules of lower levels (never one of its
+own level), so the table is the order in which the package could be read. A module new to the package, or
+an import that lifts a module, is given its level here."""
 
 
 def _modules() -> dict[str, Path]:
@@ -54,34 +96,60 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules that ``name`` imports (``''`` is the package itself)."""
+    """The package's modules that ``name`` imports (``''`` is the package itself): import statements
+    anywhere (in functions, in the ``else:`` of ``if TYPE_CHECKING:``; not in its body), and
+    ``importlib.import_module``/``__import__`` calls (a name built at run time counts as every
+    module named in the file's strings)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
+    strings: set[str] = set()
+    dynamic = [False]
+
+    def absolute(module: str, level: int) -> str:
+        if not level:
+            return module.partition(".")[2] if module.split(".")[0] == "slurm_resolver" else "\0"
+        base = package.split(".") if package else []
+        base = base[:len(base) - (level - 1)] if level > 1 else base
+        return ".".join([*base, *([module] if module else [])])
 
     class Visitor(ast.NodeVisitor):
         def visit_If(self, node: ast.If) -> None:
-            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+                for child in node.orelse:  # what runs is imported for real
+                    self.visit(child)
+            else:
                 self.generic_visit(node)
 
         def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-            if node.level:
-                base = package.split(".") if package else []
-                base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
-                module = ".".join([*base, *([node.module] if node.module else [])])
-            elif node.module and node.module.split(".")[0] == "slurm_resolver":
-                module = node.module.partition(".")[2]
-            else:
-                return
+            module = absolute(node.module or "", node.level)
             for alias in node.names:
                 whole = f"{module}.{alias.name}".lstrip(".")
                 found.add(whole if whole in known else module)
 
         def visit_Import(self, node: ast.Import) -> None:
             for alias in node.names:
-                if alias.name.split(".")[0] == "slurm_resolver":
-                    found.add(alias.name.partition(".")[2])
+                found.add(absolute(alias.name, 0))
+
+        def visit_Call(self, node: ast.Call) -> None:
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called in ("import_module", "__import__") and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    text = first.value
+                    found.add(absolute(text.lstrip("."), len(text) - len(text.lstrip("."))))
+                elif len(node.args) > 1 or (isinstance(first, ast.JoinedStr) and first.values
+                                            and isinstance(first.values[0], ast.Constant)
+                                            and str(first.values[0].value).startswith((".", "slurm_resolver."))):
+                    dynamic[0] = True  # a module of this package, named at run time
+            self.generic_visit(node)
+
+        def visit_Constant(self, node: ast.Constant) -> None:
+            if isinstance(node.value, str):
+                strings.add(node.value.lstrip("."))
 
     Visitor().visit(ast.parse(path.read_text()))
+    if dynamic[0]:
+        found |= {absolute(s, 1) for s in strings if s and absolute(s, 1) in known}
     return {m for m in found if m in known and m != name}
 
 
@@ -95,11 +163,47 @@ def _layer(name: str, layers: list[set[str]]) -> int:
 GRAPH = {name: _imports(name, path, set(_modules())) for name, path in _modules().items()}
 
 
-def test_every_module_has_a_layer() -> None:
+def _level(name: str) -> int:
+    for number, members in enumerate(LEVELS):
+        if name in members:
+            return number
+    raise AssertionError(f"slurm_resolver.{name or '__init__'} has no level in tests/test_layers.py: give it one")
+
+
+def test_the_graph_is_the_packages() -> None:
+    """A checker that finds nothing passes everything: the graph holds every module and their imports."""
+    assert len(GRAPH) >= 80 and sum(map(len, GRAPH.values())) >= 250
+    assert {"rpc.member", "rpc.coordinator", "rpc.messages"} <= GRAPH["rpc.bootstrap"] | GRAPH["rpc.member"]
+    assert "rpc.bootstrap" in GRAPH[""]  # the package's lazy names (importlib) count
+
+
+def test_every_module_has_a_layer_and_a_level() -> None:
     for name in GRAPH:
         _layer(name, LAYERS)
-        if name.startswith("rpc.") or name == "rpc":
-            _layer(name.partition(".")[2], RPC_LAYERS)
+        _level(name)
+    assert not set().union(*LEVELS) - set(GRAPH), "a level names a module that is gone"
+
+
+def test_imports_are_found_wherever_they_run(tmp_path: Path) -> None:
+    """In functions, in the ``else:`` of ``if TYPE_CHECKING:`` (not its body), and through importlib."""
+    module = tmp_path / "x.py"
+    module.write_text("""
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from .cluster import Cluster
+else:
+    from .errors import ConfigurationError
+def later():
+    from . import placement
+    import importlib
+    importlib.import_module("slurm_resolver.gpus")
+    importlib.import_module(".nvml", __package__)
+""")
+    assert _imports("x", module, set(GRAPH)) == {"errors", "placement", "gpus", "nvml"}
+    dynamic = tmp_path / "y.py"
+    dynamic.write_text("import importlib\nNAMES = {'a': 'rpc.tree'}\n"
+                       "def get(n):\n    return importlib.import_module(f'.{NAMES[n]}', 'slurm_resolver')\n")
+    assert _imports("y", dynamic, set(GRAPH)) == {"rpc.tree"}
 
 
 def test_the_import_graph_has_no_cycle() -> None:
@@ -118,17 +222,23 @@ def test_the_import_graph_has_no_cycle() -> None:
         visit(name, [])
 
 
-@pytest.mark.parametrize("scope", ["package", "rpc"])
-def test_no_module_imports_a_layer_above_its_own(scope: str) -> None:
-    upward = []
-    for name, imported in GRAPH.items():
-        for other in imported:
-            if scope == "package":
-                mine, theirs = _layer(name, LAYERS), _layer(other, LAYERS)
-            elif name.partition(".")[0] == other.partition(".")[0] == "rpc":
-                mine, theirs = _layer(name.partition(".")[2], RPC_LAYERS), _layer(other.partition(".")[2], RPC_LAYERS)
-            else:
-                continue
-            if theirs > mine:
-                upward.append(f"{name} (layer {mine}) imports {other} (layer {theirs})")
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    upward = [f"{name} (layer {_layer(name, LAYERS)}) imports {other} (layer {_layer(other, LAYERS)})"
+              for name, imported in GRAPH.items() for other in imported
+              if _layer(other, LAYERS) > _layer(name, LAYERS)]
     assert not upward, upward
+
+
+def test_every_import_goes_down_a_level() -> None:
+    """Within a layer too: a module of the bootstrap's level 7 imports nothing of level 7 or above."""
+    upward = [f"{name} (level {_level(name)}) imports {other} (level {_level(other)})"
+              for name, imported in GRAPH.items() for other in imported if _level(other) >= _level(name)]
+    assert not upward, upward
+
+
+def test_every_module_of_the_bootstrap_has_its_own_test_file() -> None:
+    """Tests mirror the package: ``slurm_resolver/rpc/x.py`` is tested in ``tests/rpc/test_x.py``."""
+    generated = {"coordination_pb2": "protos"}  # protoc's output: its test checks it is current
+    missing = [name for name in GRAPH if name.startswith("rpc.")
+               and not (ROOT / "tests" / "rpc" / f"test_{generated.get(name[4:], name[4:])}.py").exists()]
+    assert not missing, missing

@@ -15,7 +15,7 @@ from .conftest import captured
     ("plane=4", "plane=4"), ("arbitrary", "arbitrary"),
 ])
 def test_distribution(value: str | None, expected: str) -> None:
-    assert distribution({} if value is None else {"SLURM_DISTRIBUTION": value}) == expected
+    assert str(distribution({} if value is None else {"SLURM_DISTRIBUTION": value})) == expected
 
 
 @pytest.mark.parametrize("size", ["0", "x", "", "1234567"])

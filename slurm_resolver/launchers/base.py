@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["Launch", "Launcher", "COMPUTED_DISTRIBUTIONS"]
+from ..layout import BLOCK, Distribution, Spread
 
-COMPUTED_DISTRIBUTIONS = ("block", "cyclic", "plane=")
-"""Slurm distributions whose placement every task computes from the layout (``plane=N`` by prefix)."""
+__all__ = ["Launch", "Launcher"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,8 @@ class Launch:
         node: the calling task's node name; None to ask the operating system.
         local_rank: rank among the tasks on the same node, when the launcher gives it.
         distribution: Slurm's distribution (``block``, ``cyclic``, ``plane=2``,
-            ``arbitrary``) or ``unknown`` (MPI launchers place ranks their own way).
+            ``arbitrary``) or ``unknown`` (MPI launchers place ranks their own way); a word is
+            parsed into a `Distribution` when the value is made.
         components: tasks of each heterogeneous-job component, in rank order; () if none.
         groups: the positions in ``nodes`` of each het component's nodes; () if none.
         node_index: the position of the caller's node in ``nodes`` (``SLURM_NODEID``).
@@ -59,7 +59,7 @@ class Launch:
     counts: tuple[int, ...] = ()
     node: str | None = None
     local_rank: int | None = None
-    distribution: str = "block"
+    distribution: Distribution = BLOCK
     components: tuple[int, ...] = ()
     groups: tuple[tuple[int, ...], ...] = ()
     node_index: int | None = None
@@ -74,6 +74,15 @@ class Launch:
     mpi_capable: bool = False
     missing: tuple[str, ...] = ()
     below: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.distribution, str):  # the word, as Slurm writes it
+            object.__setattr__(self, "distribution", Distribution.parse(self.distribution))
+
+    @property
+    def arbitrary(self) -> bool:
+        """Whether the tasks run in the order of a host file (``srun -m arbitrary``): only that list tells."""
+        return self.distribution.spread is Spread.ARBITRARY
 
     @property
     def layout(self) -> tuple[tuple[str, int], ...]:
@@ -90,7 +99,8 @@ class Launch:
         """Whether the caller's node and its ranks are known (``node_index``, ``gtids``) and every other
         rank's node can be learned from the tasks themselves (a het step, ``-m arbitrary`` without its
         host file, workers of a launcher below srun)."""
-        return bool(self.groups or self.distribution in ("arbitrary", "unknown")) and self.node_index is not None \
+        spread = self.distribution.spread
+        return bool(self.groups or spread in (Spread.ARBITRARY, Spread.UNKNOWN)) and self.node_index is not None \
             and bool(self.gtids)
 
     @property
@@ -100,11 +110,11 @@ class Launch:
             return True
         if self.groups:  # each het component is laid out on its own, with a distribution nobody is told
             return not all(len(g) == 1 or max(self.counts[p] for p in g) == 1 for g in self.groups)
-        if self.distribution == "arbitrary":  # any order, even with one task per node: only a list tells
+        if self.arbitrary:  # any order, even with one task per node: only a list tells
             return not self.hosts
-        if self.distribution == "unknown":  # the launcher's own order (below srun): only one node is certain
+        if self.distribution.spread is Spread.UNKNOWN:  # the launcher's own order (below srun, MPI)
             return len(self.nodes) != 1
-        return not (self.distribution.startswith(COMPUTED_DISTRIBUTIONS) or max(self.counts) == 1)
+        return not (self.distribution.computed or max(self.counts) == 1)
 
 
 class Launcher(abc.ABC):

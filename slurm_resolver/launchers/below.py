@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from ..errors import EnvironmentVariableError, ResolutionError
-from ..layout import array_element, in_srun_step, launch_key, step_layout
+from ..layout import BLOCK, Distribution, Spread, array_element, in_srun_step, launch_key, step_layout
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
 
@@ -85,7 +85,8 @@ class WorkersBelow(Launcher):
                                            f"this node's position among the step's {len(nodes)} nodes", cls.fix)
         return Launch(
             launcher=cls.name, world_size=world, rank=rank, nodes=nodes, counts=(here,) * len(nodes), node=node,
-            local_rank=local, distribution="block" if len(nodes) == 1 else "unknown", node_index=position,
+            local_rank=local, distribution=BLOCK if len(nodes) == 1 else Distribution(Spread.UNKNOWN),
+            node_index=position,
             gtids=mine, job_id=env.get("SLURM_JOB_ID"), array=array_element(env),
             key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}", is_task=True, below=cls.name)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError
-from ..layout import in_srun_step, job_layout, launch_key
+from ..layout import Distribution, Spread, in_srun_step, job_layout, launch_key
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
 
@@ -35,7 +35,7 @@ def _mpi_launch(env: Mapping[str, str], name: str, rank_var: str, size_var: str 
     return Launch(
         launcher=name, world_size=size, rank=rank, nodes=nodes, counts=(0,) * len(nodes),
         node=env.get("SLURMD_NODENAME"),
-        local_rank=optional_int(env, local_var) if local_var else None, distribution="unknown",
+        local_rank=optional_int(env, local_var) if local_var else None, distribution=Distribution(Spread.UNKNOWN),
         job_id=env.get("SLURM_JOB_ID"), key=launch_key(env), is_task=True, mpi_launched=True, mpi_capable=True,
     )
 

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError
 from ..layout import (
+    BLOCK,
     Layout,
+    Spread,
     array_element,
     distribution,
     gtids,
@@ -94,7 +96,7 @@ class SrunStep(Launcher):
             launcher=cls.name, world_size=world, rank=rank, nodes=layout[0], counts=layout[1],
             node=env.get("SLURMD_NODENAME"), local_rank=optional_int(env, "SLURM_LOCALID"),
             distribution=laid_out, groups=groups, node_index=node_index, gtids=gtids(env),
-            hosts=arbitrary_hosts(env, layout, world) if laid_out == "arbitrary" and not groups else (),
+            hosts=arbitrary_hosts(env, layout, world) if laid_out.spread is Spread.ARBITRARY and not groups else (),
             components=tuple(sum(layout[1][p] for p in g) for g in groups),
             job_id=env.get("SLURM_JOB_ID"), array=array_element(env), key=launch_key(env), is_task=True,
             # MPI initialises through srun's PMIx; srun's PMI-2 is not spoken by every MPI
@@ -118,7 +120,7 @@ class BatchStep(Launcher):
         layout, components = job_layout(env)
         return Launch(
             launcher=cls.name, world_size=sum(layout[1]), rank=0, nodes=layout[0], counts=layout[1],
-            node=env.get("SLURMD_NODENAME"), local_rank=0, distribution="block",
+            node=env.get("SLURMD_NODENAME"), local_rank=0, distribution=BLOCK,
             components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env), key=launch_key(env),
         )
 
@@ -138,6 +140,6 @@ class SallocShell(Launcher):
         layout, components = job_layout(env)
         return Launch(
             launcher=cls.name, world_size=sum(layout[1]), rank=None, nodes=layout[0], counts=layout[1],
-            distribution="block", components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env),
+            distribution=BLOCK, components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env),
             key=launch_key(env),
         )

@@ -35,6 +35,7 @@ import pwd
 import secrets
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
@@ -68,6 +69,39 @@ class Purpose(enum.Enum):
 
     CALL = b"call"
     ANSWER = b"answer"
+
+
+class Verdict(enum.Enum):
+    """What the check of a seal concludes; protocol decisions read this, never `Checked.why`."""
+
+    BELIEVED = "believed"
+    """A task of this job wrote it, for this very message."""
+    UNREADY = "unready"
+    """This task cannot check it yet: it does not know the launch's key (ask again)."""
+    REFUSED = "refused"
+    """Not a task of this job, or not for this message."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The verdict on one seal, and why in words (for people: logs and errors)."""
+
+    verdict: Verdict
+    why: str = ""
+
+    @property
+    def believed(self) -> bool:
+        """Whether the writer is a task of this job."""
+        return self.verdict is Verdict.BELIEVED
+
+    @classmethod
+    def refused(cls, why: str) -> Checked:
+        """Not believed, because ``why``."""
+        return cls(Verdict.REFUSED, why)
+
+
+BELIEVED = Checked(Verdict.BELIEVED)
+"""The verdict on a seal of this job."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -142,20 +176,21 @@ class Authority:
             return b""
         return hmac.digest(self.key, purpose.value + b"\0" + header, "sha256")
 
-    def check(self, purpose: Purpose, header: bytes, seal: bytes, first_round: bool = False) -> str:
-        """Why the writer of ``header`` is not believed; ``''`` when it is a task of this job
-        (an answer of the first round under MUNGE also teaches this task the launch's key)."""
+    def check(self, purpose: Purpose, header: bytes, seal: bytes, first_round: bool = False) -> Checked:
+        """Whether the writer of ``header`` is a task of this job, and why not (an answer of the first
+        round under MUNGE also teaches this task the launch's key)."""
         if first_round and self.mode is AuthMode.MUNGE:
-            return self._check_munge(purpose, header, seal)
+            why = self._check_munge(purpose, header, seal)
+            return Checked.refused(why) if why else BELIEVED
         if first_round and self.mode is AuthMode.NONE:
-            return ""
+            return BELIEVED
         if self.key is None:
-            return "this task does not know the launch's key yet"
+            return Checked(Verdict.UNREADY, "this task does not know the launch's key yet")
         if not seal:
-            return "no seal: not a task of this launch, or of an older slurm_resolver"
+            return Checked.refused("no seal: not a task of this launch, or of an older slurm_resolver")
         if not hmac.compare_digest(seal, hmac.digest(self.key, purpose.value + b"\0" + header, "sha256")):
-            return "a seal not made with this launch's key: not a task of this launch"
-        return ""
+            return Checked.refused("a seal not made with this launch's key: not a task of this launch")
+        return BELIEVED
 
     def _restricted_munge(self) -> Munge:
         """libmunge minting credentials only the job's uid can decode (they carry the launch's key)."""

@@ -31,16 +31,17 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, Speaker, alone
-from ..exchange import Exchange, mpi_exchange
+from ..exchange import Exchange, ExchangeMode, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
 from ..resolution import resolve
 from .auth import AuthMode, Authority, authority
-from .bootstrapped import Bootstrapped
+from .bootstrapped import Bootstrapped, Exchanged
 from .coordinator import Coordinator
 from .detector import FailureDetector
 from .loop import LoopThread
@@ -48,7 +49,7 @@ from .member import Member
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
 from .options import BootstrapOptions
 from .transport import Network, Served
-from .tree import Plan, checked_peers, plan_of
+from .tree import Checking, Plan, checked_peers, plan_of
 from .uplink import Uplink
 from .verify import Inspection, check_peers
 from .wire import Identity
@@ -80,7 +81,7 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     chosen = BootstrapOptions.of(options, keywords)
     loop = LoopThread()
     try:
-        done = loop.run(bootstrap_async(cluster, chosen, environ=environ, network=network))
+        done = loop.run(_bootstrap(cluster, chosen, environ, network, loop))
     except SlurmResolverError as exc:
         loop.close()
         if log.isEnabledFor(logging.DEBUG):
@@ -89,7 +90,6 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     except BaseException:
         loop.close()
         raise
-    done.attach(loop)
     if chosen.heartbeat:
         done.report_crashes()  # an uncaught exception is a failure, with its reason ...
         atexit.register(done.stop)  # ... and an interpreter that ends normally leaves normally
@@ -104,8 +104,7 @@ class _Task:
     plan: Plan
     network: Network
     authority: Authority
-    served: Served
-    coordinator: Coordinator
+    served: Served[Coordinator]
     member: Member
     group: Exchange | None
     inspection: Inspection | None
@@ -132,7 +131,12 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
                           **keywords: object) -> Bootstrapped:
     """`bootstrap()` as a coroutine on the running event loop (the scale simulation runs
     thousands of tasks on one loop this way); the result's coroutines are on ``.aio``."""
-    chosen = BootstrapOptions.of(options, keywords)
+    return await _bootstrap(cluster, BootstrapOptions.of(options, keywords), environ, network, None)
+
+
+async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ: Mapping[str, str] | None,
+                     network: Network | None, loop: LoopThread | None) -> Bootstrapped:
+    """The bootstrap, on the running event loop (``loop``'s thread, where `bootstrap()` made one)."""
     lap = _Laps()
     env = snapshot(environ)
     mode = chosen.mode(env)
@@ -160,7 +164,8 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
     lap("server")
     try:
         table = await _exchange(task, chosen.timeout)
-        done = _settled(task, table)
+        done = _settled(task.cluster, table)
+        member = task.member.settled(done)
         lap("exchange")
         failure = Failure()
         if task.checks_later:
@@ -168,11 +173,11 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
             lap("verify")
         detector = None
         if chosen.heartbeat:
-            detector = FailureDetector(done, task.plan, task.member.uplink.rank, task.member.uplink.link, network,
-                                       proof, chosen.heartbeat, chosen.patience)
-        task.coordinator.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
+            above, link = member.above
+            detector = FailureDetector(done, task.plan, above, link, network, proof, chosen.heartbeat, chosen.patience)
+        task.served.handlers.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
         if task.checks_later:
-            await _agree(task, failure, chosen.timeout)
+            await _agree(task, member, failure, chosen.timeout)
             lap("barrier")
     except BaseException:
         if task.inspection is not None:
@@ -183,15 +188,15 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
     if detector is not None:
         detector.start()
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("%s", _decisions(task, chosen, lap.timings))
-    return Bootstrapped(done, task.member, task.served, lap.timings, "tree" if task.group is None else "mpi",
-                        proof.how, detector)
+        log.debug("%s", _decisions(task, member, chosen, lap.timings))
+    return Bootstrapped(done, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
+                        Exchanged.MPI, proof.how, detector, loop)
 
 
-def _decisions(task: _Task, options: BootstrapOptions, timings: Mapping[str, float]) -> str:
+def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: Mapping[str, float]) -> str:
     """One readable line of what this task did in the bootstrap (for ``-v``): its place, whom it checked, how long."""
     plan, cluster = task.plan, task.cluster
-    node, above = cluster.task(plan.rank).node, task.member.uplink.rank
+    node, above = cluster.task(plan.rank).node, member.above[0]
     if task.group is not None:
         place = f"exchanged through MPI ({cluster.world_size} ranks)"
     elif plan.is_leader:
@@ -200,12 +205,13 @@ def _decisions(task: _Task, options: BootstrapOptions, timings: Mapping[str, flo
     else:
         place = f"on {node} under its leader, rank {plan.leader}"
     if task.checks_later:
-        peers = len(checked_peers(plan.rank, cluster.world_size, options.verify))
+        peers = len(checked_peers(plan.rank, cluster.world_size, options.checks))
         checked = f"verified {peers} peer{'s' * (peers != 1)} after the table"
     elif task.inspection is not None:
         checked = f"verified its {len(plan.sources)} source{'s' * (len(plan.sources) != 1)} as they joined"
     else:
-        checked = f"verified by rank {above}" if options.verify != "none" else "verify=none: nothing verified"
+        nothing = options.checks.how is Checking.NONE
+        checked = "verify=none: nothing verified" if nothing else f"verified by rank {above}"
     phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in timings.items())
     return (f"bootstrap: {place}; {checked}; port {task.served.port}; table in {sum(timings.values()):.2f} s "
             f"({phases})")
@@ -241,7 +247,7 @@ def _open_files() -> None:
                     "(ulimit -Hn, or LimitNOFILE= of slurmd)", hard)
 
 
-async def _start(cluster: Cluster, options: BootstrapOptions, mode: str | Exchange, network: Network,
+async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode | Exchange, network: Network,
                  proof: Authority, candidates: list[int]) -> _Task:
     """Start this task's server on its node, and its place in the tree."""
     rank = cluster.rank
@@ -252,22 +258,17 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: str | Exchan
     uplink = Uplink(cluster, plan, network, proof, candidates)
     identity = Identity(cluster.launch.key, rank, me.node, me.job, me.index)
     root = uplink.position is None and plan.is_leader
-    made: list[Coordinator] = []
-
-    def coordinator(port: int) -> Coordinator:  # made once the port is bound: its seals name it
-        made.append(Coordinator(identity, cluster.world_size, plan.sources, root, proof, port,
-                                None if root else uplink.notice, None if inspection is None else inspection.arrived))
-        return made[-1]
-
     bind = candidates if options.port or (plan.is_leader and group is None) else [0]
-    early = group is None and options.verify == "once"  # leaders check their sources as they join
+    early = group is None and options.checks.how is Checking.ONCE  # leaders check their sources as they join
     inspection = None
     if early and plan.is_leader and plan.sources:  # a record in at the last moment still gets its check
         inspection = Inspection(cluster, plan, network, proof,
                                 time.monotonic() + options.timeout * plan.tree.check_until(plan.position))
-    served = await network.serve(me.host, bind, coordinator)
-    return _Task(cluster, plan, network, proof, served, made[-1], Member(cluster, plan, uplink, made[-1], inspection),
-                 group, inspection, checks_later=not early and options.verify != "none")
+    arrived = None if inspection is None else inspection.arrived
+    served = await network.serve(me.host, bind, lambda port: Coordinator(  # made for the port bound: seals name it
+        identity, cluster.world_size, plan.sources, root, proof, port, None if root else uplink.notice, arrived))
+    return _Task(cluster, plan, network, proof, served, Member(cluster, plan, uplink, served.handlers, inspection),
+                 group, inspection, checks_later=not early and options.checks.how is not Checking.NONE)
 
 
 async def _exchange(task: _Task, timeout: float) -> Table:
@@ -278,24 +279,45 @@ async def _exchange(task: _Task, timeout: float) -> Table:
     port, spare = task.served.port, task.network.reserve(me.host)
     gpus = format_devices(me.gpus) if cluster.gpu_plan.visible.bound and me.gpus else None
     if task.group is None:  # each task tells its node where some may not know the layout (their host file)
-        told = not cluster.placement.exact or cluster.launch.distribution == "arbitrary"
+        told = not cluster.placement.exact or cluster.launch.arbitrary
         nodes = [task.plan.position] if told else []
         own = Records([rank], [port], [spare], {rank: gpus} if gpus else {}, nodes)
         _, table = await member.round(TABLE_ROUND, Contribution(own), timeout)
         return table
     key = task.authority.new_key().hex() if rank == 0 else ""
-    rows = await asyncio.get_running_loop().run_in_executor(None, task.group.allgather, [port, spare, gpus or "", key])
+    mine = _MpiRecord(port, spare, gpus or "", key)
+    rows = await asyncio.get_running_loop().run_in_executor(None, task.group.allgather, list(mine))
     if len(rows) != cluster.world_size:
         raise ResolutionError(f"the MPI exchange has {len(rows)} ranks, the cluster {cluster.world_size}",
                               "run one process per task of the launch")
-    task.authority.learn(bytes.fromhex(str(rows[0][3])))
-    return Table(tuple(int(r[0]) for r in rows), tuple(int(r[1]) for r in rows),
-                 {i: str(r[2]) for i, r in enumerate(rows) if r[2]})
+    records = [_MpiRecord.read(row) for row in rows]
+    task.authority.learn(bytes.fromhex(records[0].key))
+    return Table(tuple(r.port for r in records), tuple(r.spare for r in records),
+                 {i: r.gpus for i, r in enumerate(records) if r.gpus})
 
 
-def _settled(task: _Task, table: Table) -> Cluster:
+class _MpiRecord(NamedTuple):
+    """One task's record in the MPI exchange (a list on the way: JSON has no tuples)."""
+
+    port: int
+    spare: int
+    gpus: str
+    """Its GPUs where Slurm bound them to it alone, else ''."""
+    key: str
+    """The launch's key, in hex: rank 0's; '' for the others."""
+
+    @classmethod
+    def read(cls, row: object) -> _MpiRecord:
+        """A record as another task sent it, checked."""
+        if not isinstance(row, list) or len(row) != len(cls._fields):
+            raise ResolutionError(f"the MPI exchange carried {str(row)[:80]!r}, not a task's record",
+                                  "every task must run the same slurm_resolver version")
+        port, spare, gpus, key = row
+        return cls(int(port), int(spare), str(gpus), str(key))
+
+
+def _settled(cluster: Cluster, table: Table) -> Cluster:
     """The cluster with the ports every task bound (and the layout they told, where Slurm's did not)."""
-    cluster = task.cluster
     reported = {r: parse_devices(g, "GPUs reported by a peer") for r, g in table.gpus.items()}
     if table.nodes or not cluster.placement.exact:
         learned = _learned(cluster, table)
@@ -303,9 +325,7 @@ def _settled(task: _Task, table: Table) -> Cluster:
             raise ResolutionError("bootstrap: the tasks run on other nodes than this task's host file "
                                   "(SLURM_HOSTFILE) says", "launch the step with the host file it was made for")
         cluster = cluster.with_placement(learned)
-    done = cluster.with_ports(table.ports, table.spares, reported)
-    task.member.settle(done)
-    return done
+    return cluster.with_ports(table.ports, table.spares, reported)
 
 
 def _learned(cluster: Cluster, table: Table) -> Placement:
@@ -324,14 +344,14 @@ def _learned(cluster: Cluster, table: Table) -> Placement:
 
 async def _verify(task: _Task, done: Cluster, options: BootstrapOptions) -> Failure:
     """Ask the peers this task checks who they are, after the table; the first mismatch, as a failure."""
-    peers = checked_peers(task.plan.rank, done.world_size, options.verify)
+    peers = checked_peers(task.plan.rank, done.world_size, options.checks)
     return await check_peers(task.network, task.authority, done, task.plan.rank, peers, options.timeout)
 
 
-async def _agree(task: _Task, failure: Failure, timeout: float) -> None:
+async def _agree(task: _Task, member: Member, failure: Failure, timeout: float) -> None:
     """The last round: every check passed, or every task fails naming the first that did not."""
     if task.group is None:
-        await task.member.round(VERIFIED_ROUND, Contribution(failure=failure), timeout)
+        await member.round(VERIFIED_ROUND, Contribution(failure=failure), timeout)
         return
     rows = await asyncio.get_running_loop().run_in_executor(None, task.group.allgather, [failure.reason])
     failed = [r[0] for r in rows if r[0]]

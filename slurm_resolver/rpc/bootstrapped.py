@@ -7,6 +7,7 @@ for barriers after the bootstrap, and says how long each phase took.
 
 from __future__ import annotations
 
+import enum
 import sys
 import weakref
 from collections.abc import Callable, Coroutine
@@ -22,9 +23,21 @@ from .member import Member
 from .messages import NAME
 from .transport import Served
 
-__all__ = ["Bootstrapped", "Coroutines"]
+__all__ = ["Bootstrapped", "Coroutines", "Exchanged"]
 
 _FOREVER = 30 * 24 * 3600.0
+
+
+class Exchanged(str, enum.Enum):
+    """How the tasks exchanged their records (equal to its word, as it was before it was a type)."""
+
+    TREE = "tree"
+    """Up and down the tree of node leaders."""
+    MPI = "mpi"
+    """An MPI allgather."""
+
+    def __str__(self) -> str:
+        return self.value
 T = TypeVar("T")
 
 
@@ -55,7 +68,8 @@ class Bootstrapped:
         timings: seconds spent in each phase: resolve, grpc (its import), server, exchange
             (verified on the way, in the tree); verify and barrier where servers are checked
             after the table (under MPI, or with ``verify='all'`` or a count).
-        exchanged: how the tasks exchanged their records: ``'tree'`` or ``'mpi'``.
+        exchanged: how the tasks exchanged their records: `Exchanged` (``'tree'`` or ``'mpi'``); None
+            where they did not (`from_cluster`).
         authenticated: how tasks proved who they are (a secret, MUNGE), or why they did not
             (``not authenticated: ...``).
         aio: the coroutines of `barrier()`, `vote()`, `wait_for()`,
@@ -66,24 +80,20 @@ class Bootstrapped:
     rpc_layer = "grpc"
     environment = ""
 
-    def __init__(self, cluster: Cluster, member: Member | None, served: Served | None,
-                 timings: dict[str, float] | None = None, exchanged: str = "", authenticated: str = "",
-                 detector: FailureDetector | None = None) -> None:
+    def __init__(self, cluster: Cluster, member: Member | None, served: Served[Any] | None,
+                 timings: dict[str, float] | None = None, exchanged: Exchanged | None = None, authenticated: str = "",
+                 detector: FailureDetector | None = None, loop: LoopThread | None = None) -> None:
         self.cluster = cluster
         self.timings = dict(timings or {})
         self.exchanged = exchanged
         self.authenticated = authenticated
         self._member = member
         self._served = served
-        self._loop: LoopThread | None = None
+        self._loop = loop
         self._detector = detector
         assert cluster.rank is not None
         self.rank: int = cluster.rank
         self.aio = Coroutines(self)
-
-    def attach(self, loop: LoopThread) -> None:
-        """The event loop thread that serves this task (made by `bootstrap()`)."""
-        self._loop = loop
 
     @classmethod
     def from_cluster(cls, cluster: Cluster) -> Bootstrapped:
@@ -123,7 +133,7 @@ class Bootstrapped:
         return self.cluster.launch.key
 
     @property
-    def server(self) -> Served | None:
+    def server(self) -> Served[Any] | None:
         """This task's running server (its ``port``), until `stop()`."""
         return self._served
 
@@ -203,6 +213,21 @@ class Bootstrapped:
             raise ConfigurationError("this cluster was not made by bootstrap(), or is stopped: it has no server",
                                      "call slurm_resolver.bootstrap() first")
         return self._member
+
+    async def _stop(self, grace: float | None) -> None:
+        """End failure detection (this task leaves normally), the server and the links, once."""
+        detector, self._detector = self._detector, None
+        if detector is not None:
+            await detector.leave(1.0 if grace is None else grace)  # this task ends normally: no failure
+        served, self._served = self._served, None
+        if served is not None:
+            await served.stop(grace)
+        if self._member is not None:
+            await self._member.close()
+
+    async def _fail(self, why: str) -> None:
+        if self._detector is not None:
+            await self._detector.fail(why)
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         if self._loop is None:
@@ -292,17 +317,8 @@ class Coroutines:
 
     async def fail(self, why: str) -> None:
         """`fail()`."""
-        if self._task._detector is not None:
-            await self._task._detector.fail(why)
+        await self._task._fail(why)
 
     async def stop(self, grace: float | None = 1.0) -> None:
         """`stop()`, on the running event loop (the loop itself is the caller's)."""
-        task = self._task
-        detector, task._detector = task._detector, None
-        if detector is not None:
-            await detector.leave(1.0 if grace is None else grace)  # this task ends normally: no failure
-        served, task._served = task._served, None
-        if served is not None:
-            await served.stop(grace)
-        if task._member is not None:
-            await task._member.uplink.network.close()
+        await self._task._stop(grace)

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Protocol
 
 from ..addresses import first
-from .auth import Authority, Purpose
-from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, WireError
-from .rounds import MOST_ROUNDS, Rounds, RoundsFull, RoundState, wait_until
+from .auth import Authority, Checked, Purpose, Verdict
+from .messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
+from .rounds import Conflict, Rounds, RoundsFull, RoundState, wait_until
 from .transport import Refusal, Refused
 from .wire import (
     Beat,
@@ -85,13 +85,22 @@ class Coordinator:
         self.port = port
         self.refused = 0
         """How many calls were refused for their seals (the first ones are logged)."""
-        self.rounds = Rounds()
-        """The rounds this server keeps (see `slurm_resolver.rpc.rounds`)."""
+        self._rounds = Rounds(len(self.sources))
         self._ask_above = ask_above
         self._inspect = inspect
         self._asking: set[asyncio.Task[None]] = set()
         self._watched: Watched | None = None
         self._watching = asyncio.Event()
+
+    @property
+    def open_rounds(self) -> int:
+        """Rounds without a result here."""
+        return self._rounds.open
+
+    @property
+    def known_rounds(self) -> int:
+        """Rounds this server remembers (decided or not)."""
+        return len(self._rounds)
 
     @property
     def job_key(self) -> str:
@@ -114,12 +123,13 @@ class Coordinator:
     def _authenticate(self, what: str, source: int, header: bytes, seal: bytes, port: int,
                       first_round: bool = False) -> None:
         """Refuse a caller whose seal is not a task's of this job, for this very call to this server."""
-        reason = "made for another server" if port != self.port else \
+        checked = Checked.refused("made for another server") if port != self.port else \
             self.authority.check(Purpose.CALL, header, seal, first_round)
-        if not reason:
+        if checked.believed:
             return
-        if reason.startswith("this task does not know"):
+        if checked.verdict is Verdict.UNREADY:
             raise Refused(Refusal.UNREADY, f"rank {self.identity.rank} cannot check seals yet: ask again")
+        reason = checked.why
         self.refused += 1
         if self.refused <= 20 or self.refused % 1000 == 0:
             log.warning("slurm_resolver: rank %d refused %s claiming rank %d: %s (%d refused so far)",
@@ -134,7 +144,7 @@ class Coordinator:
         except WireError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
         self._same_launch(call.job_key)
-        if call.round.kind is RoundKind.ANNOUNCE:
+        if call.round.kind.to_root:
             if not self.root:
                 raise Refused(Refusal.INVALID, "announcements go to the root of the tree (the first node's leader)")
         elif call.source_at(self.sources) not in self.sources:
@@ -142,7 +152,7 @@ class Coordinator:
             raise Refused(Refusal.NOT_LEADER, f"rank {call.source} (node {call.node}) does not join rounds at rank "
                                               f"{self.identity.rank}")
         self._authenticate(f"a call to {call.round.label[:64]}", call.source, header, seal, call.port,
-                           call.round.kind is RoundKind.TABLE)  # last: a credential is spent where it is meant
+                           call.round.kind.first)  # last: a credential is spent where it is meant
         return call
 
     # Rounds: a task below contributes, and gets the result.
@@ -154,58 +164,77 @@ class Coordinator:
             records = read_records(call, more, self.world_size)
         except WireError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
-        if call.round.kind is RoundKind.ANNOUNCE:
-            if call.round.heard not in self.rounds and len(self.rounds) >= MOST_ROUNDS:
-                raise Refused(Refusal.INVALID, f"{MOST_ROUNDS} rounds and notices are known here already")
-            self.rounds.publish(call.round.heard, decide(Failure()))
-            self.rounds.wait(call.round.heard)
+        if call.round.kind.to_root:
+            try:
+                self._rounds.announced(call.round.heard)
+            except RoundsFull as exc:
+                raise Refused(Refusal.INVALID, str(exc)) from None
             return call.round.heard, self._answer(call, decide(Failure()))
         source = call.source_at(self.sources)
         try:
-            this = self.rounds.for_caller(call.round, 2 * len(self.sources) + 8)
+            this = self._rounds.for_caller(call.round, 2 * len(self.sources) + 8)
         except RoundsFull as exc:
             raise Refused(Refusal.INVALID, f"rank {self.identity.rank}: {exc}") from None
-        if call.round.kind is RoundKind.NOTICE:
+        if call.round.kind.asks_above:
             self.want(call.round, deadline)
-        brought = Contribution(records, call.failure, call.votes)
-        earlier = this.received.get(source)
-        if earlier is not None and earlier != brought:
-            raise Refused(Refusal.INVALID, f"{source.describe()} joined round {call.round.label[:64]} here "
-                                           "already, with other records: a second process claims it")
-        if not this.closed:
-            if earlier is None and self._inspect is not None and call.round.kind is RoundKind.TABLE:
-                self._inspect(source, call.source, records)
-            this.received[source] = brought
-            if len(this.received) >= len(self.sources):
-                this.complete.set()
+        try:
+            new = self._rounds.contribute(call.round, source, Contribution(records, call.failure, call.votes))
+        except Conflict as exc:
+            raise Refused(Refusal.INVALID, str(exc)) from None
+        if new and self._inspect is not None and call.round.kind.first:
+            self._inspect(source, call.source, records)
         # Answer a moment before the caller gives up, so that it learns who is missing.
         margin = min(0.25, 0.05 * max(0.0, deadline - time.monotonic()))
-        self.rounds.wait(call.round)
+        self._rounds.wait(call.round)
         try:
             decided = await wait_until(this.decided, deadline - margin)
         except asyncio.CancelledError:  # the caller went away: it holds no slot
-            self.rounds.gave_up(call.round)
+            self._rounds.gave_up(call.round)
             raise
         if not decided:
             why = self._still_open(call.round, this)
-            self.rounds.gave_up(call.round)  # a caller cannot keep a round open that nobody here needs
+            self._rounds.gave_up(call.round)  # a caller cannot keep a round open that nobody here needs
             raise Refused(Refusal.DEADLINE, why)
         assert this.result is not None
         return call.round, self._answer(call, this.result)
 
     def _answer(self, call: Call, outcome: Outcome) -> list[bytes]:
-        first_round = call.round.kind is RoundKind.TABLE
+        first_round = call.round.kind.first
         return encode_answer(outcome, call.nonce, self.identity.rank,
                              lambda header: self.authority.seal(Purpose.ANSWER, header, first_round))
 
     def sent(self, round: Round) -> None:
         """The answer of ``round`` went out to one caller (or the caller went away)."""
-        self.rounds.sent(round)
+        self._rounds.sent(round)
+
+    # This server's own task: what it asks of its rounds.
+
+    def publish(self, round: Round, outcome: Outcome) -> None:
+        """The result of ``round``: every caller waiting for it here gets it."""
+        self._rounds.publish(round, outcome)
+
+    async def delivered(self, round: Round, deadline: float) -> bool:
+        """Wait until every caller of ``round`` here was sent its result (before this task goes on)."""
+        return await self._rounds.delivered(round, deadline)
+
+    def decided(self, round: Round) -> bool:
+        """Whether ``round`` has its result here."""
+        return self._rounds.decided(round)
+
+    async def result(self, round: Round, deadline: float) -> Outcome | None:
+        """The result of ``round`` for this task, once decided here; None if not before ``deadline``."""
+        return await self._rounds.result(round, deadline)
+
+    def table_key(self) -> bytes:
+        """The root: the launch's key for later seals, as the table's answer carries it (in the clear
+        only where callers prove nothing; else inside their seals)."""
+        key = self.authority.new_key()
+        return key if not self.authority.proves_callers else b""
 
     def want(self, notice: Round, deadline: float) -> None:
         """Someone here waits for ``notice``: ask above once for every waiter here (not at the root,
         which hears announcements itself)."""
-        if self._ask_above is None or not self.rounds.claim(notice):
+        if self._ask_above is None or not self._rounds.claim(notice):
             return
         task = asyncio.ensure_future(self._fetch(notice, deadline))
         self._asking.add(task)
@@ -213,7 +242,7 @@ class Coordinator:
 
     async def _fetch(self, notice: Round, deadline: float) -> None:
         assert self._ask_above is not None
-        self.rounds.publish(notice, await self._ask_above(notice, deadline))
+        self._rounds.publish(notice, await self._ask_above(notice, deadline))
 
     def _still_open(self, round: Round, this: RoundState) -> str:
         missing = sorted(self.sources - set(this.received))
@@ -234,12 +263,7 @@ class Coordinator:
         Returns the sources' contributions and this task's ``own`` merged, with ``covers(source)``
         (the ranks a source stands for) as missing for every source that did not contribute.
         """
-        this = self.rounds.get(round)
-        this.started = True
-        if self.sources:
-            await wait_until(this.complete, until)
-        this.closed = True
-        received = dict(this.received)
+        received = await self._rounds.close(round, until)
         merged, failure, votes = Records(), Failure(), own.votes
         for brought in received.values():
             merged.extend(brought.records)

@@ -17,11 +17,11 @@ from ..cluster import Cluster
 from .auth import Authority
 from .heartbeat import Deaths
 from .listen import Listener
-from .messages import HandOver
+from .messages import HandOver, News
 from .transport import Link, Network
 from .tree import Plan
 from .watch import Watch
-from .wire import encode_beat, encode_event
+from .wire import encode_event
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -63,14 +63,14 @@ class FailureDetector:
         """This task fails: tell the task above and the tasks below why, before it ends."""
         self.deaths.leaving = True
         rank = self.deaths.rank
-        self.deaths.up.put_nowait(encode_beat([rank], why))
+        self.deaths.up.put_nowait(News((rank,), why))
         self.deaths.tell_below(encode_event([rank], why))
         await asyncio.sleep(0.3)  # let the report go out
 
     async def leave(self, grace: float = 1.0) -> None:
         """This task ends normally: say so above and below (naming a successor), then stop."""
         self.deaths.leaving = True
-        self.deaths.up.put_nowait(encode_beat(leaving=True))
+        self.deaths.up.put_nowait(News(leaving=True))
         successor = self.watch.successor()
         hand_over = None if successor is None else HandOver(successor[0], self.listener.above, successor[1])
         self.deaths.tell_below(encode_event(leaving=True, hand_over=hand_over))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, Generic
 
 from .messages import WireError
 from .server import (
@@ -19,7 +19,7 @@ from .server import (
     grpc_module,
     open_server,
 )
-from .transport import Failed, Handlers, Link, LinkError, Refusal, Served
+from .transport import Failed, H, Link, LinkError, Refusal, Served
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -117,10 +117,11 @@ class GrpcLink:
             raise self._error(exc) from None
 
 
-class _Served:
-    def __init__(self, server: Any, port: int) -> None:
+class _Served(Generic[H]):
+    def __init__(self, server: Any, port: int, handlers: H) -> None:
         self.server = server
         self.port = port
+        self.handlers = handlers
 
     async def stop(self, grace: float | None = None) -> None:
         await self.server.stop(grace)
@@ -134,9 +135,9 @@ class GrpcNetwork:
         self._links: dict[tuple[str, int], GrpcLink] = {}
         self._closed = False
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> Served:
-        server, port = await open_server(host, ports, handlers)
-        return _Served(server, port)
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
+        server, port, made = await open_server(host, ports, handlers)
+        return _Served(server, port, made)
 
     def connect(self, host: str, port: int) -> Link:
         if self._closed:  # a channel made now would outlive the event loop (gRPC aborts at exit)

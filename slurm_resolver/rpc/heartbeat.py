@@ -13,8 +13,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from .messages import SHOWN, Source
-from .wire import encode_beat, encode_event
+from .messages import SHOWN, News, Source
+from .wire import encode_event
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -44,7 +44,7 @@ class Deaths:
 
     Attributes:
         failed: the dead, by rank, with why.
-        up: the beats this task's call up carries next (deaths found below, its own end).
+        up: the news this task's call up carries next (deaths found below, its own end).
         below: one queue of events per task below that watches here, by its source.
         leaving: this task ends (normally or not): a call breaking is no news any more.
     """
@@ -53,7 +53,7 @@ class Deaths:
         self.rank = rank
         self.failed: dict[int, str] = {}
         self.callbacks: list[Callable[[int, str], None]] = []
-        self.up: asyncio.Queue[bytes] = asyncio.Queue()
+        self.up: asyncio.Queue[News] = asyncio.Queue()
         self.below: dict[Source, asyncio.Queue[bytes]] = {}
         self.leaving = False
 
@@ -67,7 +67,7 @@ class Deaths:
         for start in range(0, len(new), SHOWN):
             self.tell_below(encode_event(new[start:start + SHOWN], reason))
             if not from_above:
-                self.up.put_nowait(encode_beat(new[start:start + SHOWN], reason))
+                self.up.put_nowait(News(tuple(new[start:start + SHOWN]), reason))
         for rank in new:
             for callback in list(self.callbacks):
                 _call(callback, rank, reason)

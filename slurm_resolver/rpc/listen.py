@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from ..cluster import Cluster
 from .auth import Authority, Purpose
 from .heartbeat import Deaths, stood_still
-from .messages import HandOver, Source, WireError
+from .messages import HandOver, News, Source, WireError
 from .transport import Failed, Link, LinkError, Network, end_call
 from .wire import NONCE, Beat, Event, decode_event, encode_beat, encode_first_beat, unwrap
 
@@ -79,15 +79,15 @@ class Listener:
         yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
         while self.calls == mine:  # a call left behind takes no beat from the one that follows it
             try:
-                beat = await asyncio.wait_for(self.deaths.up.get(), self.heartbeat)
+                news = await asyncio.wait_for(self.deaths.up.get(), self.heartbeat)
             except asyncio.TimeoutError:
-                beat = encode_beat()
+                news = News()
             if self.calls != mine:  # taken while the next call started: it is that call's to carry
-                if beat != encode_beat():
-                    self.deaths.up.put_nowait(beat)
+                if news:
+                    self.deaths.up.put_nowait(news)
                 return
-            yield beat
-            if beat == encode_beat(leaving=True):
+            yield encode_beat(news.failed, news.reason, news.leaving)
+            if news.leaving:
                 return
 
     def _call(self, above: int, nonce: bytes) -> AsyncIterator[bytes]:
@@ -143,8 +143,8 @@ class Listener:
             first = decode_event(header, self.cluster.world_size)
         except WireError as exc:
             raise _Stranger(f"a malformed first event ({exc})") from None
-        why = self.authority.check(Purpose.ANSWER, header, seal) or ("" if first.nonce == nonce else
-                                                                     "an answer to another call")
+        checked = self.authority.check(Purpose.ANSWER, header, seal)
+        why = checked.why if not checked.believed else "" if first.nonce == nonce else "an answer to another call"
         if why:
             raise _Stranger(why)
 

@@ -12,8 +12,9 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic
 
-from .transport import Failed, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
+from .transport import Failed, H, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -32,11 +33,12 @@ class ServerStats:
     largest_message: int = 0
 
 
-class _LocalServed:
-    def __init__(self, network: LocalNetwork, address: tuple[str, int]) -> None:
+class _LocalServed(Generic[H]):
+    def __init__(self, network: LocalNetwork, address: tuple[str, int], handlers: H) -> None:
         self._network = network
         self._address = address
         self.port = address[1]
+        self.handlers = handlers
 
     async def stop(self, grace: float | None = None) -> None:
         self._network._servers.pop(self._address, None)
@@ -136,13 +138,14 @@ class LocalNetwork:
         self._next[host] = port + 1
         return port
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> Served:
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
         for port in ports:
             port = port or self._free(host)
             if (host, port) not in self._servers:
                 stats = self.stats[(host, port)] = ServerStats()
-                self._servers[(host, port)] = (handlers(port), stats)
-                return _LocalServed(self, (host, port))
+                made = handlers(port)
+                self._servers[(host, port)] = (made, stats)
+                return _LocalServed(self, (host, port), made)
         raise LinkError(Failed.UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")
 
     def connect(self, host: str, port: int) -> Link:

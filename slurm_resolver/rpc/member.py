@@ -17,6 +17,7 @@ from ..cluster import Cluster
 from ..errors import ResolutionError, Speaker
 from .coordinator import Coordinator
 from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
+from .transport import Link
 from .tree import Plan
 from .uplink import HINT, Uplink
 from .verify import Inspection
@@ -56,10 +57,20 @@ class Member:
         """Whether this task is the root of the tree: the first node's leader."""
         return self.uplink.position is None
 
-    def settle(self, cluster: Cluster) -> None:
-        """Continue with the bootstrapped cluster (bound ports known; a learned layout)."""
-        self.cluster = cluster
-        self.uplink.settle(cluster)
+    def settled(self, cluster: Cluster) -> Member:
+        """This task's rounds in the bootstrapped cluster (bound ports known; a learned layout)."""
+        settled = Member(cluster, self.plan, self.uplink.settled(cluster), self.coordinator, self.inspection)
+        settled._counts = self._counts
+        return settled
+
+    @property
+    def above(self) -> tuple[int | None, Link | None]:
+        """The task above (its rank where known; None at the root) and the link to it, where made."""
+        return self.uplink.rank, self.uplink.link
+
+    async def close(self) -> None:
+        """Close this task's links (it stops)."""
+        await self.uplink.network.close()
 
     # Rounds.
 
@@ -67,8 +78,7 @@ class Member:
         """Run ``round``; its outcome and table (the root decides both), or a ResolutionError."""
         outcome, table, heard = await self._round(round, brought, timeout)
         if outcome.failure:
-            error = self.error(outcome.failure, "join the bootstrap" if round.kind is RoundKind.TABLE else
-                               f"reach {round.label}", timeout)
+            error = self.error(outcome.failure, f"{round.kind.verb} {round.label}", timeout)
             error.speaker = Speaker.ABOVE if heard else Speaker.TASK  # said once, where it was found
             raise error
         return outcome, table
@@ -81,7 +91,7 @@ class Member:
             return (*await self.uplink.join(round, brought, start + timeout, timeout), True)
         report = start + timeout * plan.tree.report_at(plan.position)
         merged = await self.coordinator.gather(round, brought, report, self._covers)
-        if round.kind is RoundKind.TABLE and self.inspection is not None:  # its checks end by the same deadline
+        if round.kind.first and self.inspection is not None:  # its checks end by the same deadline
             merged = Contribution(merged.records, merged.failure.merge(await self.inspection.verdict()),
                                   merged.votes)
         table = Table()
@@ -94,17 +104,17 @@ class Member:
                                                         start + timeout * plan.tree.give_up_at(plan.position), timeout)
             except ResolutionError as exc:  # tell the tasks below (their error says "bootstrap: " once)
                 outcome, heard = Outcome(Failure.of(exc.message.removeprefix("bootstrap: "))), False
-        self.coordinator.rounds.publish(round, outcome)
-        if outcome.failure or round.kind is not RoundKind.TABLE:
+        self.coordinator.publish(round, outcome)
+        if outcome.failure or not round.kind.carries_table:
             # The tasks below have the outcome before this one goes on (and may stop its server).
-            await self.coordinator.rounds.delivered(round, time.monotonic() + min(5.0, timeout))
+            await self.coordinator.delivered(round, time.monotonic() + min(5.0, timeout))
         # A table: this task goes on at once (its server keeps serving), to watch the tasks below as
         # they start their failure detection.
         return outcome, table, heard
 
     def _decide(self, round: Round, merged: Contribution) -> tuple[Outcome, Table]:
         """The root: the outcome of a round, from every contribution."""
-        if merged.failure or round.kind is not RoundKind.TABLE:
+        if merged.failure or not round.kind.carries_table:
             return decide(merged.failure, votes=merged.votes), Table()
         n = self.cluster.world_size
         records = merged.records
@@ -119,9 +129,7 @@ class Member:
         for rank, node in zip(records.ranks, records.nodes):
             nodes[rank] = node
         table = Table(tuple(ports), tuple(spares), dict(records.gpus), tuple(nodes))
-        key = self.coordinator.authority.new_key()
-        shown = key if not self.coordinator.authority.proves_callers else b""  # no proof: the key in the clear
-        return decide(Failure(), table, shown), table
+        return decide(Failure(), table, self.coordinator.table_key()), table
 
     def _next(self, kind: RoundKind, name: str) -> int:
         count = self._counts.get((kind, name), 0)
@@ -148,22 +156,21 @@ class Member:
         if self.rank == self.plan.leader:  # this node's waiters share one question above
             share = self.plan.tree.report_at(self.plan.position) if self.is_root else 1.0
             self.coordinator.want(notice, deadline)
-            outcome = await self.coordinator.rounds.result(notice, time.monotonic() + timeout * share) or \
+            outcome = await self.coordinator.result(notice, time.monotonic() + timeout * share) or \
                 Outcome(Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
             if self.is_root and outcome.failure:
-                self.coordinator.rounds.publish(notice, outcome)  # the root gives up first, and says why
+                self.coordinator.publish(notice, outcome)  # the root gives up first, and says why
         else:
             outcome, _ = await self.uplink.join(notice, Contribution(), deadline, timeout)
         if outcome.failure:
-            raise self.error(outcome.failure, f"hear of {name!r}", timeout)
+            raise self.error(outcome.failure, f"{notice.kind.verb} {notice.label}", timeout)
 
     async def announce(self, name: str, timeout: float) -> None:
         """Tell every task waiting for ``name`` (the root is told, and the notice goes down the tree)."""
         notice = Round.notice(name)
-        rounds = self.coordinator.rounds
-        if not self.is_root and not rounds.decided(notice):
+        if not self.is_root and not self.coordinator.decided(notice):
             await self.uplink.tell_root(Round.announce(name), timeout)
-        rounds.publish(notice, decide(Failure()))  # this task's own waiters (the root's: every task's)
+        self.coordinator.publish(notice, decide(Failure()))  # this task's own waiters (the root's: every task's)
 
     # Errors.
 

@@ -28,32 +28,108 @@ class WireError(ValueError):
     """A message that is malformed, too large, or names what cannot exist in this job."""
 
 
-class RoundKind(enum.Enum):
-    """What a round is for, and so who decides it and what its result holds."""
+@dataclass(frozen=True)
+class Policy:
+    """What a kind of round does: the only place where kinds differ (the code that runs rounds asks
+    these, and never which kind a round is)."""
 
-    TABLE = "table"
+    verb: str = "reach"
+    """What a task does in such a round, for errors: ``did not <verb> <round> within ...``."""
+    named: bool = True
+    """Whether rounds of this kind carry a user's name."""
+    counted: bool = False
+    """Whether rounds of this kind are numbered (every task's n-th call meets the n-th)."""
+    first: bool = False
+    """Whether this is the first round, before anyone knows the launch's key: its calls and answers are
+    sealed as the first round's (MUNGE credentials), and a leader checks who joins it."""
+    carries_table: bool = False
+    """Whether its result carries the table (the root builds it from the records, and a leader goes on
+    as soon as it has the result: its server keeps serving it)."""
+    asks_above: bool = False
+    """Whether it is waited for, not gathered: a leader asks the task above once for all its waiters,
+    and the round is decided when someone announces it."""
+    kept: bool = False
+    """Whether a server keeps a finished round of this kind (a task may ask for it long after)."""
+    to_root: bool = False
+    """Whether a call of this kind goes straight to the root of the tree (not to the task above)."""
+
+
+class RoundKind(enum.Enum):
+    """What a round is for: its name on the wire and its `Policy`.
+
+    A new kind of round is a member here with its policy, a `Member` method that runs it and a
+    `Bootstrapped` pair that offers it (docs/protocol.md works one through).
+    """
+
+    policy: Policy
+
+    def __new__(cls, value: str, policy: Policy) -> RoundKind:
+        member = object.__new__(cls)
+        member._value_ = value
+        member.policy = policy
+        return member
+
+    TABLE = "table", Policy(verb="join", named=False, first=True, carries_table=True)
     """Every task's records up the tree; the root decides the table."""
-    VERIFIED = "verified"
+    VERIFIED = "verified", Policy(named=False)
     """The verdict of every task's checks of its peers: the bootstrap's last round, where servers are
     checked after the table (under MPI, or with ``verify='all'`` or a count)."""
-    BARRIER = "barrier"
+    BARRIER = "barrier", Policy(counted=True)
     """Every task meets (the n-th barrier of a name meets every task's n-th)."""
-    VOTE = "vote"
+    VOTE = "vote", Policy(counted=True)
     """A barrier whose result counts the tasks that voted yes."""
-    NOTICE = "notice"
+    NOTICE = "notice", Policy(verb="hear of", asks_above=True, kept=True)
     """Waiting for an announcement: the root decides it, and it goes down the tree."""
-    ANNOUNCE = "announce"
+    ANNOUNCE = "announce", Policy(verb="announce", to_root=True)
     """One task tells the root that something happened (any task may)."""
+
+    @classmethod
+    def read(cls, value: str) -> RoundKind:
+        """The kind called ``value`` on the wire; ValueError if there is none."""
+        for kind in cls:
+            if kind.value == value:
+                return kind
+        raise ValueError(f"no kind of round is called {value[:32]!r}")
 
     @property
     def counted(self) -> bool:
-        """Whether rounds of this kind are numbered (every task's n-th call meets the n-th)."""
-        return self in (RoundKind.BARRIER, RoundKind.VOTE)
+        """See `Policy.counted`."""
+        return self.policy.counted
 
     @property
     def named(self) -> bool:
-        """Whether rounds of this kind carry a user's name."""
-        return self not in (RoundKind.TABLE, RoundKind.VERIFIED)
+        """See `Policy.named`."""
+        return self.policy.named
+
+    @property
+    def first(self) -> bool:
+        """See `Policy.first`."""
+        return self.policy.first
+
+    @property
+    def to_root(self) -> bool:
+        """See `Policy.to_root`."""
+        return self.policy.to_root
+
+    @property
+    def asks_above(self) -> bool:
+        """See `Policy.asks_above`."""
+        return self.policy.asks_above
+
+    @property
+    def kept(self) -> bool:
+        """See `Policy.kept`."""
+        return self.policy.kept
+
+    @property
+    def carries_table(self) -> bool:
+        """See `Policy.carries_table`."""
+        return self.policy.carries_table
+
+    @property
+    def verb(self) -> str:
+        """See `Policy.verb`."""
+        return self.policy.verb
 
 
 @dataclass(frozen=True)
@@ -222,6 +298,19 @@ class Failure:
         return Failure(tuple(sorted(set(self.missing) | set(other.missing))[:SHOWN]),
                        self.missing_count + other.missing_count, self.reason or other.reason,
                        self.failed_count + other.failed_count)
+
+
+@dataclass(frozen=True)
+class News:
+    """What a beat up carries besides being alive: deaths found below (at most `SHOWN` ranks) and why,
+    or that this task ends normally."""
+
+    failed: tuple[int, ...] = ()
+    reason: str = ""
+    leaving: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.failed) or self.leaving
 
 
 @dataclass(frozen=True)

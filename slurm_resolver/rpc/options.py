@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..exchange import Exchange, check_mode
+from ..exchange import Exchange, ExchangeMode, parse_mode
 from .auth import MODES as AUTH_MODES
 from .ports import candidates_of
-from .tree import DEFAULT_FANOUT
+from .tree import DEFAULT_FANOUT, ONCE, Verify
 
 __all__ = ["BootstrapOptions"]
 
@@ -41,7 +41,7 @@ def _whole(name: str, value: object, low: int, high: int, example: str) -> None:
 class BootstrapOptions:
     """How the tasks bootstrap. Every field is checked when the value is made."""
 
-    exchange: str | Exchange | None = field(default=None, metadata={
+    exchange: str | ExchangeMode | Exchange | None = field(default=None, metadata={
         "help": "how tasks exchange their records: auto (MPI under an MPI launcher or srun --mpi=pmix where MPI "
                 "initialises, else the tree of node leaders), mpi, or rendezvous "
                 "(default: SLURM_RESOLVER_EXCHANGE, else auto)", "choices": ("auto", "mpi", "rendezvous")})
@@ -51,7 +51,7 @@ class BootstrapOptions:
     port: int = field(default=0, metadata={
         "help": "the port every task's server binds (default: 0, a free port; node leaders then bind one of the "
                 "launch's rendezvous ports)", "type": int})
-    verify: str | int = field(default="once", metadata={
+    verify: Verify | str | int = field(default=ONCE, metadata={
         "help": "how servers are checked: once (every server by one peer, in the tree by the leader it joins, "
                 "which verifies the whole table; ring is its older name), all (every pair), none, or a count of "
                 "next ranks each task asks after the table (default: once)"})
@@ -73,19 +73,14 @@ class BootstrapOptions:
 
     def __post_init__(self) -> None:
         if self.exchange is not None:
-            check_mode(self.exchange, "exchange")
-            if self.exchange == "none":
+            mode = parse_mode(self.exchange, "exchange")
+            if mode is ExchangeMode.NONE:
                 raise ConfigurationError("bootstrap needs an exchange between the tasks, not exchange='none'",
                                          "use 'auto', 'mpi' or 'rendezvous'")
+            object.__setattr__(self, "exchange", mode)
         _seconds("timeout", self.timeout, 0.01, 30 * 24 * 3600.0)
         _whole("port", self.port, 0, 65535, "port=0 (a free port) or port=29500")
-        if not (self.verify in ("once", "ring", "all", "none") or (isinstance(self.verify, int)
-                                                                    and not isinstance(self.verify, bool)
-                                                                    and self.verify > 0)):
-            raise ConfigurationError(f"verify={self.verify!r} is not known",
-                                     "use 'once', 'all', 'none' or a count of next ranks")
-        if self.verify == "ring":  # its older name
-            object.__setattr__(self, "verify", "once")
+        object.__setattr__(self, "verify", Verify.parse(self.verify))
         if self.rendezvous is not None:
             ports = tuple(self.rendezvous)
             if not 0 < len(ports) <= 64:
@@ -118,13 +113,18 @@ class BootstrapOptions:
             raise ConfigurationError(f"bootstrap() got unknown options {unknown}", f"known: {', '.join(sorted(names))}")
         return replace(options or cls(), **keywords)
 
-    def mode(self, env: Mapping[str, str]) -> str | Exchange:
+    @property
+    def checks(self) -> Verify:
+        """How servers are checked (``verify``, parsed)."""
+        assert isinstance(self.verify, Verify)
+        return self.verify
+
+    def mode(self, env: Mapping[str, str]) -> ExchangeMode | Exchange:
         """The exchange: this value's, else ``SLURM_RESOLVER_EXCHANGE``, else ``'auto'``."""
         if self.exchange is not None:
-            return self.exchange
-        mode = env.get("SLURM_RESOLVER_EXCHANGE", "auto")
-        check_mode(mode, "SLURM_RESOLVER_EXCHANGE")
-        if mode == "none":
+            return parse_mode(self.exchange)  # parsed already: an ExchangeMode, or the Exchange given
+        mode = parse_mode(env.get("SLURM_RESOLVER_EXCHANGE", "auto"), "SLURM_RESOLVER_EXCHANGE")
+        if mode is ExchangeMode.NONE:
             raise ConfigurationError("SLURM_RESOLVER_EXCHANGE=none: bootstrap needs an exchange between the tasks",
                                      "unset it, or use auto, mpi or rendezvous")
         return mode

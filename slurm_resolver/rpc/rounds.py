@@ -13,8 +13,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from .messages import Contribution, Round, RoundKind, Source
-from .wire import Outcome
+from .messages import Contribution, Failure, Round, Source
+from .wire import Outcome, decide
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -26,7 +26,7 @@ MOST_ROUNDS = 8192
 
 @dataclass
 class RoundState:
-    """One round at one server."""
+    """One round at one server: read by anyone, written only by `Rounds`."""
 
     received: dict[Source, Contribution] = field(default_factory=dict)
     """Each source's contribution."""
@@ -68,11 +68,25 @@ class RoundsFull(Exception):
     """A caller may not open or wait on another round here (the message says why)."""
 
 
-class Rounds:
-    """The rounds of one server, by name."""
+class Conflict(Exception):
+    """A source contributed twice to one round, with other contributions (the message says which)."""
 
-    def __init__(self) -> None:
+
+class Rounds:
+    """The rounds of one server, by name: the only writer of their state.
+
+    A round's life here: a caller `contribute`s (or this task `start`s it), callers `wait` for the
+    result and are `sent` it (or `gave_up`); this server's own task `close`s it (the contributions
+    are in) and `publish`es its result. A notice is `claim`ed by the first waiter (it asks above),
+    or `announced`.
+
+    Args:
+        sources: how many sources contribute to every gathered round here.
+    """
+
+    def __init__(self, sources: int = 0) -> None:
         self._rounds: dict[Round, RoundState] = {}
+        self._sources = sources
         self.open = 0
         """Rounds without a result."""
 
@@ -83,11 +97,13 @@ class Rounds:
         return name in self._rounds
 
     def get(self, name: Round) -> RoundState:
-        """Round ``name``, made if it is new."""
+        """Round ``name``, made if it is new (to read: `Rounds` writes it)."""
         found = self._rounds.get(name)
         if found is None:
             found = self._rounds[name] = RoundState()
             self.open += 1
+            if not self._sources:
+                found.complete.set()
         return found
 
     def for_caller(self, name: Round, most_waiting: int) -> RoundState:
@@ -98,6 +114,43 @@ class Rounds:
         if this.waiting >= most_waiting:
             raise RoundsFull(f"{this.waiting} callers already wait for round {name.label[:64]} here")
         return this
+
+    def contribute(self, name: Round, source: Source, brought: Contribution) -> bool:
+        """``source`` brings ``brought`` to round ``name``: whether it counts as new (the round is
+        still open and the source had not contributed); `Conflict` where it brought something else."""
+        this = self.get(name)
+        earlier = this.received.get(source)
+        if earlier is not None and earlier != brought:
+            raise Conflict(f"{source.describe()} joined round {name.label[:64]} here already, with other records: "
+                           "a second process claims it")
+        if this.closed or earlier is not None:
+            return False
+        this.received[source] = brought
+        if len(this.received) >= self._sources:
+            this.complete.set()
+        return True
+
+    def start(self, name: Round) -> RoundState:
+        """This server's own task joins round ``name`` (its callers giving up no longer forget it)."""
+        this = self.get(name)
+        this.started = True
+        return this
+
+    async def close(self, name: Round, until: float) -> dict[Source, Contribution]:
+        """This server's own task gathers round ``name``: once every source contributed, or at ``until``;
+        the contributions then (later ones are not counted)."""
+        this = self.start(name)
+        await wait_until(this.complete, until)
+        this.closed = True
+        return dict(this.received)
+
+    def announced(self, notice: Round) -> None:
+        """Someone announced ``notice``: it is decided here, and one caller is being sent the news;
+        `RoundsFull` where a new notice would pass `MOST_ROUNDS`."""
+        if notice not in self._rounds and len(self._rounds) >= MOST_ROUNDS:
+            raise RoundsFull(f"{MOST_ROUNDS} rounds and notices are known here already")
+        self.publish(notice, decide(Failure()))
+        self.wait(notice)
 
     def wait(self, name: Round) -> RoundState:
         """A caller starts waiting for the result of round ``name``."""
@@ -144,8 +197,7 @@ class Rounds:
     async def result(self, name: Round, deadline: float) -> Outcome | None:
         """The result of round ``name`` for this server's own task, once it is decided here; None if
         not before ``deadline`` (the task is in the round: its callers giving up do not forget it)."""
-        this = self.get(name)
-        this.started = True
+        this = self.start(name)
         return this.result if await wait_until(this.decided, deadline) else None
 
     def publish(self, name: Round, result: Outcome) -> None:
@@ -161,6 +213,6 @@ class Rounds:
     def _forget(self, count: int) -> None:
         """Forget up to ``count`` of the oldest rounds that ended and have no caller left (not notices)."""
         done = [name for name, r in self._rounds.items()
-                if r.result is not None and r.waiting == 0 and name.kind is not RoundKind.NOTICE]
+                if r.result is not None and r.waiting == 0 and not name.kind.kept]
         for name in done[:count]:
             del self._rounds[name]

@@ -31,7 +31,7 @@ from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
 from .loop import LoopThread
 from .messages import WireError
-from .transport import Handlers, Refusal, Refused, end_call
+from .transport import H, Handlers, Refusal, Refused, end_call
 from .wire import MAX_MESSAGE, bundle, most_chunks, unbundle
 
 __all__ = ["Server"]
@@ -254,9 +254,9 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
     return Generic()
 
 
-async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> tuple[Any, int]:
-    """A started gRPC asyncio server on the first free port of ``ports``, answering with the
-    handlers made for the port it bound."""
+async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> tuple[Any, int, H]:
+    """A started gRPC asyncio server on the first free port of ``ports``, the port, and the
+    handlers made for the port it bound (which it answers with)."""
     grpc = grpc_module()
     from grpc import aio
 
@@ -270,9 +270,10 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
         except RuntimeError:
             bound = 0
         if bound:
-            server.add_generic_rpc_handlers((_handlers(grpc, handlers(bound)),))
+            made = handlers(bound)
+            server.add_generic_rpc_handlers((_handlers(grpc, made),))
             await server.start()
-            return server, bound
+            return server, bound, made
     raise ResolutionError(f"no port among {list(ports)[:8]} could be bound on {host} ({address})",
                           "free a port, or pass another port range")
 
@@ -341,7 +342,7 @@ class Server:
         self.host = host
         self._own_loop = loop is None
         self._loop = loop or LoopThread()
-        self._server, self.port = self._loop.run(
+        self._server, self.port, _ = self._loop.run(
             open_server(bind_host or host, [int(port)] if ports is None else list(ports),
                         handlers or (lambda port: _Unused())))
         del start  # gRPC's asyncio server serves once bound; start() is kept for TensorFlow's shape

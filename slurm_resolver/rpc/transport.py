@@ -21,6 +21,8 @@ from typing import Any, Protocol, TypeVar
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 T = TypeVar("T")
+H = TypeVar("H", bound="Handlers")
+H_co = TypeVar("H_co", bound="Handlers", covariant=True)
 
 
 class Refusal(enum.Enum):
@@ -126,10 +128,18 @@ class Handlers(Protocol):
         ...
 
 
-class Served(Protocol):
-    """A running server."""
+class Served(Protocol[H_co]):
+    """A running server: the port it bound, and the handlers made for that port."""
 
-    port: int
+    @property
+    def port(self) -> int:
+        """The port it listens on."""
+        ...
+
+    @property
+    def handlers(self) -> H_co:
+        """What it answers with (made for `port`)."""
+        ...
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop serving; calls in flight get ``grace`` seconds."""
@@ -139,9 +149,9 @@ class Served(Protocol):
 class Network(Protocol):
     """Where servers listen and how peers reach them. Coroutines run on the task's event loop."""
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> Served:
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
         """Serve on ``host``, on the first free port of ``ports`` (``[0]``: any port), with the
-        handlers made for the port bound."""
+        handlers made for the port bound (the result holds them)."""
         ...
 
     def connect(self, host: str, port: int) -> Link:

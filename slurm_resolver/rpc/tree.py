@@ -14,9 +14,11 @@ before it gives up on its own.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..errors import ConfigurationError
 from .messages import Source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -148,18 +150,68 @@ def plan_of(cluster: Cluster, rank: int, fanout: int) -> Plan:
     return Plan(tree, position, leader, sources, rank)
 
 
-def checked_peers(rank: int, size: int, verify: str | int) -> list[int]:
+class Checking(enum.Enum):
+    """How servers are checked (``verify=``)."""
+
+    ONCE = "once"
+    """Every server by one peer: in the tree, by the leader it joins (which verifies the whole table)."""
+    ALL = "all"
+    """Every pair, after the table."""
+    NONE = "none"
+    """Nobody."""
+    NEXT = "next"
+    """Each task its next ranks, after the table (a count of them)."""
+
+
+@dataclass(frozen=True)
+class Verify:
+    """``verify=``: how servers are checked, and for `Checking.NEXT` how many next ranks.
+
+    >>> Verify.parse("ring"), str(Verify.parse(3)), Verify.parse("all").after_table
+    (Verify(how=<Checking.ONCE: 'once'>, count=0), '3', True)
+    """
+
+    how: Checking
+    count: int = 0
+
+    @classmethod
+    def parse(cls, value: object) -> Verify:
+        """``'once'`` (``'ring'``, its older name), ``'all'``, ``'none'`` or a count of next ranks; a
+        `ConfigurationError` for anything else."""
+        if isinstance(value, Verify):
+            return value
+        if isinstance(value, str) and value in ("once", "ring", "all", "none"):
+            return cls(Checking.ONCE if value == "ring" else Checking(value))
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return cls(Checking.NEXT, value)
+        raise ConfigurationError(f"verify={value!r} is not known", "use 'once', 'all', 'none' or a count of next ranks")
+
+    @property
+    def after_table(self) -> bool:
+        """Whether servers are checked after the table, even in the tree (then a last round carries
+        the verdict)."""
+        return self.how in (Checking.ALL, Checking.NEXT)
+
+    def __str__(self) -> str:
+        return str(self.count) if self.how is Checking.NEXT else self.how.value
+
+
+ONCE = Verify(Checking.ONCE)
+"""The default: every server checked once."""
+
+
+def checked_peers(rank: int, size: int, verify: Verify) -> list[int]:
     """The peers whose servers ``rank`` checks after the table (under MPI, or where asked for more
     than the tree's checks): the next rank in a ring for ``'once'`` (every server checked once,
     which verifies the whole table); ``k``: the next k; ``'all'``: every other; ``'none'``: nobody.
 
-    >>> checked_peers(4, 5, "once"), checked_peers(1, 5, 2), checked_peers(1, 3, "all"), checked_peers(0, 1, 1)
-    ([0], [2, 3], [0, 2], [])
+    >>> checked_peers(4, 5, ONCE), checked_peers(1, 5, Verify.parse(2)), checked_peers(1, 3, Verify.parse("all"))
+    ([0], [2, 3], [0, 2])
     """
-    if verify == "none" or size == 1:
+    if verify.how is Checking.NONE or size == 1:
         return []
-    if verify == "all":
+    if verify.how is Checking.ALL:
         return [r for r in range(size) if r != rank]
-    if verify == "once":
+    if verify.how is Checking.ONCE:
         return [(rank + 1) % size]
-    return sorted({(rank + d) % size for d in range(1, int(verify) + 1)} - {rank})
+    return sorted({(rank + d) % size for d in range(1, verify.count + 1)} - {rank})

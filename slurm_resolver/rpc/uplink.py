@@ -21,7 +21,7 @@ from ..addresses import first
 from ..cluster import Cluster
 from ..errors import ResolutionError
 from .auth import AuthMode, Authority, Purpose
-from .messages import Contribution, Failure, Round, RoundKind, Table, WireError
+from .messages import Contribution, Failure, Round, Table, WireError
 from .transport import Failed, Link, LinkError, Network, Refusal, retrying
 from .tree import Plan
 from .wire import NONCE, Call, Outcome, decode_answer, encode_call, read_table, unwrap
@@ -47,10 +47,11 @@ class Uplink:
         network: where servers listen and how to reach them.
         authority: seals this task's calls and checks the answers.
         candidates: the ports leaders bind in the first round.
+        link, port: the link to the task above and its port, where found already.
     """
 
     def __init__(self, cluster: Cluster, plan: Plan, network: Network, authority: Authority,
-                 candidates: Sequence[int]) -> None:
+                 candidates: Sequence[int], link: Link | None = None, port: int = 0) -> None:
         self.cluster = cluster
         self.plan = plan
         self.network = network
@@ -61,9 +62,11 @@ class Uplink:
         self.host = None if self.position is None else cluster.hosts[cluster.placement.nodes[self.position]]
         self.rank = self._above()
         """The rank of the task above, where known."""
-        self.link: Link | None = None
-        self.port = 0
+        self.link = link
+        self.port = port
         """The port of the task above, once found."""
+        if link is None and self.rank is not None and cluster.bound_ports is not None:
+            self.port = cluster.bound_ports[self.rank]  # bootstrapped: no search
 
     def _above(self) -> int | None:
         if self.plan.rank != self.plan.leader:
@@ -78,13 +81,10 @@ class Uplink:
         assert self.position is not None
         return self.cluster.placement.nodes[self.position]
 
-    def settle(self, cluster: Cluster) -> None:
-        """Continue with the bootstrapped cluster: the ports every task bound are known (later calls
-        need no search), and a learned layout tells the rank above."""
-        self.cluster = cluster
-        self.rank = self._above()
-        if self.link is None and self.rank is not None and cluster.bound_ports is not None:
-            self.port = cluster.bound_ports[self.rank]
+    def settled(self, cluster: Cluster) -> Uplink:
+        """The same calls in the bootstrapped cluster: the ports every task bound are known (later
+        calls need no search), and a learned layout tells the rank above; the link found stays."""
+        return Uplink(cluster, self.plan, self.network, self.authority, self.candidates, self.link, self.port)
 
     # Calls.
 
@@ -160,7 +160,7 @@ class Uplink:
                     probe: bool = False, expected: int | None = None) -> tuple[Outcome, Table]:
         """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
         this job (from rank ``expected``, where known)."""
-        first_round = round.kind is RoundKind.TABLE
+        first_round = round.kind.first
         nonce = secrets.token_bytes(NONCE)
         call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
                     brought.failure, votes=brought.votes)
@@ -171,7 +171,8 @@ class Uplink:
         try:
             header, seal = unwrap(reply[0] if reply else b"")
             answer = decode_answer(header, world)
-            why = self.authority.check(Purpose.ANSWER, header, seal, first_round)
+            checked = self.authority.check(Purpose.ANSWER, header, seal, first_round)
+            why = "" if checked.believed else checked.why
             if not why and answer.nonce != nonce:
                 why = "an answer to another call"
             if not why and expected is not None and answer.source != expected:
@@ -212,7 +213,7 @@ class Uplink:
         return outcome
 
     def _error(self, exc: LinkError, timeout: float, round: Round) -> ResolutionError:
-        if exc.kind is Failed.DEADLINE and round.kind is RoundKind.NOTICE:
+        if exc.kind is Failed.DEADLINE and round.kind.asks_above:
             return ResolutionError(f"bootstrap: nobody announced {round.name!r} within {timeout:g} s",
                                    "the announcing task (often the chief) may have failed: check its output")
         if exc.kind is Failed.DEADLINE:  # the task above answered: the round did not end in time

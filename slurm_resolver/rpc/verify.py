@@ -75,8 +75,8 @@ async def ask(network: Network, authority: Authority, asker: int, peer: Expected
         return f"task {said_to_be} does not answer at {peer.address} ({exc})"
     except WireError as exc:
         return f"the server at {peer.address} sent a malformed identity ({exc})"
-    why = authority.check(Purpose.ANSWER, header, seal, early) or ("" if echoed == nonce else
-                                                                  "an answer to another call")
+    checked = authority.check(Purpose.ANSWER, header, seal, early)
+    why = checked.why if not checked.believed else "" if echoed == nonce else "an answer to another call"
     if why:
         return f"what answers at {peer.address}, expected to be {said_to_be}, is not a task of this job ({why})"
     if said != peer.identity:

@@ -93,7 +93,7 @@ def _round_pb(round: Round) -> Any:
 
 def _round(message: Any) -> Round:
     try:
-        return Round(RoundKind(message.kind), message.name, message.count)
+        return Round(RoundKind.read(message.kind), message.name, message.count)
     except ValueError:
         raise WireError(f"a round that cannot be ({message.kind[:32]!r})") from None
 

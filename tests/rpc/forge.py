@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from slurm_resolver.rpc.auth import Authority, Purpose
 from slurm_resolver.rpc.coordinator import Coordinator
-from slurm_resolver.rpc.messages import Failure, Records, Round, RoundKind
+from slurm_resolver.rpc.messages import Failure, Records, Round
 from slurm_resolver.rpc.wire import Beat, Call, Question, encode_call, encode_first_beat, encode_who
 
 
@@ -24,7 +24,7 @@ def join_call(job_key: str, round: Round, source: int, *, node: int = 0, port: i
     """The messages of a Join call."""
     records = records or Records()
     call = Call(job_key, round, source, node, nonce or secrets.token_bytes(16), port, failure or Failure())
-    return encode_call(call, records, _sealer(authority, round.kind is RoundKind.TABLE))
+    return encode_call(call, records, _sealer(authority, round.kind.first))
 
 
 def who_call(job_key: str, source: int, port: int, authority: Authority | None = None, early: bool = False) -> bytes:

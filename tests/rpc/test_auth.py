@@ -9,7 +9,7 @@ import pytest
 
 from slurm_resolver.environment import snapshot
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.rpc.auth import SECRET, SECRET_FILE, AuthMode, Purpose, authority
+from slurm_resolver.rpc.auth import SECRET, SECRET_FILE, AuthMode, Purpose, Verdict, authority
 
 NO_MUNGED = {"SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent/munge.socket"}
 SECRET_ENV = {**NO_MUNGED, SECRET: "s" * 24}
@@ -18,8 +18,9 @@ SECRET_ENV = {**NO_MUNGED, SECRET: "s" * 24}
 def test_without_a_secret_or_munged_auto_proves_nothing_and_says_why() -> None:
     auto = authority("auto", NO_MUNGED, "5.0")
     assert auto.mode is AuthMode.NONE and "does not exist" in auto.how and not auto.proves_callers
-    assert auto.check(Purpose.CALL, b"header", b"", first_round=True) == ""  # the first round: believed
-    assert "does not know the launch's key" in auto.check(Purpose.CALL, b"header", b"")
+    assert auto.check(Purpose.CALL, b"header", b"", first_round=True).believed  # the first round: believed
+    unready = auto.check(Purpose.CALL, b"header", b"")
+    assert unready.verdict is Verdict.UNREADY and "does not know the launch's key" in unready.why
     with pytest.raises(ConfigurationError, match="auth='munge' but munged's socket /nonexistent"):
         authority("munge", NO_MUNGED, "5.0")
     with pytest.raises(ConfigurationError, match="auth='secret' but no secret"):
@@ -33,14 +34,15 @@ def test_a_secret_seals_every_header_for_one_launch_and_one_purpose() -> None:
     mine, peer = authority("auto", SECRET_ENV, "5.0"), authority("secret", SECRET_ENV, "5.0")
     assert mine.mode is AuthMode.SECRET and SECRET in mine.how
     seal = mine.seal(Purpose.CALL, b"header", first_round=True)
-    assert peer.check(Purpose.CALL, b"header", seal, first_round=True) == ""
-    assert "not made with this launch's key" in peer.check(Purpose.CALL, b"header!", seal)  # other contents
-    assert "not made with this launch's key" in peer.check(Purpose.ANSWER, b"header", seal)  # a call is no answer
+    assert peer.check(Purpose.CALL, b"header", seal, first_round=True).believed
+    assert "not made with this launch's key" in peer.check(Purpose.CALL, b"header!", seal).why  # other contents
+    assert "not made with this launch's key" in peer.check(Purpose.ANSWER, b"header", seal).why  # a call is no answer
     other_step = authority("auto", SECRET_ENV, "5.1")
-    assert "not made with this launch's key" in other_step.check(Purpose.CALL, b"header", seal)
+    assert "not made with this launch's key" in other_step.check(Purpose.CALL, b"header", seal).why
     stranger = authority("auto", {**NO_MUNGED, SECRET: "t" * 24}, "5.0")
-    assert "not made" in peer.check(Purpose.CALL, b"header", stranger.seal(Purpose.CALL, b"header"))
-    assert "no seal" in peer.check(Purpose.CALL, b"header", b"")
+    assert "not made" in peer.check(Purpose.CALL, b"header", stranger.seal(Purpose.CALL, b"header")).why
+    assert "no seal" in peer.check(Purpose.CALL, b"header", b"").why
+    assert peer.check(Purpose.CALL, b"header", b"").verdict is Verdict.REFUSED
 
 
 def test_a_secret_too_short_or_in_a_file_others_read_is_refused(tmp_path: Path) -> None:
@@ -65,15 +67,15 @@ def test_munge_proves_the_first_round_and_carries_the_launch_key(slurm_cluster: 
     root, caller = authority("munge", snapshot(), "5.0"), authority("auto", snapshot(), "5.0")
     assert root.mode is caller.mode is AuthMode.MUNGE
     credential = caller.seal(Purpose.CALL, b"call header", first_round=True)
-    assert root.check(Purpose.CALL, b"call header", credential, first_round=True) == ""
-    assert "Replayed credential" in root.check(Purpose.CALL, b"call header", credential, first_round=True)
+    assert root.check(Purpose.CALL, b"call header", credential, first_round=True).believed
+    assert "Replayed credential" in root.check(Purpose.CALL, b"call header", credential, first_round=True).why
     made_elsewhere = caller.seal(Purpose.CALL, b"call header", first_round=True)
-    assert "made for another message" in root.check(Purpose.CALL, b"another", made_elsewhere, first_round=True)
-    assert "no MUNGE credential" in root.check(Purpose.CALL, b"call header", b"", first_round=True)
-    assert "MUNGE refuses" in root.check(Purpose.CALL, b"call header", b"MUNGE:forged", first_round=True)
+    assert "made for another message" in root.check(Purpose.CALL, b"another", made_elsewhere, first_round=True).why
+    assert "no MUNGE credential" in root.check(Purpose.CALL, b"call header", b"", first_round=True).why
+    assert "MUNGE refuses" in root.check(Purpose.CALL, b"call header", b"MUNGE:forged", first_round=True).why
     key = root.new_key()
     answer = root.seal(Purpose.ANSWER, b"answer header", first_round=True)
-    assert caller.key is None and caller.check(Purpose.ANSWER, b"answer header", answer, first_round=True) == ""
+    assert caller.key is None and caller.check(Purpose.ANSWER, b"answer header", answer, first_round=True).believed
     assert caller.key == key and os.getuid() == root.uid
     later = caller.seal(Purpose.CALL, b"a barrier")
-    assert root.check(Purpose.CALL, b"a barrier", later) == ""
+    assert root.check(Purpose.CALL, b"a barrier", later).believed

@@ -18,7 +18,7 @@ from slurm_resolver.rpc.coordinator import Coordinator
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.ports import rendezvous_ports
 from slurm_resolver.rpc.server import Server
-from slurm_resolver.rpc.tree import checked_peers
+from slurm_resolver.rpc.tree import ONCE, checked_peers
 from slurm_resolver.rpc.wire import Identity
 
 
@@ -184,7 +184,7 @@ def test_every_verify_mode_bootstraps(verify: str | int, step: str) -> None:
 
 def test_every_server_is_checked_by_exactly_one_peer_in_the_ring_after_an_mpi_exchange() -> None:
     for size in range(1, 40):
-        checked = [p for rank in range(size) for p in checked_peers(rank, size, "once")]
+        checked = [p for rank in range(size) for p in checked_peers(rank, size, ONCE)]
         assert sorted(checked) == (list(range(size)) if size > 1 else [])
 
 

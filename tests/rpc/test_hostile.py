@@ -290,9 +290,9 @@ def test_callers_cannot_open_rounds_or_wait_without_bound() -> None:
         rounds = await asyncio.gather(*(call(Round.barrier("r", i), 0.5) for i in range(MOST_OPEN_ROUNDS + 50)))
         refused = sum("rounds are open" in r for r in rounds)
         # The abandoned rounds are forgotten: a real round still opens and completes.
-        coordinator.rounds.publish(Round.barrier("later", 0), decide(Failure()))
+        coordinator.publish(Round.barrier("later", 0), decide(Failure()))
         answered = await call(Round.barrier("later", 0), 1.0)
-        return crowded, refused, coordinator.rounds.open, int(answered == "answered")
+        return crowded, refused, coordinator.open_rounds, int(answered == "answered")
 
     crowded, refused, still_open, answered = asyncio.run(scenario())
     assert crowded == 40 - (2 * 3 + 8)
@@ -305,10 +305,10 @@ def test_a_caller_that_goes_away_leaves_no_round_open() -> None:
         coordinator = _coordinator()
         call = asyncio.ensure_future(call_at(coordinator, _contribution(Round.barrier("gone", 0)), 60))
         await asyncio.sleep(0.1)
-        opened = coordinator.rounds.open
+        opened = coordinator.open_rounds
         call.cancel()  # its connection closed: gRPC cancels the handler
         await asyncio.gather(call, return_exceptions=True)
-        return opened, coordinator.rounds.open
+        return opened, coordinator.open_rounds
 
     assert asyncio.run(scenario()) == (1, 0)
 
@@ -370,7 +370,7 @@ def test_without_the_secret_nobody_opens_rounds_watches_or_announces() -> None:
                 pass
         except Refused as exc:
             codes.add(exc.code)
-        return codes, coordinator.rounds.open, len(coordinator.rounds), coordinator.refused >= 6000
+        return codes, coordinator.open_rounds, coordinator.known_rounds, coordinator.refused >= 6000
 
     codes, still_open, known, counted = asyncio.run(scenario())
     assert codes == {Refusal.UNAUTHENTICATED} and still_open == 0 and known == 0 and counted

@@ -1,8 +1,9 @@
-"""The bootstrap's event loop thread: closing it is silent, even with a stream still being read."""
+"""A task's event loop thread: coroutines run on it from other threads, it closes cleanly and silently."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator
 
@@ -51,3 +52,39 @@ def test_a_failed_bootstrap_raises_from_its_public_frame() -> None:
     frames = [frame.name for frame in traceback.extract_tb(info.value.__traceback__)]
     assert frames == ["test_a_failed_bootstrap_raises_from_its_public_frame", "bootstrap"]
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_coroutines_run_on_the_loops_thread_and_their_errors_come_back() -> None:
+    loop = LoopThread(name="test-loop")
+
+    async def where() -> str:
+        return threading.current_thread().name
+
+    async def broken() -> None:
+        raise ValueError("inside")
+
+    try:
+        assert loop.run(where()) == "test-loop"
+        with pytest.raises(ValueError, match="inside"):
+            loop.run(broken())
+    finally:
+        loop.close()
+    assert loop.loop.is_closed()
+    loop.close()  # closing twice is nothing
+
+
+def test_running_on_the_loop_from_itself_is_refused_instead_of_hanging() -> None:
+    loop = LoopThread()
+
+    async def nested() -> None:
+        coroutine = asyncio.sleep(0)
+        try:
+            loop.run(coroutine)
+        finally:
+            coroutine.close()
+
+    try:
+        with pytest.raises(RuntimeError, match="called from its own loop"):
+            loop.run(nested())
+    finally:
+        loop.close()

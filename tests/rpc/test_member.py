@@ -1,4 +1,4 @@
-"""One task's rounds after the bootstrap, in one process through the real protocol code: notices."""
+"""One task's rounds after the bootstrap, in one process through the real protocol code: notices, votes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import asyncio
 
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
+from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.local import LocalNetwork
 from slurm_resolver.rpc.simulate import srun_environ
+
+from .test_watch import run
 
 
 def test_a_notice_reaches_the_roots_own_waiter_after_another_waiter_went_away() -> None:
@@ -31,3 +34,12 @@ def test_a_notice_reaches_the_roots_own_waiter_after_another_waiter_went_away() 
         return "heard"
 
     assert asyncio.run(scenario()) == "heard"
+
+def test_a_vote_is_yes_everywhere_when_any_task_votes_yes() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> list[list[bool]]:
+        first = await asyncio.gather(*(t.aio.vote("stop", t.rank == 7) for t in tasks))
+        second = await asyncio.gather(*(t.aio.vote("stop", False) for t in tasks))
+        return [list(first), list(second)]
+
+    first, second = run(scenario)  # type: ignore[misc]
+    assert first == [True] * 8 and second == [False] * 8

@@ -58,7 +58,7 @@ def test_identity_needs_a_seal_of_the_launch_and_answers_with_one(server: Server
     mine = _authority()
     reply = call(server, WHO_METHOD, who_call("9.0", 1, server.port, mine))
     header, seal = unwrap(reply)  # type: ignore[arg-type]
-    assert decode_identity(header)[0].rank == 0 and mine.check(Purpose.ANSWER, header, seal) == ""
+    assert decode_identity(header)[0].rank == 0 and mine.check(Purpose.ANSWER, header, seal).believed
     with pytest.raises(grpc.RpcError) as elsewhere:  # a question made for another server
         call(server, WHO_METHOD, who_call("9.0", 1, server.port + 1, mine))
     assert elsewhere.value.code() == grpc.StatusCode.UNAUTHENTICATED and "another server" in elsewhere.value.details()

@@ -164,7 +164,7 @@ def test_an_early_question_is_sealed_as_the_first_round_and_answered_so() -> Non
         return asyncio.run(coordinator.who(question, time.monotonic() + 5))
 
     header, seal = unwrap(ask(Coordinator(me, 4, (), False, mine, 8000), who_call("5.0", 0, 8000, mine, early=True)))
-    assert mine.check(Purpose.ANSWER, header, seal, first_round=True) == "" and decode_identity(header)[0] == me
+    assert mine.check(Purpose.ANSWER, header, seal, first_round=True).believed and decode_identity(header)[0] == me
     with pytest.raises(Refused) as refused:
         ask(Coordinator(me, 4, (), False, mine, 8000), who_call("5.0", 0, 8000, stranger, early=True))
     assert refused.value.code is Refusal.UNAUTHENTICATED

@@ -1,0 +1,60 @@
+"""One task's failure detection: a failure it reports reaches every task, callbacks hear every death, and
+tasks that end normally are no failure."""
+
+from __future__ import annotations
+
+import asyncio
+
+from slurm_resolver.rpc.bootstrapped import Bootstrapped
+
+from .test_watch import run, until
+
+
+def test_a_task_that_fails_is_known_to_every_other_at_once() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        heard: list[tuple[int, int]] = []
+        for t in tasks:
+            t.on_failure(lambda rank, why, me=t.rank: heard.append((me, rank)))
+        await tasks[5].aio.fail("out of memory in step 12")
+        others = [t for t in tasks if t.rank != 5]
+        await until(lambda: all(5 in t.failures() for t in others), 4.0)
+        assert all(t.failures()[5] == "out of memory in step 12" for t in others)
+        assert sorted(me for me, rank in heard) == [t.rank for t in others]  # each callback once
+
+    run(scenario)
+
+
+def test_a_callback_added_late_hears_of_the_deaths_already_known() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> list[tuple[int, str]]:
+        await tasks[5].aio.fail("a bad batch")
+        await until(lambda: 5 in tasks[0].failures(), 4.0)
+        heard: list[tuple[int, str]] = []
+        tasks[0].on_failure(lambda rank, why: heard.append((rank, why)))
+        return heard
+
+    assert run(scenario) == [(5, "a bad batch")]
+
+
+def test_tasks_that_end_normally_are_no_failure() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> dict[int, str]:
+        for t in tasks[1:]:  # every task but the root leaves, leaders before their tasks too
+            await t.aio.stop(0.1)
+        await asyncio.sleep(2.0)  # longer than the patience
+        return tasks[0].failures()
+
+    assert run(scenario) == {}
+
+
+def test_a_job_whose_tasks_all_end_together_reports_no_failure() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> list[tuple[int, int, str]]:
+        heard: list[tuple[int, int, str]] = []
+        for t in tasks:
+            t.on_failure(lambda rank, why, me=t.rank: heard.append((me, rank, why)))
+        for order in (tasks[::2], tasks[1::2]):  # leaders and their node-mates, nearly at once
+            await asyncio.gather(*(t.aio.stop(1.0) for t in order))
+        await asyncio.sleep(2.0)
+        return heard
+
+    assert run(scenario, nodes=3, per_node=3, fanout=1) == []
+
+

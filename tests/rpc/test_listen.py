@@ -1,0 +1,67 @@
+"""A task's side of the watch: it follows its call up, declares a silent or vanished task above dead, blames
+nobody for its own pause, and moves its call when the task above hands over."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.messages import Source
+
+from .test_watch import run, until
+
+
+def test_a_hung_leader_is_declared_dead_by_the_tasks_below_it() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        detector = tasks[4]._detector  # leads node 3 (rank 5 below it): hangs, sends nothing up or down
+        detector.listener.heartbeat = detector.watch.heartbeat = 3600.0
+        detector.deaths.declare = lambda *args, **kwargs: None
+        took = await until(lambda: 4 in tasks[5].failures(), 8.0)  # as above: about the patience
+        assert "stopped answering" in tasks[5].failures()[4] and 0.5 < took < 8.0, tasks[5].failures()
+
+    run(scenario)
+
+
+def test_a_process_stopped_longer_than_the_patience_blames_nobody() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> dict[int, str]:
+        time.sleep(3.5)  # every task's loop stops (SIGSTOP, a long GIL hold) for over twice the patience
+        await asyncio.sleep(2.0)
+        return {r: why for t in tasks for r, why in t.failures().items()}
+
+    assert run(scenario) == {}
+
+
+def test_when_a_leader_leaves_normally_its_successor_watches_in_its_place() -> None:
+    """Node 2's leader (rank 4) ends its work early; rank 5, on its node, takes its place: a
+    later death of rank 5 is still known to everyone."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: Source.task(5) in tasks[4]._detector.deaths.below, 4.0)  # rank 5 watches on its leader
+        await tasks[4].aio.stop(1.0)
+        await until(lambda: tasks[5]._detector.listener.above == 0, 4.0)  # 5 now watches on the root, for node 2
+        await asyncio.sleep(2.0)  # longer than the patience: a successor is no failure, and beats
+        assert all(t.failures() == {} for t in tasks if t.rank != 4)
+        await tasks[5].aio.fail("out of memory after the leader left")
+        others = [t for t in tasks if t.rank not in (4, 5)]
+        await until(lambda: all(5 in t.failures() for t in others), 4.0)
+        assert tasks[0].failures()[5] == "out of memory after the leader left"
+
+    run(scenario)
+
+
+def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        leader = tasks[4]  # leads node 3: rank 5 below it, reports to the root
+        served, leader._served, detector, leader._detector = leader._served, None, leader._detector, None
+        detector.deaths.leaving = True  # its process dies: it says nothing, every call to it and from it breaks
+        await detector.watch.stop()
+        assert detector._task is not None
+        detector._task.cancel()
+        await served.stop(0)
+        others = [t for t in tasks if t.rank != 4]
+        took = await until(lambda: all(4 in t.failures() for t in others), 3.0)
+        assert "died" in tasks[5].failures()[4] and took < 3.0
+
+    run(scenario)
+
+

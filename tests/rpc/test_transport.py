@@ -1,0 +1,71 @@
+"""The contract between the protocol and a network: refusals as a caller sees them, and asking again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from slurm_resolver.rpc.transport import Failed, LinkError, Refusal, Refused, end_call, retrying
+
+
+@pytest.mark.parametrize("code, kind, again", [
+    (Refusal.DEADLINE, Failed.DEADLINE, False), (Refusal.INVALID, Failed.REFUSED, False),
+    (Refusal.UNREADY, Failed.REFUSED, True), (Refusal.BUSY, Failed.REFUSED, True),
+    (Refusal.UNAUTHENTICATED, Failed.REFUSED, False),
+])
+def test_a_refusal_reaches_the_caller_with_its_code_and_whether_to_ask_again(code: Refusal, kind: Failed,
+                                                                             again: bool) -> None:
+    seen = LinkError.of(Refused(code, "why" * 300))
+    assert (seen.kind, seen.code, seen.again, len(seen.detail)) == (kind, code, again, 500)
+    assert LinkError(Failed.UNAVAILABLE, "nobody").again
+
+
+def test_retrying_asks_again_while_it_may_and_gives_up_at_the_deadline() -> None:
+    async def scenario() -> tuple[int, str, float]:
+        tries = [0]
+
+        async def flaky(left: float) -> int:
+            tries[0] += 1
+            if tries[0] < 3:
+                raise LinkError(Failed.REFUSED, "not yet", Refusal.UNREADY)
+            return tries[0]
+
+        async def never(left: float) -> int:
+            raise LinkError(Failed.UNAVAILABLE, "nobody")
+
+        async def refused(left: float) -> int:
+            raise LinkError(Failed.REFUSED, "no", Refusal.INVALID)
+
+        got = await retrying(flaky, time.monotonic() + 5)
+        start = time.monotonic()
+        with pytest.raises(LinkError, match="nobody"):
+            await retrying(never, start + 0.3)
+        waited = time.monotonic() - start
+        with pytest.raises(LinkError) as caught:
+            await retrying(refused, time.monotonic() + 5)
+        return got, caught.value.detail, waited
+
+    got, detail, waited = asyncio.run(scenario())
+    assert got == 3 and detail == "no" and 0.25 < waited < 3
+
+
+def test_ending_a_call_closes_its_stream_whatever_its_state() -> None:
+    async def scenario() -> list[str]:
+        seen: list[str] = []
+
+        async def stream():  # type: ignore[no-untyped-def]
+            try:
+                yield b"one"
+                yield b"two"
+            finally:
+                seen.append("closed")
+
+        started = stream()
+        await started.__anext__()
+        await end_call(started)
+        await end_call(object())  # not a stream: nothing to do
+        return seen
+
+    assert asyncio.run(scenario()) == ["closed"]

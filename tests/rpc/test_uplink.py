@@ -1,0 +1,109 @@
+"""A task's calls up the tree: the search for its leader past what else listens, and the errors it gives."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from slurm_resolver.errors import ResolutionError
+from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc.auth import AuthMode, Authority
+from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.local import LocalNetwork
+from slurm_resolver.rpc.messages import Contribution, Failure, Round
+from slurm_resolver.rpc.simulate import srun_environ
+from slurm_resolver.rpc.transport import Refusal, Refused
+from slurm_resolver.rpc.tree import plan_of
+from slurm_resolver.rpc.uplink import Uplink
+from slurm_resolver.rpc.wire import Identity, decide
+
+CLUSTER = resolve(srun_environ(1, 2), resolves=lambda name: True)
+HOST = CLUSTER.hosts[CLUSTER.placement.nodes[0]]
+
+
+def _keyed() -> Authority:
+    authority = Authority(AuthMode.NONE, "a test")
+    authority.learn(b"k" * 32)
+    return authority
+
+
+def _leader(port: int, authority: Authority | None = None) -> Coordinator:
+    plan = plan_of(CLUSTER.as_rank(0), 0, 8)
+    return Coordinator(Identity(CLUSTER.launch.key, 0, CLUSTER.placement.nodes[0], "worker", 0), 2, plan.sources,
+                       True, authority or _keyed(), port)
+
+
+class Stranger:
+    """Another launch's server (or a task that leads nothing): it refuses every call."""
+
+    world_size = 2
+
+    def __init__(self, port: int) -> None:
+        pass
+
+    def open_call(self, first: bytes) -> Any:
+        raise Refused(Refusal.FOREIGN, "this server belongs to another launch")
+
+    async def join(self, call: Any, more: Any, deadline: float) -> Any:
+        raise AssertionError("never reached")
+
+    def sent(self, round: Any) -> None:
+        pass
+
+    async def who(self, message: bytes, deadline: float) -> bytes:
+        raise Refused(Refusal.FOREIGN, "another launch")
+
+    async def watch(self, beats: Any) -> Any:
+        raise Refused(Refusal.FOREIGN, "another launch")
+        yield b""  # pragma: no cover
+
+
+def _uplink(network: LocalNetwork, candidates: list[int]) -> Uplink:
+    return Uplink(CLUSTER.as_rank(1), plan_of(CLUSTER.as_rank(1), 1, 8), network, _keyed(), candidates)
+
+
+def test_the_leader_is_found_past_another_launchs_server_and_its_port_kept() -> None:
+    async def scenario() -> tuple[bool, int, int | None]:
+        network = LocalNetwork()
+        await network.serve(HOST, [31001], Stranger)
+        leader = _leader(31002)
+        await network.serve(HOST, [31002], lambda port: leader)
+        uplink = _uplink(network, [31001, 31002])
+        barrier = Round.barrier("b", 0)
+
+        async def decide_it() -> None:
+            merged = await leader.gather(barrier, Contribution(), time.monotonic() + 5, lambda s: Failure())
+            leader.publish(barrier, decide(merged.failure))
+
+        outcome, _ = (await asyncio.gather(uplink.join(barrier, Contribution(), time.monotonic() + 5, 5),
+                                           decide_it()))[0]
+        return not outcome.failure, uplink.port, uplink.rank
+
+    assert asyncio.run(scenario()) == (True, 31002, 0)
+
+
+def test_nobody_answering_names_the_task_above_its_host_and_ports() -> None:
+    async def scenario() -> str:
+        uplink = _uplink(LocalNetwork(), [31005, 31006])
+        with pytest.raises(ResolutionError) as caught:
+            await uplink.join(Round.barrier("b", 0), Contribution(), time.monotonic() + 0.3, 0.3)
+        return caught.value.message
+
+    message = asyncio.run(scenario())
+    assert "rank 0" in message and "did not answer" in message and "31005" in message
+
+
+def test_a_notice_nobody_announces_says_so() -> None:
+    async def scenario() -> str:
+        network = LocalNetwork()
+        leader = _leader(31003)
+        await network.serve(HOST, [31003], lambda port: leader)
+        uplink = _uplink(network, [31003])
+        with pytest.raises(ResolutionError) as caught:
+            await uplink.join(Round.notice("done"), Contribution(), time.monotonic() + 0.5, 0.5)
+        return caught.value.message
+
+    assert asyncio.run(scenario()) == "bootstrap: nobody announced 'done' within 0.5 s"
