@@ -121,6 +121,11 @@ REFUSED: list[tuple[str, dict[str, str], type[Exception], str]] = [
      ResolutionError, "a launcher below the Slurm task started this process (RANK=1, but SLURM_PROCID=0"),
     ("Lightning spawning its devices", {**captured("srun_cpu_only")[0], "LOCAL_RANK": "1"}, ResolutionError,
      "LOCAL_RANK=1, but SLURM_LOCALID=0"),
+    ("a worker of an unknown launcher outside Slurm", {"RANK": "1", "WORLD_SIZE": "2"}, ResolutionError,
+     "RANK=1, WORLD_SIZE=2: a launcher started this process as one of several workers"),
+    ("Lightning's device outside Slurm", {"LOCAL_RANK": "1", "WORLD_SIZE": "2", "NODE_RANK": "0"},
+     ResolutionError, "LOCAL_RANK=1, WORLD_SIZE=2"),
+    ("rank 0 of a world outside Slurm", {"RANK": "0", "WORLD_SIZE": "4"}, ResolutionError, "WORLD_SIZE=4"),
 ]
 
 
@@ -137,6 +142,11 @@ def test_what_cannot_be_told_right_is_refused_in_one_line_with_the_fix(env: dict
 def test_slurm_own_rank_variables_are_no_launcher_below() -> None:
     env = {**captured("srun_N3_n6")[4], "RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "6"}  # env --format torch
     assert launchers.detect(env).name == "srun" and resolve(env, **quiet()).rank == 4
+
+
+def test_a_process_alone_may_say_so_with_the_worker_variables() -> None:
+    cluster = resolve({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}, **quiet())
+    assert cluster.launch.standalone and (cluster.rank, cluster.world_size) == (0, 1)
 
 
 def test_torchrun_in_a_batch_script_is_on_the_batch_node() -> None:
