@@ -25,6 +25,9 @@ from .base import Launch, Launcher
 
 __all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow"]
 
+_MOST_WORKERS_A_NODE = 65535
+"""A node's workers each take a port of their own (``port_base`` + local rank): no more can be told."""
+
 
 class WorkersBelow(Launcher):
     """Workers started by a launcher of their own (below an srun task, or alone on one host).
@@ -51,6 +54,10 @@ class WorkersBelow(Launcher):
         local = read_int(env, cls.local_variable)
         world = read_int(env, cls.world_variable, minimum=1)
         here = read_int(env, cls.per_node_variable, minimum=1)
+        if here > _MOST_WORKERS_A_NODE:  # before a tuple of this node's ranks is built
+            raise EnvironmentVariableError(cls.per_node_variable, env[cls.per_node_variable],
+                                           f"at most {_MOST_WORKERS_A_NODE} workers on a node, each with a port of "
+                                           "its own", cls.fix)
         if rank >= world:
             raise EnvironmentVariableError(cls.rank_variable, env[cls.rank_variable],
                                            f"a rank below {cls.world_variable}={world}", cls.fix)

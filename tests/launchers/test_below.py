@@ -156,6 +156,16 @@ def test_torchrun_in_a_batch_script_is_on_the_batch_node() -> None:
     assert cluster.spec().as_dict() == {"worker": ["node1:8888", "node1:8889"]} and cluster.rank == 1
 
 
+@pytest.mark.parametrize("env", [
+    {**captured("sbatch_batch_step")[0], "TORCHELASTIC_RUN_ID": "x", "RANK": "0", "LOCAL_RANK": "0",
+     "WORLD_SIZE": "999999999999", "LOCAL_WORLD_SIZE": "999999999999"},
+    {**TWO_NODES[0], "WORLD_SIZE": "999999999998", "LOCAL_WORLD_SIZE": "499999999999"},
+], ids=["alone", "below srun"])
+def test_a_huge_count_of_workers_is_refused_before_anything_is_built_for_them(env: dict[str, str]) -> None:
+    with pytest.raises(EnvironmentVariableError, match=r"LOCAL_WORLD_SIZE=.[49]9+.* at most 65535"):
+        resolve(env, **quiet())
+
+
 READ = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT", "SLURM_NODEID",
         "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS", "LOCAL_SIZE"]
 
