@@ -50,10 +50,10 @@ class WorkersBelow(Launcher):
 
     @classmethod
     def resolve(cls, env: Mapping[str, str]) -> Launch:
-        rank = read_int(env, cls.rank_variable)
-        local = read_int(env, cls.local_variable)
-        world = read_int(env, cls.world_variable, minimum=1)
-        here = read_int(env, cls.per_node_variable, minimum=1)
+        rank = read_int(env, cls.rank_variable, hint=cls.fix)
+        local = read_int(env, cls.local_variable, hint=cls.fix)
+        world = read_int(env, cls.world_variable, minimum=1, hint=cls.fix)
+        here = read_int(env, cls.per_node_variable, minimum=1, hint=cls.fix)
         if here > _MOST_WORKERS_A_NODE:  # before a tuple of this node's ranks is built
             raise EnvironmentVariableError(cls.per_node_variable, env[cls.per_node_variable],
                                            f"at most {_MOST_WORKERS_A_NODE} workers on a node, each with a port of "

@@ -184,3 +184,23 @@ def test_malformed_launcher_variables_give_only_our_errors(rank: int, name: str,
         resolve(env, **quiet(exchange="none"))
     except SlurmResolverError as exc:
         assert isinstance(exc, (ValueError, RuntimeError))
+
+
+COUNT = st.one_of(st.integers(0, 10**12 - 1).map(str), st.sampled_from(["", " 2", "2.0", "-1", "1e3", "٣", "x"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.sampled_from(TWO_NODES + STANDALONE + [captured("sbatch_batch_step")[0], {}]),
+       values=st.fixed_dictionaries({}, optional={name: COUNT for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE",
+                                                                           "LOCAL_WORLD_SIZE", "LOCAL_SIZE")}),
+       marker=st.sampled_from(["TORCHELASTIC_RUN_ID", "CROSS_RANK"]))
+def test_workers_counts_malformed_together_give_our_errors_with_the_fix(base: dict[str, str], values: dict[str, str],
+                                                                        marker: str) -> None:
+    """Several of a launcher's counts wrong at once (a huge world and node, a rank past them): an error of
+    ours that says how to fix it, at once, never a traceback from deep inside or a long wait."""
+    env = {**{k: v for k, v in base.items() if not k.startswith("TORCHELASTIC")}, "RANK": "0", marker: "x",
+           "LOCAL_SIZE": "2", **values}
+    try:
+        resolve(env, **quiet(exchange="none"))
+    except SlurmResolverError as exc:
+        assert exc.hint, exc
