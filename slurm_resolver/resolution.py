@@ -221,15 +221,17 @@ def resolve(
         from .slurmctl import node_addresses as ask_slurm
         node_addresses = ask_slurm
     hosts = addresses.address_map(where.nodes, checked, node_addresses)
-    plan = GpuPlan(_visible_gpus(env, gpu_devices), rank, where, packing, gpus_per_task, gpus_per_node)
+    plan = GpuPlan(_visible_gpus(env, gpu_devices, launch), rank, where, packing, gpus_per_task, gpus_per_node)
     return Cluster(launch, rank, where, packing, hosts, port_base, plan)
 
 
-def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None
-                  ) -> Visible | Callable[[], Visible]:
-    """What the task sees from its variables; where none names GPUs, NVML is asked on first use."""
+def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None,
+                  launch: Launch) -> Visible | Callable[[], Visible]:
+    """What the task sees from its variables; where none names GPUs, NVML is asked on first use.
+    GPUs Slurm bound to the task of a launcher's agent are its node's, which its workers share."""
     if any(name in env for name in SOURCES):
-        return visible(env)
+        seen = visible(env)
+        return replace(seen, bound=False) if launch.below and seen.bound else seen
 
     def ask_nvml() -> Visible:
         if gpu_devices is None:

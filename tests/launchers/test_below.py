@@ -49,6 +49,18 @@ def test_one_node_standalone_is_exact_with_the_node_gpus_split() -> None:
         assert cluster.me is not None and cluster.me.gpus == (str(2 * rank), str(2 * rank + 1))
 
 
+@pytest.mark.parametrize("binding", [{"SLURM_GPUS_PER_TASK": "3"}, {"SLURMD_TRES_BIND": "gres/gpu:per_task:3"},
+                                     {"SLURM_GPU_BIND": "map_gpu:0,1,2"}],
+                         ids=["gpus-per-task", "tres-bind", "gpu-bind"])
+def test_gpus_slurm_bound_to_the_agent_are_split_among_its_workers(binding: dict[str, str]) -> None:
+    """srun --ntasks-per-node=1 --gpus-per-task=3 torchrun --nproc-per-node=3: Slurm bound the GPUs to the
+    agent's task, whose workers share them, one each; not all three to every worker."""
+    for rank, env in enumerate(STANDALONE):
+        cluster = resolve({**env, "CUDA_VISIBLE_DEVICES": "0,1,2", **binding}, **quiet())
+        assert cluster.me is not None and cluster.me.gpus == (str(rank),)
+        assert cluster.device_env() == {"CUDA_VISIBLE_DEVICES": str(rank)} and cluster.gpu_count(rank) == 1
+
+
 def test_several_nodes_are_learned_where_resolution_alone_cannot_tell() -> None:
     cluster = resolve(TWO_NODES[0], **quiet())
     assert not cluster.placement.exact  # torchrun chose which node holds which ranks
