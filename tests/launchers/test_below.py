@@ -133,6 +133,12 @@ REFUSED: list[tuple[str, dict[str, str], type[Exception], str]] = [
      ResolutionError, "a launcher below the Slurm task started this process (RANK=1, but SLURM_PROCID=0"),
     ("Lightning spawning its devices", {**captured("srun_cpu_only")[0], "LOCAL_RANK": "1"}, ResolutionError,
      "LOCAL_RANK=1, but SLURM_LOCALID=0"),
+    ("torchrun below mpirun", {**captured("salloc_mpirun")[0], **{k: v for k, v in TWO_NODES[1].items()
+                                                                  if not k.startswith("SLURM")}},
+     ResolutionError, "torchrun started this worker below the openmpi rank OMPI_COMM_WORLD_RANK=0"),
+    ("DeepSpeed's launcher below mpirun", {**captured("salloc_mpirun")[1], "CROSS_RANK": "0", "LOCAL_SIZE": "2",
+                                           "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "4"},
+     ResolutionError, "DeepSpeed's launcher started this worker below the openmpi rank"),
     ("a worker of an unknown launcher outside Slurm", {"RANK": "1", "WORLD_SIZE": "2"}, ResolutionError,
      "RANK=1, WORLD_SIZE=2: a launcher started this process as one of several workers"),
     ("Lightning's device outside Slurm", {"LOCAL_RANK": "1", "WORLD_SIZE": "2", "NODE_RANK": "0"},
