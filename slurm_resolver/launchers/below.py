@@ -15,6 +15,7 @@ naming the launcher and the fix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -24,6 +25,9 @@ from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
 
 __all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow"]
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+"""A run id shown as it is in a launch key (a UUID, ``none``, a job's own name); others are digested."""
 
 _MOST_WORKERS_A_NODE = 65535
 """A node's workers each take a port of their own (``port_base`` + local rank): no more can be told."""
@@ -45,7 +49,8 @@ class WorkersBelow(Launcher):
 
     @classmethod
     def attempt(cls, env: Mapping[str, str]) -> str:
-        """What tells one start of the workers from the next (a restart starts new ones)."""
+        """What tells this start of the workers from the next (a restart starts new ones) and from
+        another run of the launcher beside it in the same Slurm step: part of the launch's key."""
         return "0"
 
     @classmethod
@@ -111,8 +116,9 @@ class WorkersBelow(Launcher):
 
 class Torchrun(WorkersBelow):
     """A worker started by torchrun's agent: ``TORCHELASTIC_RUN_ID`` marks it; ``RANK``, ``LOCAL_RANK``,
-    ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` place it; each restart of the agent's workers is a launch of
-    its own (``TORCHELASTIC_RESTART_COUNT``)."""
+    ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` place it; each run (``TORCHELASTIC_RUN_ID``: ``--rdzv-id``, a
+    fresh one at each ``--standalone`` run) and each restart of the agent's workers
+    (``TORCHELASTIC_RESTART_COUNT``) is a launch of its own."""
 
     name = "torchrun"
     description = "workers of torchrun, below an srun task or alone on one host (TORCHELASTIC_RUN_ID)"
@@ -127,8 +133,13 @@ class Torchrun(WorkersBelow):
 
     @classmethod
     def attempt(cls, env: Mapping[str, str]) -> str:
+        run = env.get("TORCHELASTIC_RUN_ID", "")
+        if not _RUN_ID.fullmatch(run):  # long or odd: a short digest of it, the same in every worker
+            import hashlib
+
+            run = hashlib.blake2s(run.encode("utf-8", "replace"), digest_size=8).hexdigest()
         restart = env.get("TORCHELASTIC_RESTART_COUNT", "0").strip()
-        return restart if restart.isascii() and restart.isdigit() and len(restart) < 10 else "0"
+        return f"{run}.{restart if restart.isascii() and restart.isdigit() and len(restart) < 10 else '0'}"
 
 
 class DeepSpeed(WorkersBelow):

@@ -38,7 +38,8 @@ def test_each_worker_is_a_task_of_its_own(env: dict[str, str]) -> None:
     assert (me.rank, me.local_rank, me.node, cluster.world_size) == \
         (int(env["RANK"]), int(env["LOCAL_RANK"]), env["SLURMD_NODENAME"], int(env["WORLD_SIZE"]))
     assert me.port == 8888 + int(env["LOCAL_RANK"])  # a port of its own on its node
-    assert cluster.launch.key.endswith("/torchrun.0") and cluster.launch.key.startswith(env["SLURM_JOB_ID"])
+    assert cluster.launch.key.endswith(f"/torchrun.{env['TORCHELASTIC_RUN_ID']}.0")
+    assert cluster.launch.key.startswith(env["SLURM_JOB_ID"])
 
 
 def test_one_node_standalone_is_exact_with_the_node_gpus_split() -> None:
@@ -165,6 +166,18 @@ def test_slurm_own_rank_variables_are_no_launcher_below() -> None:
 def test_a_process_alone_may_say_so_with_the_worker_variables() -> None:
     cluster = resolve({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}, **quiet())
     assert cluster.launch.standalone and (cluster.rank, cluster.world_size) == (0, 1)
+
+
+def test_two_torchrun_runs_beside_each_other_are_launches_of_their_own() -> None:
+    """Two ``torchrun --standalone`` in one batch script (or on one workstation) at once: each run's
+    workers bootstrap apart (a launch key, so rendezvous ports and proofs, of their own)."""
+    worker = {**captured("sbatch_batch_step")[0], "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2",
+              "LOCAL_WORLD_SIZE": "2", "TORCHELASTIC_RESTART_COUNT": "0"}
+    runs = ["3f6c9a1e-8d2b-4c5e-9f01-23456789abcd", "7b1d0e44-1a2b-4c3d-8e9f-0123456789ef", "x" * 500, "a b/c"]
+    keys = [resolve({**worker, "TORCHELASTIC_RUN_ID": run}, **quiet()).launch.key for run in runs]
+    assert len(set(keys)) == len(runs) and all(len(k) < 80 and " " not in k for k in keys), keys
+    restarted = resolve({**worker, "TORCHELASTIC_RUN_ID": runs[0], "TORCHELASTIC_RESTART_COUNT": "1"}, **quiet())
+    assert restarted.launch.key not in keys
 
 
 def test_torchrun_in_a_batch_script_is_on_the_batch_node() -> None:
