@@ -82,7 +82,8 @@ class WorkersBelow(Launcher):
             raise ResolutionError(
                 f"{cls.name} runs {max(agents)} times on {crowded} (srun started {max(agents)} tasks there), so its "
                 "workers there cannot be told apart by node", cls.fix)
-        if world != here * len(nodes):
+        # as many workers on every node, so this node's ranks start at a multiple of their count
+        if world != here * len(nodes) or (rank - local) % here:
             raise ResolutionError(
                 f"{cls.name} started {world} workers ({cls.world_variable}) over the srun step's {len(nodes)} nodes, "
                 f"{here} on this node ({cls.per_node_variable}): the nodes do not all run {here}, or {cls.name}'s "
