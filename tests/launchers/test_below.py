@@ -183,6 +183,36 @@ def test_two_torchrun_runs_beside_each_other_are_launches_of_their_own() -> None
     assert restarted.launch.key not in keys
 
 
+def torchrun_vars(rank: int, local: int, world: int, here: int) -> dict[str, str]:
+    return {"TORCHELASTIC_RUN_ID": "none", "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(here)}
+
+
+# mixed launches: the captured Slurm environment torchrun ran in, its worker's variables, and what comes out:
+# (rank, world, this worker's node, exact) or the start of the refusal
+MIXED: list[tuple[str, dict[str, str], tuple[int, int, str, bool] | str]] = [
+    ("a het step, one torchrun a node", {**captured("sbatch_hetjob")[1], **torchrun_vars(2, 0, 6, 2)},
+     (2, 6, "node2", False)),
+    ("a het step with two tasks on a node", {**captured("srun_het")[1], **torchrun_vars(2, 0, 6, 2)},
+     "torchrun runs 2 times on node2"),
+    ("an salloc shell (one host)", {**captured("salloc_shell")[0], **torchrun_vars(1, 1, 2, 2)},
+     (1, 2, "localhost", True)),
+    ("a het job's batch step", {**captured("sbatch_hetjob_batch_step")[0], **torchrun_vars(1, 1, 2, 2)},
+     (1, 2, "node1", True)),
+]
+
+
+@pytest.mark.parametrize(("env", "expected"), [c[1:] for c in MIXED], ids=[c[0] for c in MIXED])
+def test_torchrun_in_every_slurm_launch_mode(env: dict[str, str], expected: tuple[int, int, str, bool] | str) -> None:
+    if isinstance(expected, str):
+        with pytest.raises(ResolutionError, match=expected):
+            resolve(env, **quiet())
+        return
+    cluster = resolve(env, **quiet())
+    assert cluster.me is not None and cluster.launch.below == "torchrun"
+    assert (cluster.rank, cluster.world_size, cluster.me.node, cluster.placement.exact) == expected
+
+
 def test_torchrun_in_a_batch_script_is_on_the_batch_node() -> None:
     env = {**captured("sbatch_batch_step")[0], "TORCHELASTIC_RUN_ID": "x", "RANK": "1", "LOCAL_RANK": "1",
            "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
