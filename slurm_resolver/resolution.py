@@ -66,6 +66,10 @@ def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) ->
         raise ConfigurationError(
             f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but the job has {launch.world_size}",
             "leave tasks_per_node unset to use Slurm's layout, or make it add up")
+    if launch.rank is not None and launch.rank >= sum(counts):
+        raise ConfigurationError(
+            f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but this task's rank is {launch.rank}",
+            "leave tasks_per_node unset to use the launcher's layout, or give it room for every rank")
     keep = [(n, c) for n, c in zip(nodes, counts) if c]
     return replace(launch, nodes=tuple(n for n, _ in keep), counts=tuple(c for _, c in keep),
                    distribution="block", world_size=sum(counts), missing=())
