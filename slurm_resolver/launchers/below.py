@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 from ..errors import EnvironmentVariableError, ResolutionError
@@ -55,6 +56,7 @@ class WorkersBelow(Launcher):
 
     @classmethod
     def resolve(cls, env: Mapping[str, str]) -> Launch:
+        """The worker's place from its launcher's numbers, on its srun step's nodes or alone on its host."""
         rank = read_int(env, cls.rank_variable, hint=cls.fix)
         local = read_int(env, cls.local_variable, hint=cls.fix)
         world = read_int(env, cls.world_variable, minimum=1, hint=cls.fix)
@@ -70,9 +72,16 @@ class WorkersBelow(Launcher):
             raise EnvironmentVariableError(
                 cls.local_variable, env[cls.local_variable], f"a rank among this node's {here} workers "
                 f"({cls.per_node_variable}), consecutive from {cls.rank_variable}-{cls.local_variable}", cls.fix)
-        mine = tuple(range(rank - local, rank - local + here))
-        if not in_srun_step(env):
-            return cls._alone(env, rank, local, world, here, mine)
+        worker = Launch(launcher=cls.name, world_size=world, rank=rank, local_rank=local,
+                        gtids=tuple(range(rank - local, rank - local + here)), job_id=env.get("SLURM_JOB_ID"),
+                        array=array_element(env), key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}",
+                        is_task=True, below=cls.name)
+        return cls._in_step(env, worker) if in_srun_step(env) else cls._alone(env, worker)
+
+    @classmethod
+    def _in_step(cls, env: Mapping[str, str], worker: Launch) -> Launch:
+        """The workers below an srun step's tasks, one agent a node: this node's ranks exact, the others'
+        nodes to be learned (one node: all exact)."""
         (nodes, agents), missing = step_layout(env)
         if missing:
             raise EnvironmentVariableError(missing[0], None, f"the srun step's layout, below which {cls.name} "
@@ -82,8 +91,9 @@ class WorkersBelow(Launcher):
             raise ResolutionError(
                 f"{cls.name} runs {max(agents)} times on {crowded} (srun started {max(agents)} tasks there), so its "
                 "workers there cannot be told apart by node", cls.fix)
+        world, here, first = worker.world_size or 0, len(worker.gtids), worker.gtids[0]
         # as many workers on every node, so this node's ranks start at a multiple of their count
-        if world != here * len(nodes) or (rank - local) % here:
+        if world != here * len(nodes) or first % here:
             raise ResolutionError(
                 f"{cls.name} started {world} workers ({cls.world_variable}) over the srun step's {len(nodes)} nodes, "
                 f"{here} on this node ({cls.per_node_variable}): the nodes do not all run {here}, or {cls.name}'s "
@@ -95,24 +105,19 @@ class WorkersBelow(Launcher):
         if position is None or position >= len(nodes):
             raise EnvironmentVariableError("SLURM_NODEID", env.get("SLURM_NODEID"),
                                            f"this node's position among the step's {len(nodes)} nodes", cls.fix)
-        return Launch(
-            launcher=cls.name, world_size=world, rank=rank, nodes=nodes, counts=(here,) * len(nodes), node=node,
-            local_rank=local, distribution="block" if len(nodes) == 1 else "unknown", node_index=position,
-            gtids=mine, job_id=env.get("SLURM_JOB_ID"), array=array_element(env),
-            key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}", is_task=True, below=cls.name)
+        return replace(worker, nodes=nodes, counts=(here,) * len(nodes), node=node, node_index=position,
+                       distribution="block" if len(nodes) == 1 else "unknown")
 
     @classmethod
-    def _alone(cls, env: Mapping[str, str], rank: int, local: int, world: int, here: int,
-               mine: tuple[int, ...]) -> Launch:
+    def _alone(cls, env: Mapping[str, str], worker: Launch) -> Launch:
         """The workers outside an srun step (a batch script, a workstation): right where they all run here."""
-        if world != here:
+        here = len(worker.gtids)
+        if worker.world_size != here:
             raise ResolutionError(
-                f"{cls.name} started {world} workers on several hosts ({here} here) outside an srun step: "
-                "the other hosts are not known", cls.fix)
+                f"{cls.name} started {worker.world_size} workers on several hosts ({here} here) outside an srun "
+                "step: the other hosts are not known", cls.fix)
         node = env.get("SLURMD_NODENAME") or "localhost"
-        return Launch(launcher=cls.name, world_size=world, rank=rank, nodes=(node,), counts=(world,),
-                      node=node, local_rank=local, node_index=0, gtids=mine, job_id=env.get("SLURM_JOB_ID"),
-                      key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}", is_task=True, below=cls.name)
+        return replace(worker, nodes=(node,), counts=(here,), node=node, node_index=0)
 
 
 class Torchrun(WorkersBelow):
