@@ -218,6 +218,8 @@ def test_torchrun_in_a_batch_script_is_on_the_batch_node() -> None:
            "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
     cluster = resolve(env, **quiet())
     assert cluster.spec().as_dict() == {"worker": ["node1:8888", "node1:8889"]} and cluster.rank == 1
+    element = resolve({**env, "SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "3"}, **quiet())
+    assert element.launch.array == "40_3"  # an element of a job array, as the batch step itself says
 
 
 @pytest.mark.parametrize("env", [
