@@ -20,7 +20,7 @@ from .cluster import DEFAULT_PORT_BASE, Cluster
 from .environment import snapshot
 from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
 from .exchange import Exchange, check_mode, mpi_exchange
-from .gpus import SOURCES, GpuPlan, Visible, visible
+from .gpus import SOURCES, GpuPlan, Visible, local, visible
 from .launchers.base import Launch
 from .packing import Jobs, check_port_base, pack
 from .parsing import parse_jobs, read_int
@@ -233,14 +233,7 @@ def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str
                   launch: Launch) -> Visible | Callable[[], Visible]:
     """What the task sees from its variables; where none names GPUs, NVML is asked on first use.
     GPUs Slurm bound to the task of a launcher's agent are its node's, which its workers share."""
-    if any(name in env for name in SOURCES):
-        seen = visible(env)
-        return replace(seen, bound=False) if launch.below and seen.bound else seen
-
-    def ask_nvml() -> Visible:
-        if gpu_devices is None:
-            from .nvml import device_ids
-            return visible(env, device_ids())
-        return visible(env, gpu_devices())
-
-    return ask_nvml
+    if not any(name in env for name in SOURCES):
+        return lambda: local(env, gpu_devices)
+    seen = visible(env)
+    return replace(seen, bound=False) if launch.below and seen.bound else seen
