@@ -95,13 +95,16 @@ def visible(env: Mapping[str, str], nvml_ids: Sequence[str] | None = None) -> Vi
     return Visible((), "none")
 
 
-def local(env: Mapping[str, str]) -> Visible:
-    """The GPUs this process sees (rule 1): from its variables, else NVML's devices, asked only then."""
+def local(env: Mapping[str, str], nvml_ids: Callable[[], Sequence[str] | None] | None = None) -> Visible:
+    """The GPUs this process sees (rule 1): from its variables, else NVML's devices, asked only then
+    (``nvml_ids``: a seam for tests; NVML's own device ids by default)."""
     if any(name in env for name in SOURCES):
         return visible(env)
-    from .nvml import device_ids
+    if nvml_ids is None:
+        from .nvml import device_ids
 
-    return visible(env, device_ids())
+        return visible(env, device_ids())
+    return visible(env, nvml_ids())
 
 
 def _wanted(per_task: int | Mapping[str, int] | None, job: str) -> int | None:

@@ -20,7 +20,7 @@ from .cluster import DEFAULT_PORT_BASE, Cluster
 from .environment import snapshot
 from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
 from .exchange import Exchange, ExchangeMode, mpi_exchange, parse_mode
-from .gpus import SOURCES, GpuPlan, Visible, visible
+from .gpus import SOURCES, GpuPlan, Visible, local, visible
 from .launchers.base import Launch
 from .layout import BLOCK
 from .packing import Jobs, check_port_base, pack
@@ -67,6 +67,10 @@ def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) ->
         raise ConfigurationError(
             f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but the job has {launch.world_size}",
             "leave tasks_per_node unset to use Slurm's layout, or make it add up")
+    if launch.rank is not None and launch.rank >= sum(counts):
+        raise ConfigurationError(
+            f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but this task's rank is {launch.rank}",
+            "leave tasks_per_node unset to use the launcher's layout, or give it room for every rank")
     keep = [(n, c) for n, c in zip(nodes, counts) if c]
     return replace(launch, nodes=tuple(n for n, _ in keep), counts=tuple(c for _, c in keep),
                    distribution=BLOCK, world_size=sum(counts), missing=())
@@ -223,20 +227,15 @@ def resolve(
         from .slurmctl import node_addresses as ask_slurm
         node_addresses = ask_slurm
     hosts = addresses.address_map(where.nodes, checked, node_addresses)
-    plan = GpuPlan(_visible_gpus(env, gpu_devices), rank, where, packing, gpus_per_task, gpus_per_node)
+    plan = GpuPlan(_visible_gpus(env, gpu_devices, launch), rank, where, packing, gpus_per_task, gpus_per_node)
     return Cluster(launch, rank, where, packing, hosts, port_base, plan)
 
 
-def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None
-                  ) -> Visible | Callable[[], Visible]:
-    """What the task sees from its variables; where none names GPUs, NVML is asked on first use."""
-    if any(name in env for name in SOURCES):
-        return visible(env)
-
-    def ask_nvml() -> Visible:
-        if gpu_devices is None:
-            from .nvml import device_ids
-            return visible(env, device_ids())
-        return visible(env, gpu_devices())
-
-    return ask_nvml
+def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None,
+                  launch: Launch) -> Visible | Callable[[], Visible]:
+    """What the task sees from its variables; where none names GPUs, NVML is asked on first use.
+    GPUs Slurm bound to the task of a launcher's agent are its node's, which its workers share."""
+    if not any(name in env for name in SOURCES):
+        return lambda: local(env, gpu_devices)
+    seen = visible(env)
+    return replace(seen, bound=False) if launch.below and seen.bound else seen

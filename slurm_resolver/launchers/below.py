@@ -16,7 +16,9 @@ naming the launcher and the fix.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 from ..errors import EnvironmentVariableError, ResolutionError
@@ -25,6 +27,12 @@ from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
 
 __all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow"]
+
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+"""A run id shown as it is in a launch key (a UUID, ``none``, a job's own name); others are digested."""
+
+_MOST_WORKERS_A_NODE = 65535
+"""A node's workers each take a port of their own (``port_base`` + local rank): no more can be told."""
 
 
 class WorkersBelow(Launcher):
@@ -43,15 +51,21 @@ class WorkersBelow(Launcher):
 
     @classmethod
     def attempt(cls, env: Mapping[str, str]) -> str:
-        """What tells one start of the workers from the next (a restart starts new ones)."""
+        """What tells this start of the workers from the next (a restart starts new ones) and from
+        another run of the launcher beside it in the same Slurm step: part of the launch's key."""
         return "0"
 
     @classmethod
     def resolve(cls, env: Mapping[str, str]) -> Launch:
-        rank = read_int(env, cls.rank_variable)
-        local = read_int(env, cls.local_variable)
-        world = read_int(env, cls.world_variable, minimum=1)
-        here = read_int(env, cls.per_node_variable, minimum=1)
+        """The worker's place from its launcher's numbers, on its srun step's nodes or alone on its host."""
+        rank = read_int(env, cls.rank_variable, hint=cls.fix)
+        local = read_int(env, cls.local_variable, hint=cls.fix)
+        world = read_int(env, cls.world_variable, minimum=1, hint=cls.fix)
+        here = read_int(env, cls.per_node_variable, minimum=1, hint=cls.fix)
+        if here > _MOST_WORKERS_A_NODE:  # before a tuple of this node's ranks is built
+            raise EnvironmentVariableError(cls.per_node_variable, env[cls.per_node_variable],
+                                           f"at most {_MOST_WORKERS_A_NODE} workers on a node, each with a port of "
+                                           "its own", cls.fix)
         if rank >= world:
             raise EnvironmentVariableError(cls.rank_variable, env[cls.rank_variable],
                                            f"a rank below {cls.world_variable}={world}", cls.fix)
@@ -59,9 +73,16 @@ class WorkersBelow(Launcher):
             raise EnvironmentVariableError(
                 cls.local_variable, env[cls.local_variable], f"a rank among this node's {here} workers "
                 f"({cls.per_node_variable}), consecutive from {cls.rank_variable}-{cls.local_variable}", cls.fix)
-        mine = tuple(range(rank - local, rank - local + here))
-        if not in_srun_step(env):
-            return cls._alone(env, rank, local, world, here, mine)
+        worker = Launch(launcher=cls.name, world_size=world, rank=rank, local_rank=local,
+                        gtids=tuple(range(rank - local, rank - local + here)), job_id=env.get("SLURM_JOB_ID"),
+                        array=array_element(env), key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}",
+                        is_task=True, below=cls.name)
+        return cls._in_step(env, worker) if in_srun_step(env) else cls._alone(env, worker)
+
+    @classmethod
+    def _in_step(cls, env: Mapping[str, str], worker: Launch) -> Launch:
+        """The workers below an srun step's tasks, one agent a node: this node's ranks exact, the others'
+        nodes to be learned (one node: all exact)."""
         (nodes, agents), missing = step_layout(env)
         if missing:
             raise EnvironmentVariableError(missing[0], None, f"the srun step's layout, below which {cls.name} "
@@ -71,7 +92,9 @@ class WorkersBelow(Launcher):
             raise ResolutionError(
                 f"{cls.name} runs {max(agents)} times on {crowded} (srun started {max(agents)} tasks there), so its "
                 "workers there cannot be told apart by node", cls.fix)
-        if world != here * len(nodes):
+        world, here, first = worker.world_size or 0, len(worker.gtids), worker.gtids[0]
+        # as many workers on every node, so this node's ranks start at a multiple of their count
+        if world != here * len(nodes) or first % here:
             raise ResolutionError(
                 f"{cls.name} started {world} workers ({cls.world_variable}) over the srun step's {len(nodes)} nodes, "
                 f"{here} on this node ({cls.per_node_variable}): the nodes do not all run {here}, or {cls.name}'s "
@@ -83,31 +106,26 @@ class WorkersBelow(Launcher):
         if position is None or position >= len(nodes):
             raise EnvironmentVariableError("SLURM_NODEID", env.get("SLURM_NODEID"),
                                            f"this node's position among the step's {len(nodes)} nodes", cls.fix)
-        return Launch(
-            launcher=cls.name, world_size=world, rank=rank, nodes=nodes, counts=(here,) * len(nodes), node=node,
-            local_rank=local, distribution=BLOCK if len(nodes) == 1 else Distribution(Spread.UNKNOWN),
-            node_index=position,
-            gtids=mine, job_id=env.get("SLURM_JOB_ID"), array=array_element(env),
-            key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}", is_task=True, below=cls.name)
+        return replace(worker, nodes=nodes, counts=(here,) * len(nodes), node=node, node_index=position,
+                       distribution=BLOCK if len(nodes) == 1 else Distribution(Spread.UNKNOWN))
 
     @classmethod
-    def _alone(cls, env: Mapping[str, str], rank: int, local: int, world: int, here: int,
-               mine: tuple[int, ...]) -> Launch:
+    def _alone(cls, env: Mapping[str, str], worker: Launch) -> Launch:
         """The workers outside an srun step (a batch script, a workstation): right where they all run here."""
-        if world != here:
+        here = len(worker.gtids)
+        if worker.world_size != here:
             raise ResolutionError(
-                f"{cls.name} started {world} workers on several hosts ({here} here) outside an srun step: "
-                "the other hosts are not known", cls.fix)
+                f"{cls.name} started {worker.world_size} workers on several hosts ({here} here) outside an srun "
+                "step: the other hosts are not known", cls.fix)
         node = env.get("SLURMD_NODENAME") or "localhost"
-        return Launch(launcher=cls.name, world_size=world, rank=rank, nodes=(node,), counts=(world,),
-                      node=node, local_rank=local, node_index=0, gtids=mine, job_id=env.get("SLURM_JOB_ID"),
-                      key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}", is_task=True, below=cls.name)
+        return replace(worker, nodes=(node,), counts=(here,), node=node, node_index=0)
 
 
 class Torchrun(WorkersBelow):
     """A worker started by torchrun's agent: ``TORCHELASTIC_RUN_ID`` marks it; ``RANK``, ``LOCAL_RANK``,
-    ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` place it; each restart of the agent's workers is a launch of
-    its own (``TORCHELASTIC_RESTART_COUNT``)."""
+    ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` place it; each run (``TORCHELASTIC_RUN_ID``: ``--rdzv-id``, a
+    fresh one at each ``--standalone`` run) and each restart of the agent's workers
+    (``TORCHELASTIC_RESTART_COUNT``) is a launch of its own."""
 
     name = "torchrun"
     description = "workers of torchrun, below an srun task or alone on one host (TORCHELASTIC_RUN_ID)"
@@ -122,8 +140,13 @@ class Torchrun(WorkersBelow):
 
     @classmethod
     def attempt(cls, env: Mapping[str, str]) -> str:
+        run = env.get("TORCHELASTIC_RUN_ID", "")
+        if not _RUN_ID.fullmatch(run):  # long or odd: a short digest of it, the same in every worker
+            import hashlib
+
+            run = hashlib.blake2s(run.encode("utf-8", "replace"), digest_size=8).hexdigest()
         restart = env.get("TORCHELASTIC_RESTART_COUNT", "0").strip()
-        return restart if restart.isascii() and restart.isdigit() and len(restart) < 10 else "0"
+        return f"{run}.{restart if restart.isascii() and restart.isdigit() and len(restart) < 10 else '0'}"
 
 
 class DeepSpeed(WorkersBelow):

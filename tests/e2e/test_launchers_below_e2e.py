@@ -134,3 +134,12 @@ def test_workers_spawned_below_the_task_are_refused_on_every_worker(run_tasks: R
     for row in rows:
         assert f"LOCAL_RANK={row['truth_rank']}, but SLURM_LOCALID=0" in row["error"]
         assert "torchrun" in row["error"] and "\n" not in row["error"]
+
+
+def test_torchrun_started_by_mpirun_is_refused_on_every_worker(run_tasks: Run) -> None:
+    """mpirun's rank is torchrun's agent: both its workers inherit it, so both are refused, naming the fix."""
+    rows = run_tasks(["salloc", "-N1", "-n1", "mpirun", "--allow-run-as-root", "-np", "1", TORCHRUN, "--standalone",
+                      "--nproc-per-node=2", "--no-python"], REFUSED, timeout=240)
+    assert len(rows) == 2 and all(r["error"] for r in rows), rows
+    for row in rows:
+        assert "torchrun started this worker below the openmpi rank" in row["error"] and "srun -N" in row["error"]

@@ -90,6 +90,8 @@ def test_a_node_dict_stands_in_for_the_node_list(names_resolve: None) -> None:
     env = {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "3"}
     r = SlurmClusterResolver(tasks_per_node={"a": 2, "b": 1}, environ=env, check_port=False)
     assert r.cluster_spec().as_dict() == {"worker": ["a:8888", "a:8889", "b:8888"]} and r.task_id == 1
+    r = SlurmClusterResolver(tasks_per_node={"node10": 1, "node9": 2}, environ=env, check_port=False)
+    assert r.cluster_spec().as_dict() == {"worker": ["node10:8888", "node9:8888", "node9:8889"]}  # the dict's order
 
 
 def test_slurm_task_and_rpc_layer_can_be_set(names_resolve: None) -> None:
