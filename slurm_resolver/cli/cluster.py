@@ -40,13 +40,32 @@ def _as_typed(args: argparse.Namespace) -> Iterator[None]:
         raise exc.given("--jobs" if args.jobs else "SLURM_RESOLVER_JOBS") from None
 
 
+_STALE = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+"""What ``env --format torch`` writes that launchers below srun are told apart by (``RANK`` not Slurm's)."""
+
+
+def _fresh() -> dict[str, str]:
+    """This process's environment, less what ``slurm-resolver env`` wrote in the batch step or salloc shell
+    and srun passed on to this task (the batch step's ``RANK=0`` would make every task a worker spawned
+    below it); the refusal of those variables, later, names them and their cause."""
+    from ..environment import snapshot
+    from ..layout import in_srun_step
+
+    env = dict(snapshot())
+    below = "TORCHELASTIC_RUN_ID" in env or "CROSS_RANK" in env  # a launcher below srun set them for this worker
+    if in_srun_step(env) and not below and _origin(env.get("SLURM_RESOLVER_TASK", ""), steps_only=True):
+        for name in _STALE:
+            env.pop(name, None)
+    return env
+
+
 def resolved(args: argparse.Namespace) -> Cluster:
     """The cluster resolved from this process's environment with the command's options, every rank
     placed (a layout only the step's tasks can tell is learned from them)."""
     from ..resolution import resolve
 
     with _as_typed(args):
-        cluster = resolve(jobs=_jobs(args), port_base=getattr(args, "port_base", None),
+        cluster = resolve(_fresh(), jobs=_jobs(args), port_base=getattr(args, "port_base", None),
                           exchange=getattr(args, "exchange", None))
     if not cluster.placement.exact:
         from ..rpc.learn import learn_layout
@@ -63,9 +82,10 @@ def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     from ..rpc.options import FIELDS, BootstrapOptions
 
     given = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
+    env = _fresh()
     with _as_typed(args):
-        cluster = resolve(jobs=_jobs(args))
-    return run_bootstrap(cluster, BootstrapOptions(**given))
+        cluster = resolve(env, jobs=_jobs(args))
+    return run_bootstrap(cluster, BootstrapOptions(**given), environ=env)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -248,8 +268,9 @@ def _refuse_leftovers(variables: dict[str, str]) -> None:
         speaker=Speaker.FIRST if origin else Speaker.TASK)
 
 
-def _origin(task: str) -> str:
-    """Where leftover variables came from, as the ``SLURM_RESOLVER_TASK`` among them tells.
+def _origin(task: str, steps_only: bool = False) -> str:
+    """Where leftover variables came from, as the ``SLURM_RESOLVER_TASK`` among them tells (``steps_only``:
+    only where ``env`` wrote them in a batch step or salloc shell).
 
     >>> _origin('{"launcher": "batch", "rank": 0, "world_size": 4}')[:64]
     ': `slurm-resolver env` wrote them in the batch step (rank 0 of 4'
@@ -264,4 +285,6 @@ def _origin(task: str) -> str:
     if launcher in ("batch", "salloc"):
         return (f": `slurm-resolver env` wrote them in the {launcher} step (rank {rank} of {size}, as the "
                 f"{'batch script' if launcher == 'batch' else 'salloc shell'} saw it), and srun passed them on")
+    if steps_only:
+        return ""
     return f": slurm_resolver wrote them for rank {rank} of {size} of another launch ({launcher}), passed on here"
