@@ -20,7 +20,7 @@ from .errors import SlurmResolverError
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
 
-__all__ = ["Level", "Check", "run_checks", "own_row"]
+__all__ = ["Level", "Check", "run_checks", "own_row", "written_in_batch_step"]
 
 
 class Level(enum.Enum):
@@ -65,8 +65,15 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
     it, only what concerns the calling task itself (its own node's name, its row, its port),
     as the tasks other than rank 0 do.
     """
-    env = snapshot(environ)
+    given = snapshot(environ)
+    stale = written_in_batch_step(given)
+    env = {k: v for k, v in given.items() if k not in stale}  # the task's own launch, as bootstrap sees it
     results = [_launcher_check(env)]
+    if stale:
+        results.append(Check(Level.FAIL, "leftovers", f"{', '.join(stale)} came from the batch step: "
+                             "`slurm-resolver env` wrote them there (rank 0's view) and srun passed them on to "
+                             "every task", "remove `eval \"$(slurm-resolver env ...)\"` from the batch script and "
+                             "launch with srun slurm-resolver bootstrap -- COMMAND, or run env inside srun"))
     seen = sorted(k for k in env if k.startswith(("SLURM_", "OMPI_", "PMI")))
     results.append(_ok("variables", f"{len(seen)} launcher variable{'s' * (len(seen) != 1)} ({', '.join(seen[:6])}"
                                     f"{', ...' if len(seen) > 6 else ''})"))
@@ -96,6 +103,32 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
                              "another job shares the node: choose another port_base, or use "
                              "`slurm-resolver bootstrap`" if busy else ""))
     return results
+
+
+_WRITTEN = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+"""What ``env --format torch`` writes that launchers below srun are told apart by (a ``RANK`` not Slurm's)."""
+
+
+def written_in_batch_step(env: Mapping[str, str]) -> list[str]:
+    """The variables of ``env`` that ``slurm-resolver env`` wrote in the batch step or an salloc shell
+    (its ``SLURM_RESOLVER_TASK`` says so) and srun passed on to this task: the batch step's ``RANK=0``,
+    which is no task's rank and no sign of a launcher below srun. A task's resolution leaves them out.
+
+    >>> task = {"SLURM_PROCID": "3", "SLURM_STEP_ID": "0", "RANK": "0"}
+    >>> written_in_batch_step({**task, "SLURM_RESOLVER_TASK": '{"launcher": "batch"}'}), written_in_batch_step(task)
+    (['RANK'], [])
+    """
+    import json
+
+    from .layout import in_srun_step
+
+    if not in_srun_step(env) or "TORCHELASTIC_RUN_ID" in env or "CROSS_RANK" in env:  # a launcher below set them
+        return []
+    try:
+        launcher = json.loads(env.get("SLURM_RESOLVER_TASK", ""))["launcher"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    return [name for name in _WRITTEN if name in env] if launcher in ("batch", "salloc") else []
 
 
 def _launcher_check(env: Mapping[str, str]) -> Check:

@@ -40,22 +40,15 @@ def _as_typed(args: argparse.Namespace) -> Iterator[None]:
         raise exc.given("--jobs" if args.jobs else "SLURM_RESOLVER_JOBS") from None
 
 
-_STALE = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
-"""What ``env --format torch`` writes that launchers below srun are told apart by (``RANK`` not Slurm's)."""
-
-
 def _fresh() -> dict[str, str]:
-    """This process's environment, less what ``slurm-resolver env`` wrote in the batch step or salloc shell
-    and srun passed on to this task (the batch step's ``RANK=0`` would make every task a worker spawned
-    below it); the refusal of those variables, later, names them and their cause."""
+    """This process's environment, less what ``slurm-resolver env`` wrote in the batch step and srun passed
+    on to this task (``written_in_batch_step``); bootstrap's refusal of those variables names their cause."""
+    from ..diagnostics import written_in_batch_step
     from ..environment import snapshot
-    from ..layout import in_srun_step
 
     env = dict(snapshot())
-    below = "TORCHELASTIC_RUN_ID" in env or "CROSS_RANK" in env  # a launcher below srun set them for this worker
-    if in_srun_step(env) and not below and _origin(env.get("SLURM_RESOLVER_TASK", ""), steps_only=True):
-        for name in _STALE:
-            env.pop(name, None)
+    for name in written_in_batch_step(env):
+        del env[name]
     return env
 
 
@@ -268,9 +261,8 @@ def _refuse_leftovers(variables: dict[str, str]) -> None:
         speaker=Speaker.FIRST if origin else Speaker.TASK)
 
 
-def _origin(task: str, steps_only: bool = False) -> str:
-    """Where leftover variables came from, as the ``SLURM_RESOLVER_TASK`` among them tells (``steps_only``:
-    only where ``env`` wrote them in a batch step or salloc shell).
+def _origin(task: str) -> str:
+    """Where leftover variables came from, as the ``SLURM_RESOLVER_TASK`` among them tells.
 
     >>> _origin('{"launcher": "batch", "rank": 0, "world_size": 4}')[:64]
     ': `slurm-resolver env` wrote them in the batch step (rank 0 of 4'
@@ -285,6 +277,4 @@ def _origin(task: str, steps_only: bool = False) -> str:
     if launcher in ("batch", "salloc"):
         return (f": `slurm-resolver env` wrote them in the {launcher} step (rank {rank} of {size}, as the "
                 f"{'batch script' if launcher == 'batch' else 'salloc shell'} saw it), and srun passed them on")
-    if steps_only:
-        return ""
     return f": slurm_resolver wrote them for rank {rank} of {size} of another launch ({launcher}), passed on here"
