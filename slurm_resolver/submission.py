@@ -69,10 +69,12 @@ class _Outputs:
 
 
 def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
-         records: Callable[[str], list[dict[str, str]]] = job_records, poll: float = 0.5, every: float = 15.0) -> int:
+         records: Callable[[str], list[dict[str, str]]] = job_records, poll: float = 0.5, every: float = 15.0,
+         failure: TextIO | None = None) -> int:
     """Follow a job until it ends: its output file's path first, its state, elapsed time and nodes (at
     each change, and every ``every`` seconds), its output as it is written, and one last line with
-    the state, exit code and time it ran.
+    the state, exit code, time it ran and output file (on ``failure``, default ``progress``, where the
+    job did not complete: ``submit -q --wait`` still says why it failed and where its output is).
 
     Returns the job's exit code (128 + signal where it was killed).
     """
@@ -118,7 +120,7 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
     code = _exit_code(found)
     exit_text = f" (exit {code})" if code else ""
     print(f"job {job_id} {state}{exit_text} after {first.get('RunTime', '?')}: see {outputs.named()}",
-          file=progress, flush=True)
+          file=progress if state == "COMPLETED" and not code else failure or progress, flush=True)
     return code
 
 
