@@ -80,6 +80,16 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
     """
     progress = progress or sys.stderr
     outputs = _Outputs(progress)
+    try:
+        return _follow(job_id, timeout, progress, records, poll, every, failure or progress, outputs)
+    except KeyboardInterrupt:  # Ctrl-C stops the following, not the job: say so, and where it goes on
+        print(f"job {job_id} goes on: no longer followed (scancel {job_id} ends it); see {outputs.named()}",
+              file=failure or progress, flush=True)
+        raise
+
+
+def _follow(job_id: str, timeout: float, progress: TextIO, records: Callable[[str], list[dict[str, str]]],
+            poll: float, every: float, failure: TextIO, outputs: _Outputs) -> int:
     deadline = time.monotonic() + timeout
     shown: tuple[str, str] = ("", "")
     last, unknown = 0.0, False
@@ -120,7 +130,7 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
     code = _exit_code(found)
     exit_text = f" (exit {code})" if code else ""
     print(f"job {job_id} {state}{exit_text} after {first.get('RunTime', '?')}: see {outputs.named()}",
-          file=progress if state == "COMPLETED" and not code else failure or progress, flush=True)
+          file=progress if state == "COMPLETED" and not code else failure, flush=True)
     return code
 
 
