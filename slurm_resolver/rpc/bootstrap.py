@@ -85,7 +85,8 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
         loop.close()
         if log.isEnabledFor(logging.DEBUG):
             raise  # the whole way down, for whoever debugs it
-        raise exc.with_traceback(None) from None  # from the caller's frame: the message says it all
+        # From the caller's frame (the line below is all a user sees of ours): the message says it all.
+        raise exc.with_traceback(None) from None
     except BaseException:
         loop.close()
         raise
