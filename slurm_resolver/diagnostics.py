@@ -20,7 +20,7 @@ from .errors import SlurmResolverError
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
 
-__all__ = ["Level", "Check", "run_checks", "own_row", "written_in_batch_step"]
+__all__ = ["Level", "Check", "run_checks", "own_row", "written_in_batch_step", "refuse_written_in_batch_step"]
 
 
 class Level(enum.Enum):
@@ -70,10 +70,9 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
     env = {k: v for k, v in given.items() if k not in stale}  # the task's own launch, as bootstrap sees it
     results = [_launcher_check(env)]
     if stale:
-        results.append(Check(Level.FAIL, "leftovers", f"{', '.join(stale)} came from the batch step: "
-                             "`slurm-resolver env` wrote them there (rank 0's view) and srun passed them on to "
-                             "every task", "remove `eval \"$(slurm-resolver env ...)\"` from the batch script and "
-                             "launch with srun slurm-resolver bootstrap -- COMMAND, or run env inside srun"))
+        results.append(Check(Level.FAIL, "leftovers", _from_batch_step(stale),
+                             "remove `eval \"$(slurm-resolver env ...)\"` from the batch script and launch with "
+                             "srun slurm-resolver bootstrap -- COMMAND, or run env inside srun"))
     seen = sorted(k for k in env if k.startswith(("SLURM_", "OMPI_", "PMI")))
     results.append(_ok("variables", f"{len(seen)} launcher variable{'s' * (len(seen) != 1)} ({', '.join(seen[:6])}"
                                     f"{', ...' if len(seen) > 6 else ''})"))
@@ -129,6 +128,23 @@ def written_in_batch_step(env: Mapping[str, str]) -> list[str]:
     except (ValueError, KeyError, TypeError):
         return []
     return [name for name in _WRITTEN if name in env] if launcher in ("batch", "salloc") else []
+
+
+def _from_batch_step(stale: list[str]) -> str:
+    return (f"{', '.join(stale)} came from the batch step: `slurm-resolver env` wrote them there (rank 0's view) "
+            "and srun passed them on to every task")
+
+
+def refuse_written_in_batch_step(env: Mapping[str, str]) -> None:
+    """Refuse, once for the job, to bootstrap a task whose ``env`` holds what ``slurm-resolver env`` wrote in
+    the batch step (`written_in_batch_step`): a framework would read the batch step's ``RANK=0`` in every task."""
+    from .errors import ConfigurationError, Speaker
+
+    stale = written_in_batch_step(env)
+    if stale:
+        raise ConfigurationError(_from_batch_step(stale), "remove `eval \"$(slurm-resolver env ...)\"` from the "
+                                 "batch script (bootstrap() gives every task its own), or unset them before it",
+                                 speaker=Speaker.FIRST)
 
 
 def _launcher_check(env: Mapping[str, str]) -> Check:

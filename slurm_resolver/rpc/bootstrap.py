@@ -138,6 +138,9 @@ async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOpti
     env = snapshot(environ)
     mode = chosen.mode(env)
     if cluster is None:  # where the layout is not in the environment, the exchange below learns it
+        from ..diagnostics import refuse_written_in_batch_step
+
+        refuse_written_in_batch_step(env)  # before the batch step's RANK=0 reads as a launcher below srun
         cluster = resolve(env, exchange=mode, timeout=chosen.timeout)
     if not isinstance(cluster, Cluster):
         raise ConfigurationError(f"bootstrap() takes a Cluster, not {type(cluster).__name__}",
