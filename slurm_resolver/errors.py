@@ -46,6 +46,9 @@ class Speaker(enum.Enum):
     """Rank 0: every task computes the same error from what they share (the command line, the step's size)."""
     ABOVE = "above"
     """The task above in the bootstrap's tree, which found it or heard it first: this task only heard it."""
+    ANOTHER = "another"
+    """Another task that found the same: where the root of the bootstrap's tree never answered, every task
+    that calls it fails alike, and one of them (on another node, where there is one) says it."""
 
 
 class SlurmResolverError(Exception):

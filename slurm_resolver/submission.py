@@ -69,15 +69,27 @@ class _Outputs:
 
 
 def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
-         records: Callable[[str], list[dict[str, str]]] = job_records, poll: float = 0.5, every: float = 15.0) -> int:
+         records: Callable[[str], list[dict[str, str]]] = job_records, poll: float = 0.5, every: float = 15.0,
+         failure: TextIO | None = None) -> int:
     """Follow a job until it ends: its output file's path first, its state, elapsed time and nodes (at
     each change, and every ``every`` seconds), its output as it is written, and one last line with
-    the state, exit code and time it ran.
+    the state, exit code, time it ran and output file (on ``failure``, default ``progress``, where the
+    job did not complete: ``submit -q --wait`` still says why it failed and where its output is).
 
     Returns the job's exit code (128 + signal where it was killed).
     """
     progress = progress or sys.stderr
     outputs = _Outputs(progress)
+    try:
+        return _follow(job_id, timeout, progress, records, poll, every, failure or progress, outputs)
+    except KeyboardInterrupt:  # Ctrl-C stops the following, not the job: say so, and where it goes on
+        print(f"job {job_id} goes on: no longer followed (scancel {job_id} ends it); see {outputs.named()}",
+              file=failure or progress, flush=True)
+        raise
+
+
+def _follow(job_id: str, timeout: float, progress: TextIO, records: Callable[[str], list[dict[str, str]]],
+            poll: float, every: float, failure: TextIO, outputs: _Outputs) -> int:
     deadline = time.monotonic() + timeout
     shown: tuple[str, str] = ("", "")
     last, unknown = 0.0, False
@@ -118,7 +130,7 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
     code = _exit_code(found)
     exit_text = f" (exit {code})" if code else ""
     print(f"job {job_id} {state}{exit_text} after {first.get('RunTime', '?')}: see {outputs.named()}",
-          file=progress, flush=True)
+          file=progress if state == "COMPLETED" and not code else failure, flush=True)
     return code
 
 

@@ -40,13 +40,25 @@ def _as_typed(args: argparse.Namespace) -> Iterator[None]:
         raise exc.given("--jobs" if args.jobs else "SLURM_RESOLVER_JOBS") from None
 
 
+def _fresh() -> dict[str, str]:
+    """This process's environment, less what ``slurm-resolver env`` wrote in the batch step and srun passed
+    on to this task (``written_in_batch_step``); bootstrap's refusal of those variables names their cause."""
+    from ..environment import snapshot
+    from ..launchers.below import written_in_batch_step
+
+    env = dict(snapshot())
+    for name in written_in_batch_step(env):
+        del env[name]
+    return env
+
+
 def resolved(args: argparse.Namespace) -> Cluster:
     """The cluster resolved from this process's environment with the command's options, every rank
     placed (a layout only the step's tasks can tell is learned from them)."""
     from ..resolution import resolve
 
     with _as_typed(args):
-        cluster = resolve(jobs=_jobs(args), port_base=getattr(args, "port_base", None),
+        cluster = resolve(_fresh(), jobs=_jobs(args), port_base=getattr(args, "port_base", None),
                           exchange=getattr(args, "exchange", None))
     if not cluster.placement.exact:
         from ..rpc.learn import learn_layout
@@ -63,9 +75,10 @@ def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     from ..rpc.options import FIELDS, BootstrapOptions
 
     given = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
+    env = _fresh()
     with _as_typed(args):
-        cluster = resolve(jobs=_jobs(args))
-    return run_bootstrap(cluster, BootstrapOptions(**given))
+        cluster = resolve(env, jobs=_jobs(args))
+    return run_bootstrap(cluster, BootstrapOptions(**given), environ=env)
 
 
 def run(args: argparse.Namespace) -> int:

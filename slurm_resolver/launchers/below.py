@@ -21,12 +21,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar
 
-from ..errors import EnvironmentVariableError, ResolutionError
+from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError, Speaker
 from ..layout import BLOCK, Distribution, Spread, array_element, in_srun_step, launch_key, step_layout
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
 
-__all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow"]
+__all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow", "written_in_batch_step", "from_batch_step",
+           "refuse_written_in_batch_step"]
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 """A run id shown as it is in a launch key (a UUID, ``none``, a job's own name); others are digested."""
@@ -178,7 +179,7 @@ class SpawnedBelow(Launcher):
     def detect(cls, env: Mapping[str, str]) -> bool:
         return "SLURM_PROCID" in env and (_differs(env, "RANK", "SLURM_PROCID")
                                           or _differs(env, "LOCAL_RANK", "SLURM_LOCALID")) \
-            and not _left_by_the_batch_step(env)
+            and not written_in_batch_step(env)
 
     @classmethod
     def resolve(cls, env: Mapping[str, str]) -> Launch:
@@ -192,24 +193,42 @@ class SpawnedBelow(Launcher):
             "Slurm), or start them with torchrun (srun --ntasks-per-node=1 torchrun --nnodes=<nodes> ...)")
 
 
-def _left_by_the_batch_step(env: Mapping[str, str]) -> bool:
-    """Whether ``RANK`` and its kin are what ``slurm-resolver env`` wrote in a batch step or an salloc
-    shell (its ``SLURM_RESOLVER_TASK`` says so), passed on by srun: leftovers, not a spawner's, which
-    the task resolves past (Slurm's own variables tell it) and ``bootstrap --format`` refuses by name.
+WRITTEN = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+"""What ``env --format torch`` writes that launchers below srun are told apart by (a ``RANK`` not Slurm's)."""
 
-    >>> _left_by_the_batch_step({"SLURM_RESOLVER_TASK": '{"launcher": "batch", "rank": 0}'})
-    True
-    >>> _left_by_the_batch_step({"SLURM_RESOLVER_TASK": '{"launcher": "srun"}'}), _left_by_the_batch_step({})
-    (False, False)
+
+def written_in_batch_step(env: Mapping[str, str]) -> list[str]:
+    """The variables of ``env`` that ``slurm-resolver env`` wrote in the batch step or an salloc shell
+    (its ``SLURM_RESOLVER_TASK`` says so) and srun passed on to this task: the batch step's ``RANK=0``,
+    which is no task's rank and no sign of a launcher below srun. A task's resolution leaves them out.
+
+    >>> task = {"SLURM_PROCID": "3", "SLURM_STEP_ID": "0", "RANK": "0"}
+    >>> written_in_batch_step({**task, "SLURM_RESOLVER_TASK": '{"launcher": "batch"}'}), written_in_batch_step(task)
+    (['RANK'], [])
     """
-    text = env.get("SLURM_RESOLVER_TASK")
-    if not text:
-        return False
+    if not in_srun_step(env) or "TORCHELASTIC_RUN_ID" in env or "CROSS_RANK" in env:  # a launcher below set them
+        return []
     try:
-        launcher = json.loads(text)["launcher"]
+        launcher = json.loads(env.get("SLURM_RESOLVER_TASK", ""))["launcher"]
     except (ValueError, KeyError, TypeError):
-        return False
-    return launcher in ("batch", "salloc")
+        return []
+    return [name for name in WRITTEN if name in env] if launcher in ("batch", "salloc") else []
+
+
+def from_batch_step(stale: list[str]) -> str:
+    """Where ``stale`` (`written_in_batch_step`) came from, for errors and ``check``."""
+    return (f"{', '.join(stale)} came from the batch step: `slurm-resolver env` wrote them there (rank 0's view) "
+            "and srun passed them on to every task")
+
+
+def refuse_written_in_batch_step(env: Mapping[str, str]) -> None:
+    """Refuse, once for the job, to bootstrap a task whose ``env`` holds what ``slurm-resolver env`` wrote in
+    the batch step (`written_in_batch_step`): a framework would read the batch step's ``RANK=0`` in every task."""
+    stale = written_in_batch_step(env)
+    if stale:
+        raise ConfigurationError(from_batch_step(stale), "remove `eval \"$(slurm-resolver env ...)\"` from the "
+                                 "batch script (bootstrap() gives every task its own), or unset them before it",
+                                 speaker=Speaker.FIRST)
 
 
 def _differs(env: Mapping[str, str], launcher: str, slurm: str) -> bool:

@@ -86,7 +86,8 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
         loop.close()
         if log.isEnabledFor(logging.DEBUG):
             raise  # the whole way down, for whoever debugs it
-        raise exc.with_traceback(None) from None  # from the caller's frame: the message says it all
+        # From the caller's frame (the line below is all a user sees of ours): the message says it all.
+        raise exc.with_traceback(None) from None
     except BaseException:
         loop.close()
         raise
@@ -141,6 +142,9 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     env = snapshot(environ)
     mode = chosen.mode(env)
     if cluster is None:  # where the layout is not in the environment, the exchange below learns it
+        from ..launchers.below import refuse_written_in_batch_step
+
+        refuse_written_in_batch_step(env)  # before the batch step's RANK=0 reads as a launcher below srun
         cluster = resolve(env, exchange=mode, timeout=chosen.timeout)
     if not isinstance(cluster, Cluster):
         raise ConfigurationError(f"bootstrap() takes a Cluster, not {type(cluster).__name__}",

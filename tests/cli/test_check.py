@@ -107,3 +107,17 @@ def test_check_says_how_tasks_prove_themselves_and_fails_a_secret_that_cannot_be
     assert secret.level is Level.OK and "a secret in SLURM_RESOLVER_SECRET" in secret.detail
     short = [r for r in run_checks({**base, "SLURM_RESOLVER_SECRET": "short"}) if r.name == "auth"][0]
     assert short.level is Level.FAIL and "too short" in short.detail
+
+
+def test_check_in_a_task_names_what_env_wrote_in_the_batch_step(cli: Any) -> None:
+    """The batch script's footgun, diagnosed: the batch step's RANK=0 is named with its cause, not taken for a
+    launcher below srun, and the task's own resolution goes on."""
+    batch = cli("env", "--format", "torch", env=dict(captured("sbatch_batch_step")[0], PATH="/usr/bin:/bin"))
+    written = dict(line.removeprefix("export ").split("=", 1) for line in batch.stdout.splitlines())
+    task = dict(captured("srun_N3_n6")[4], PATH="/usr/bin:/bin", **{k: v.strip("'") for k, v in written.items()})
+    out = cli("check", "--all-ranks", env=task)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 1 and lines[0].startswith("OK   launcher: srun:"), out.stdout
+    assert lines[1].startswith("FAIL leftovers: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE came from the batch "
+                               "step: `slurm-resolver env` wrote them there"), lines
+    assert any(line.startswith("OK   resolution: 6 tasks; this is worker:4 (rank 4)") for line in lines), lines

@@ -46,6 +46,27 @@ def test_a_task_that_never_bootstraps_is_named_once(slurm_cluster: dict[str, str
                     r"worker:5 \(rank 5\)", errors[0]), errors
 
 
+def test_a_root_that_never_bootstraps_is_named_once_by_a_task_of_another_node(slurm_cluster: dict[str, str]) -> None:
+    """Every task that calls rank 0 directly finds it silent: one of them says so, on another node than rank 0's."""
+    skip = f"if [ $SLURM_PROCID != 0 ]; then {' '.join(CLI)} bootstrap --timeout 5 -- true; else sleep 8; fi"
+    out = subprocess.run(["srun", "-N4", "-n8", "bash", "-c", skip], capture_output=True, text=True, timeout=120)
+    errors = said(out.stderr)
+    assert out.returncode == 1 and len(errors) == 1, out.stderr
+    assert re.match(r"slurm-resolver: error: rank [1-7]: bootstrap: rank 0 \(worker:0 on (node\d)\) did not answer on "
+                    r"\1 ", errors[0]), errors
+
+
+def test_a_late_root_leaves_the_tasks_that_gave_up_waiting_on_it_silent(slurm_cluster: dict[str, str]) -> None:
+    """Tasks that started well before rank 0 give up before it decides; it answered them, and says why, once."""
+    late = (f"if [ $SLURM_PROCID = 0 ]; then sleep 2; fi; if [ $SLURM_PROCID != 5 ]; then {' '.join(CLI)} bootstrap "
+            "--timeout 6 -- true; fi")
+    out = subprocess.run(["srun", "-N4", "-n8", "bash", "-c", late], capture_output=True, text=True, timeout=120)
+    errors = said(out.stderr)
+    assert out.returncode == 1 and len(errors) == 1, out.stderr
+    assert re.match(r"slurm-resolver: error: rank 0: bootstrap: 1 of 8 tasks did not join the bootstrap within 6 s: "
+                    r"worker:5 \(rank 5\)", errors[0]), errors
+
+
 def test_verbose_lines_begin_with_their_task_and_leave_grpc_out(slurm_cluster: dict[str, str]) -> None:
     out = subprocess.run(["srun", "-N2", "-n4", *CLI, "-v", "bootstrap", "--", "true"], capture_output=True,
                          text=True, timeout=120)

@@ -88,7 +88,7 @@ def test_the_job_id_is_alone_on_stdout_without_wait(monkeypatch: pytest.MonkeyPa
 def test_with_wait_the_id_is_a_sentence_on_stderr(monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(submission, "submit", lambda text: "42")
-    monkeypatch.setattr(submission, "wait", lambda job, timeout, progress: 0)
+    monkeypatch.setattr(submission, "wait", lambda job, timeout, progress, failure: 0)
     assert cli.main(["submit", "data_parallel", "--wait"]) == 0
     out, err = capsys.readouterr()
     assert out == "" and "submitted batch job 42" in err
@@ -103,3 +103,31 @@ def test_quiet_wait_shows_only_the_jobs_output(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(submission, "wait", follow)
     assert cli.main(["submit", "data_parallel", "--wait", "-q"]) == 0
     assert capsys.readouterr() == ("", "")
+
+
+def test_quiet_wait_still_says_a_failed_job_and_where_its_output_is(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    states = iter([[{"JobState": "RUNNING", "RunTime": "0", "NodeList": "node1", "StdOut": "/nowhere/out-44.txt"}],
+                   [{"JobState": "FAILED", "RunTime": "00:00:03", "NodeList": "node1", "ExitCode": "3:0",
+                     "StdOut": "/nowhere/out-44.txt"}]])
+    monkeypatch.setattr(submission, "submit", lambda text: "44")
+    follow = functools.partial(submission.wait, records=lambda job: next(states), poll=0)
+    monkeypatch.setattr(submission, "wait", follow)
+    assert cli.main(["submit", "data_parallel", "--wait", "-q"]) == 3
+    assert capsys.readouterr() == ("", "job 44 FAILED (exit 3) after 00:00:03: see /nowhere/out-44.txt\n")
+
+
+def test_ctrl_c_stops_following_and_says_the_job_goes_on(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    def records(job: str) -> list[dict[str, str]]:
+        if calls.append(job) or len(calls) > 1:
+            raise KeyboardInterrupt
+        return [{"JobState": "RUNNING", "RunTime": "0", "NodeList": "node1", "StdOut": "/nowhere/out-45.txt"}]
+
+    calls: list[str] = []
+    monkeypatch.setattr(submission, "submit", lambda text: "45")
+    monkeypatch.setattr(submission, "wait", functools.partial(submission.wait, records=records, poll=0))
+    assert cli.main(["submit", "data_parallel", "--wait", "-q"]) == 130
+    assert capsys.readouterr().err.splitlines() == [
+        "job 45 goes on: no longer followed (scancel 45 ends it); see /nowhere/out-45.txt",
+        "slurm-resolver: interrupted"]

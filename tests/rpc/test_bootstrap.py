@@ -322,3 +322,16 @@ def test_a_job_whose_tasks_prove_nothing_says_so_once(caplog: pytest.LogCaptureF
         assert not [r for r in caplog.records if "do not prove who they are" in r.getMessage()]
     finally:
         stop(results)
+
+
+def test_what_env_wrote_in_the_batch_step_is_refused_with_its_cause() -> None:
+    """``eval "$(slurm-resolver env --format torch)"`` in the batch script, then ``srun python train.py``: every
+    task holds the batch step's RANK=0; bootstrap() names where it came from, at once, said once for the job."""
+    from slurm_resolver.rpc.simulate import srun_environ
+
+    task = dict(srun_environ(2, 2, rank=3), RANK="0", WORLD_SIZE="4", LOCAL_RANK="0", LOCAL_WORLD_SIZE="3",
+                SLURM_RESOLVER_TASK='{"launcher": "batch", "rank": 0, "world_size": 4}')
+    with pytest.raises(ConfigurationError, match=r"^RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE came from the "
+                                                 r"batch step: `slurm-resolver env` wrote them there") as info:
+        bootstrap(environ=task, timeout=5)
+    assert not info.value.said_by(3) and info.value.said_by(0)

@@ -49,8 +49,9 @@ def test_a_failed_bootstrap_raises_from_its_public_frame() -> None:
              "SLURM_JOB_NODELIST": "localhost", "SLURM_TASKS_PER_NODE": "2", "CUDA_VISIBLE_DEVICES": ""}
     with pytest.raises(ConfigurationError, match="bootstrap runs in every task of a launch") as info:
         bootstrap(environ=batch, timeout=5)
-    frames = [frame.name for frame in traceback.extract_tb(info.value.__traceback__)]
-    assert frames == ["test_a_failed_bootstrap_raises_from_its_public_frame", "bootstrap"]
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert [frame.name for frame in frames] == ["test_a_failed_bootstrap_raises_from_its_public_frame", "bootstrap"]
+    assert frames[-1].line and "#" not in frames[-1].line, frames[-1].line  # the line every user sees: no aside
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
