@@ -193,6 +193,21 @@ def test_two_torchrun_runs_beside_each_other_are_launches_of_their_own() -> None
     assert restarted.launch.key not in keys
 
 
+def test_two_torchrun_runs_with_the_run_id_none_meeting_apart_are_launches_of_their_own() -> None:
+    """Two non-standalone torchrun runs in one allocation at once, without --rdzv-id (run id ``none``) and each
+    with its --master-port: each run's workers bootstrap apart (a launch key, so rendezvous ports and proofs, of
+    their own); the workers of one run share theirs."""
+    worker = {**TWO_NODES[0], "MASTER_ADDR": "node1"}
+    keys = {resolve({**worker, "MASTER_PORT": port}, **quiet()).launch.key for port in ("29500", "29501")}
+    assert len(keys) == 2 and all(len(k) < 80 and " " not in k for k in keys), keys
+    elsewhere = resolve({**worker, "MASTER_ADDR": "node2", "MASTER_PORT": "29500"}, **quiet()).launch.key
+    odd = resolve({**worker, "MASTER_ADDR": "n" * 300 + " x", "MASTER_PORT": "29500"}, **quiet()).launch.key
+    assert elsewhere not in keys and odd not in keys and len(odd) < 80 and " " not in odd
+    one_run = {resolve({**env, "MASTER_ADDR": "node1", "MASTER_PORT": "29500"}, **quiet()).launch.key
+               for env in TWO_NODES}
+    assert len(one_run) == 1 and one_run < keys
+
+
 def torchrun_vars(rank: int, local: int, world: int, here: int) -> dict[str, str]:
     return {"TORCHELASTIC_RUN_ID": "none", "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
             "LOCAL_WORLD_SIZE": str(here)}
