@@ -18,7 +18,13 @@ from typing import Any
 from . import addresses, launchers, placement
 from .cluster import DEFAULT_PORT_BASE, Cluster
 from .environment import snapshot
-from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
+from .errors import (
+    ConfigurationError,
+    EnvironmentVariableError,
+    PlacementError,
+    ResolutionError,
+    raised_from_public_call,
+)
 from .exchange import Exchange, ExchangeMode, mpi_exchange, parse_mode
 from .gpus import SOURCES, GpuPlan, Visible, local, visible
 from .launchers.base import Launch
@@ -143,6 +149,7 @@ def _exchanged(launch: Launch, group: Exchange, own: str, resolves: Callable[[st
     return group.rank, Placement.from_hosts(hosts), {str(g[0]): bool(g[1]) for g in gathered}
 
 
+@raised_from_public_call
 def resolve(
     environ: Mapping[str, str] | None = None,
     *,
