@@ -231,6 +231,7 @@ class UnionClusterResolver(ClusterResolver):
                 raise TypeError("All arguments must be a sub-class of `ClusterResolver.`")
         self._cluster_resolvers = args
 
+    @raised_from_public_call
     def cluster_spec(self) -> ClusterSpec:
         """The merged cluster of every resolver, in the order they were given."""
         specs = [ClusterSpec(r.cluster_spec()).as_dict() for r in self._cluster_resolvers]
@@ -249,6 +250,7 @@ class UnionClusterResolver(ClusterResolver):
                 target.update(as_dict)
         return ClusterSpec(merged)
 
+    @raised_from_public_call
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """The given task's address, or the first resolver's master."""
@@ -277,6 +279,7 @@ class UnionClusterResolver(ClusterResolver):
     def environment(self) -> str:
         return str(self._cluster_resolvers[0].environment)
 
+    @raised_from_public_call
     def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
                          config_proto: Any = None) -> dict[str, int]:
         return dict(self._cluster_resolvers[0].num_accelerators(task_type, task_id, config_proto))

@@ -16,6 +16,7 @@ from slurm_resolver import (
     SimpleClusterResolver,
     SlurmClusterResolver,
     TFConfigClusterResolver,
+    UnionClusterResolver,
     resolve,
 )
 from slurm_resolver.errors import SlurmResolverError
@@ -40,6 +41,8 @@ ENTRY_POINTS: list[tuple[str, Callable[[], object], str]] = [
      "TF_CONFIG="),
     ("TFConfigClusterResolver().master()", lambda: TFConfigClusterResolver(environ=BAD_TF_CONFIG).master(),
      "TF_CONFIG="),
+    ("UnionClusterResolver().cluster_spec()",
+     lambda: UnionClusterResolver(TFConfigClusterResolver(environ=BAD_TF_CONFIG)).cluster_spec(), "TF_CONFIG="),
     ("tf_config()", lambda: SimpleClusterResolver({"worker": ["a:1"]}).tf_config(), "TF_CONFIG needs a task"),
     ("KubernetesClusterResolver()",
      lambda: KubernetesClusterResolver(override_client=object(), executable_location="pod"),  # type: ignore[arg-type]
