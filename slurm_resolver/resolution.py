@@ -41,25 +41,15 @@ log = logging.getLogger("slurm_resolver")
 def _setting(name: str, explicit: Any, env: Mapping[str, str], variable: str,
              parse: Callable[[str], Any], default: Any, shown: Callable[[Any], str] = str) -> Any:
     """Explicit argument > ``variable`` in the environment > default; said at DEBUG in one line, the
-    value as ``shown`` spells it and where it came from (`_decided`)."""
+    value as ``shown`` spells it and where it came from (an unset one: what ``shown`` says that means)."""
     if explicit is not None:
         value, source = explicit, "argument"
     elif env.get(variable) is not None:
         value, source = parse(env[variable]), variable
     else:
         value, source = default, "default"
-    log.debug("%s", _decided(name, shown(value), source))
+    log.debug("%s: %s%s", name, shown(value), "" if value is None else f" ({source})")
     return value
-
-
-def _decided(name: str, value: str, source: str) -> str:
-    """One setting's line for ``-v``: its value and where it came from (what ``shown`` says for an unset value
-    already says what that means).
-
-    >>> _decided("port_base", "8888", "default"), _decided("jobs", "not set (one job 'worker')", "default")
-    ('port_base: 8888 (default)', "jobs: not set (one job 'worker')")
-    """
-    return f"{name}: {value}" if value.startswith("not set") else f"{name}: {value} ({source})"
 
 
 def _shown_jobs(jobs: Jobs) -> str:
