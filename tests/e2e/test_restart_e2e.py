@@ -4,7 +4,9 @@ A task SIGKILLed mid-training: the step runs again on the same nodes and the job
 the uninterrupted result. A node that loses power mid-training (its slurmd, its slurmstepd and its
 tasks SIGKILLed at once: ``testcluster node-kill``): run ends the dead step itself, the next attempt
 runs on the spare node within 15 s of the loss, though Slurm would mark the node DOWN only after
-SlurmdTimeout (60 s here), and the job completes. An exception on every task: no restart, said once.
+SlurmdTimeout (60 s here), and the job completes; the same where the node's processes are frozen
+(``node-kill --silent``: no connection closes, and the frozen slurmd's kernel still completes a connection
+to its port). An exception on every task: no restart, said once.
 Restarts exhausted: every attempt's reason. Each restart's time from the death to the new step's
 tasks bootstrapped is printed.
 """
@@ -116,14 +118,16 @@ def slurmd_timeout() -> int:
 
 
 @pytest.fixture
-def lose_node2(slurm_cluster: dict[str, str]) -> Iterator[Callable[[], float]]:
+def lose_node2(slurm_cluster: dict[str, str]) -> Iterator[Callable[[bool], float]]:
     """A function that cuts node2's power (``testcluster node-kill``: its slurmd, its slurmstepds and every
-    process under them SIGKILLed at once) and returns when; node2 comes back after the test, whatever
-    happens (slurmd started, node resumed)."""
+    process under them SIGKILLed at once; ``silent``: frozen instead, so that their connections go quiet
+    without a FIN or RST, as across a network) and returns when; node2 comes back after the test, whatever
+    happens (frozen processes SIGKILLed, slurmd started, node resumed)."""
 
-    def lose() -> float:
+    def lose(silent: bool) -> float:
         died = time.time()
-        subprocess.run([str(TESTCLUSTER), "node-kill", "node2"], check=True, capture_output=True)
+        subprocess.run([str(TESTCLUSTER), "node-kill", *(["--silent"] if silent else []), "node2"], check=True,
+                       capture_output=True)
         return died
 
     try:
@@ -132,23 +136,26 @@ def lose_node2(slurm_cluster: dict[str, str]) -> Iterator[Callable[[], float]]:
         subprocess.run([str(TESTCLUSTER), "node-start", "node2"], check=True, capture_output=True)
 
 
-def test_a_node_that_loses_power_is_replaced_by_the_spare_at_once(lose_node2: Callable[[], float],
-                                                                  tmp_path: Path) -> None:
+@pytest.mark.parametrize("silent", [False, True], ids=["its sockets closed", "silent"])
+def test_a_node_that_loses_power_is_replaced_by_the_spare_at_once(lose_node2: Callable[[bool], float],
+                                                                  tmp_path: Path, silent: bool) -> None:
+    """Silent: node2's tasks stop beating (patience 5 s) and its frozen slurmd's kernel still completes a
+    connection to its port; run must still find it lost and never place the next attempt there."""
     assert slurmd_timeout() >= 4 * LOST_GOAL, "Slurm must not find the lost node before run does"
     job, out = submit(tmp_path, restarts="3", spare_nodes="1", program=RESUMABLE,
-                      program_args="--steps 150 --step-time 0.1")
+                      program_args="--steps 250 --step-time 0.1")
     wait_until(said(out, "run 1: starting"), 120, "the first attempt")
     time.sleep(1.5)
     assert [argv for _, argv in processes(job, SLURMD_NODENAME="node2")], "tasks on node2 to lose"
-    died = lose_node2()
-    took = restart_time(out, 2, died, timeout=60)
-    print(f"restart after a node's power loss: {took:.1f} s from the loss to the new step's tasks bootstrapped "
-          f"on the spare (SlurmdTimeout {slurmd_timeout()} s)")
+    died = lose_node2(silent)
+    took = restart_time(out, 2, died, timeout=90)
+    print(f"restart after a node's {'silent ' * silent}power loss: {took:.1f} s from the loss to the new step's "
+          f"tasks bootstrapped on the spare (SlurmdTimeout {slurmd_timeout()} s)")
     wait_until(said(out, "slurm-resolver run: completed"), 120, "the second attempt's end")
     text = out.read_text()
     assert "node2 (its slurmd does not answer at 127.0.1.2:" in text and "left behind, with spare node3" in text
     assert "run 1, attempt 2: resuming at step" in text, text
-    assert "finished: 150 steps, model 11175 (expected 11175), after 0 requeue(s) and 1 restart(s)" in text, text
+    assert "finished: 250 steps, model 31125 (expected 31125), after 0 requeue(s) and 1 restart(s)" in text, text
     assert "step creation temporarily disabled" not in text, text
     assert text.rstrip().splitlines()[-1].startswith("slurm-resolver run: completed: attempt 2 on node[1,3] (")
     wait_until(lambda: job_state(job) != "RUNNING", 30, "the job's end")
