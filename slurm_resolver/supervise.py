@@ -35,9 +35,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .cluster import Cluster
 from .environment import for_child, snapshot
-from .errors import ConfigurationError, ResolutionError
-from .outcome import Death, Ending, Outcome, Recording, mark_bootstrapped, write
+from .errors import ConfigurationError, ResolutionError, Speaker, UnansweredError
+from .outcome import Death, Ending, Outcome, Recording, mark_bootstrapped, mark_step, write
 from .rpc.bootstrapped import Bootstrapped
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
@@ -230,6 +231,24 @@ class _Recorder:
         known = {d.rank for d in dead}
         lowest = next(r for r in range(self.b.world_size + 1) if r not in known)
         return lowest == self.b.rank
+
+
+def record_unanswered(cluster: Cluster, error: UnansweredError, environ: Mapping[str, str] | None = None) -> None:
+    """Under ``run``: this task's bootstrap failed because the tasks in ``error.missing`` never answered.
+    The task that found it (the root, whose round waited for them; the others only heard it) records them
+    as deaths heard, so that ``run`` asks their nodes and ends the step where one is lost, as after a death
+    (else srun would wait for the lost node's slurmstepd until Slurm marks the node DOWN)."""
+    env = snapshot(environ)
+    recording = Recording.of(env)
+    me = cluster.me
+    if recording is None or me is None or error.speaker is not Speaker.TASK or me.rank in error.missing:
+        return
+    heard = tuple(Death(rank, node, f"{cluster.label(rank)} never answered in the bootstrap")
+                  for rank, node in sorted(error.missing.items()) if node)
+    if heard:
+        mark_step(recording.directory, env.get("SLURM_STEP_ID", ""))
+        write(Outcome(me.rank, me.node, me.label, Ending.STOPPED, 0, error.message, heard=heard, at=time.time()),
+              recording.directory)
 
 
 def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,

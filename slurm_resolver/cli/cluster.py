@@ -63,9 +63,17 @@ def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     from ..rpc.options import FIELDS, BootstrapOptions
 
     given = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
+    from ..errors import UnansweredError
+
     with _as_typed(args):
         cluster = resolve(jobs=_jobs(args))
-    return run_bootstrap(cluster, BootstrapOptions(**given))
+    try:
+        return run_bootstrap(cluster, BootstrapOptions(**given))
+    except UnansweredError as exc:  # under run: whom it waited for, so that run acts on a lost node at once
+        from ..supervise import record_unanswered
+
+        record_unanswered(cluster, exc)
+        raise
 
 
 def run(args: argparse.Namespace) -> int:

@@ -163,6 +163,63 @@ def test_a_node_that_loses_power_is_replaced_by_the_spare_at_once(lose_node2: Ca
     assert took <= LOST_GOAL, text
 
 
+HOLD = """
+import os, pathlib, time
+if os.environ.get("SLURMD_NODENAME") == "node2" and os.environ.get("SLURM_RESOLVER_ATTEMPT") == "1" \\
+        and b"bootstrap" in pathlib.Path("/proc/self/cmdline").read_bytes().split(b"\\0"):
+    pathlib.Path(__file__).with_name("held-" + os.environ["SLURM_PROCID"]).touch()
+    time.sleep(600)
+"""
+"""A sitecustomize that holds node2's tasks of the first attempt before their bootstrap starts."""
+BOOTSTRAP_TIMEOUT = 60.0
+"""The bootstrap's default timeout: how long the first attempt's tasks wait for node2's."""
+
+
+def test_a_node_lost_during_the_bootstrap_is_replaced_by_the_spare(lose_node2: Callable[[bool], float],
+                                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    """node2 is lost (silently) while its tasks have not joined the bootstrap: node1's tasks fail theirs
+    after its timeout, and the next attempt runs on the spare within the goal of that, though node2's
+    slurmstepd never says that its tasks ended and Slurm would mark node2 DOWN only after SlurmdTimeout."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "sitecustomize.py").write_text(HOLD)
+    monkeypatch.setenv("PYTHONPATH", str(hold))
+    job, out = submit(tmp_path, restarts="3", spare_nodes="1", program=RESUMABLE,
+                      program_args="--steps 30 --step-time 0.1")
+    wait_until(lambda: len(list(hold.glob("held-*"))) == 2, 120, "node2's tasks held before their bootstrap")
+    died = lose_node2(True)
+    took = restart_time(out, 2, died, timeout=BOOTSTRAP_TIMEOUT + 90)
+    print(f"restart after a node's silent power loss in the bootstrap: {took:.1f} s from the loss to the new "
+          f"step's tasks bootstrapped on the spare (bootstrap timeout {BOOTSTRAP_TIMEOUT:g} s)")
+    wait_until(said(out, "slurm-resolver run: completed"), 120, "the second attempt's end")
+    text = out.read_text()
+    assert "worker:2 (rank 2) on node2 never answered in the bootstrap" in text, text
+    assert re.search(r"restart 1 of 3 on node\[1,3\]: node2 \((its slurmd does not answer at 127\.0\.1\.2:|Slurm "
+                     r"marks it \w+\+NOT_RESPONDING).* left behind, with spare node3", text), text
+    assert "step creation temporarily disabled" not in text and "cannot cancel" not in text, text
+    assert text.rstrip().splitlines()[-1].startswith("slurm-resolver run: completed: attempt 2 on node[1,3] (")
+    assert took <= BOOTSTRAP_TIMEOUT + LOST_GOAL, text
+
+
+def test_tasks_that_never_answer_the_bootstrap_are_recorded_by_the_root(slurm_cluster: dict[str, str],
+                                                                         tmp_path: Path) -> None:
+    """Under run, node2's tasks never bootstrap (as where node2 is lost before): rank 0, whose round waited
+    for them, records them as deaths heard on node2 (run then asks node2); rank 1 only heard it."""
+    from slurm_resolver.outcome import Recording, bootstrapped_step, read_all
+
+    skip = f"if [ $SLURM_NODEID = 0 ]; then {' '.join(CLI)} bootstrap --timeout 4 -- true; fi"
+    env = {**os.environ, **Recording(tmp_path, 1).variables()}
+    out = subprocess.run(["srun", "-N2", "-n4", "--ntasks-per-node=2", "bash", "-c", skip], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 1, out.stderr
+    outcomes = read_all(tmp_path)
+    assert list(outcomes) == [0], out.stderr
+    assert [(d.rank, d.node) for d in outcomes[0].heard] == [(2, "node2"), (3, "node2")], outcomes
+    assert bootstrapped_step(tmp_path) is not None, "the step to cancel"
+    assert outcomes[0].heard[0].why == "worker:2 (rank 2) on node2 never answered in the bootstrap"
+
+
 def test_an_exception_on_every_task_is_not_restarted_and_said_once(slurm_cluster: dict[str, str], tmp_path: Path
                                                                      ) -> None:
     job, out = submit(tmp_path, restarts="3", command=f"{sys.executable} -c 'raise ValueError(\"a bad batch\")'")
