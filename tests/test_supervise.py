@@ -60,6 +60,20 @@ def test_a_peer_death_stops_the_command_and_names_the_peer() -> None:
     assert "worker:5 (rank 5) on node3 died; stopped this task's command" in info.value.message
 
 
+def test_a_peer_death_is_said_by_the_lowest_live_rank_alone() -> None:
+    """Every surviving task raises it; the lowest rank it knows alive says it (Speaker.TASK), the others
+    end without a word (Speaker.ABOVE: the command line prints nothing for them)."""
+    from slurm_resolver.errors import Speaker
+
+    for rank, dead, says in ((1, 0, True), (2, 0, False), (0, 5, True), (3, 5, False)):
+        task = Task(rank)
+        threading.Timer(0.3, lambda t=task, d=dead: t.callbacks[0](d, f"worker:{d} (rank {d}) died")).start()
+        with pytest.raises(ResolutionError) as info:
+            supervise(task, [sys.executable, "-c", "import time; time.sleep(60)"], grace=1.0)  # type: ignore[arg-type]
+        assert info.value.speaker is (Speaker.TASK if says else Speaker.ABOVE), rank
+        assert info.value.said_by(rank) is says, rank
+
+
 def test_a_command_that_cannot_start_is_named_and_a_failure() -> None:
     task = Task()
     with pytest.raises(ConfigurationError, match="cannot run 'no-such-command-xyz'"):
