@@ -58,13 +58,12 @@ def resolved(args: argparse.Namespace) -> Cluster:
 def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     """This task, bootstrapped with the command's options (every task of the launch calls it; a layout
     to learn is learned in the bootstrap itself)."""
+    from ..errors import UnansweredError
     from ..resolution import resolve
     from ..rpc.bootstrap import bootstrap as run_bootstrap
     from ..rpc.options import FIELDS, BootstrapOptions
 
     given = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
-    from ..errors import UnansweredError
-
     with _as_typed(args):
         cluster = resolve(jobs=_jobs(args))
     try:

@@ -124,6 +124,13 @@ def lose_node2(slurm_cluster: dict[str, str]) -> Iterator[Callable[[bool], float
     without a FIN or RST, as across a network) and returns when; node2 comes back after the test, whatever
     happens (frozen processes SIGKILLed, slurmd started, node resumed)."""
 
+    def idle() -> bool:  # a job of an earlier loss may stay COMPLETING there for a while after node-start
+        out = subprocess.run(["sinfo", "-h", "-N", "-n", "node2", "-o", "%T"], capture_output=True, text=True)
+        return out.stdout.strip() == "idle" and not subprocess.run(
+            ["squeue", "-h", "-w", "node2"], capture_output=True, text=True).stdout.strip()
+
+    wait_until(idle, 180, "node2 idle, to be lost")
+
     def lose(silent: bool) -> float:
         died = time.time()
         subprocess.run([str(TESTCLUSTER), "node-kill", *(["--silent"] if silent else []), "node2"], check=True,
