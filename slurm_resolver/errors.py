@@ -23,6 +23,7 @@ __all__ = [
     "EnvironmentVariableError",
     "ConfigurationError",
     "ResolutionError",
+    "UnansweredError",
     "PlacementError",
     "AddressError",
     "MissingDependencyError",
@@ -144,6 +145,19 @@ class ConfigurationError(SlurmResolverError, ValueError):
 
 class ResolutionError(SlurmResolverError, RuntimeError):
     """The environment is well formed but the cluster cannot be resolved from it."""
+
+
+class UnansweredError(ResolutionError):
+    """Tasks of the launch never answered within the bootstrap's timeout (their node may be lost).
+
+    ``missing`` maps the rank of each (the lowest few) to its node ('' where it is not known), for
+    whoever acts on a lost node (``slurm-resolver run`` records them as its tasks' deaths).
+    """
+
+    def __init__(self, message: str, hint: str | None = None, *, missing: dict[int, str],
+                 speaker: Speaker = Speaker.TASK) -> None:
+        super().__init__(message, hint, speaker=speaker)
+        self.missing = missing
 
 
 class PlacementError(ResolutionError):
