@@ -162,7 +162,7 @@ def resolve(
                          lambda _: read_int(env, "SLURM_RESOLVER_PORT_BASE", 1), DEFAULT_PORT_BASE)
     source = "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env else "exchange"
     mode = parse_mode(_setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto"), source)
-    launch = launchers.resolve(env)
+    launch = launchers.launch_of(env)
     log.debug("launcher %s: %s", launch.launcher, launch)
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)

@@ -44,7 +44,7 @@ LEVELS: list[set[str]] = [
     {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.local", "rpc.ports",
     "rpc.tree", "rpc.wire", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.heartbeat", "rpc.rounds", "slurmctl",
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.deaths", "rpc.rounds", "slurmctl",
     "templates", "training.native_logs"},
     # 3
     {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "resolvers.base",
@@ -57,7 +57,7 @@ LEVELS: list[set[str]] = [
     # 6
     {"cli.per_job", "cli.tools", "cluster"},
     # 7
-    {"resolution", "rpc.listen", "rpc.uplink", "rpc.verify", "rpc.watch"},
+    {"resolution", "rpc.heartbeat", "rpc.uplink", "rpc.verify", "rpc.watch"},
     # 8
     {"rpc.detector", "rpc.member"},
     # 9

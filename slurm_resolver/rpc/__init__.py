@@ -8,11 +8,11 @@ holds them to that):
   `ports` (where leaders listen), `loop` (a task's event loop thread);
 - `wire` (every message built and read, bounded and checked), `auth` (seals:
   a secret, MUNGE, or none), `tree` (its shape, each task's place, its deadlines);
-- `rounds` (the rounds one server keeps), `heartbeat` (what both sides of
+- `rounds` (the rounds one server keeps), `deaths` (what both sides of
   failure detection share), `options` (every knob, checked once);
 - `coordinator` (one server's handlers), `uplink` (one task's calls up the
   tree), `server` and `local` (gRPC servers, and the in-process network),
-  `watch` and `listen` (failure detection: a leader's side, a task's side);
+  `watch` and `heartbeat` (failure detection: a leader's side, a task's side);
 - `grpc_network` (the real network), `member` (one task's rounds, barriers,
   votes and notices), `detector` (one task's failure detection);
 - `bootstrapped` (what the bootstrap returns), `bootstrap` (its phases);

@@ -71,7 +71,7 @@ class Purpose(enum.Enum):
     ANSWER = b"answer"
 
 
-class Verdict(enum.Enum):
+class SealVerdict(enum.Enum):
     """What the check of a seal concludes; protocol decisions read this, never `Checked.why`."""
 
     BELIEVED = "believed"
@@ -86,21 +86,21 @@ class Verdict(enum.Enum):
 class Checked:
     """The verdict on one seal, and why in words (for people: logs and errors)."""
 
-    verdict: Verdict
+    verdict: SealVerdict
     why: str = ""
 
     @property
     def believed(self) -> bool:
         """Whether the writer is a task of this job."""
-        return self.verdict is Verdict.BELIEVED
+        return self.verdict is SealVerdict.BELIEVED
 
     @classmethod
     def refused(cls, why: str) -> Checked:
         """Not believed, because ``why``."""
-        return cls(Verdict.REFUSED, why)
+        return cls(SealVerdict.REFUSED, why)
 
 
-BELIEVED = Checked(Verdict.BELIEVED)
+BELIEVED = Checked(SealVerdict.BELIEVED)
 """The verdict on a seal of this job."""
 
 
@@ -185,7 +185,7 @@ class Authority:
         if first_round and self.mode is AuthMode.NONE:
             return BELIEVED
         if self.key is None:
-            return Checked(Verdict.UNREADY, "this task does not know the launch's key yet")
+            return Checked(SealVerdict.UNREADY, "this task does not know the launch's key yet")
         if not seal:
             return Checked.refused("no seal: not a task of this launch, or of an older slurm_resolver")
         if not hmac.compare_digest(seal, hmac.digest(self.key, purpose.value + b"\0" + header, "sha256")):

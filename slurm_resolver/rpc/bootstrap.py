@@ -78,14 +78,14 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     chosen = BootstrapOptions.of(options, keywords)
     loop = LoopThread()
     try:
-        done = loop.run(_bootstrap(cluster, chosen, environ, network, loop))
+        bootstrapped = loop.run(_bootstrap(cluster, chosen, environ, network, loop))
     except BaseException:
         loop.close()
         raise
     if chosen.heartbeat:
-        done.report_crashes()  # an uncaught exception is a failure, with its reason ...
-        atexit.register(done.stop)  # ... and an interpreter that ends normally leaves normally
-    return done
+        bootstrapped.report_crashes()  # an uncaught exception is a failure, with its reason ...
+        atexit.register(bootstrapped.stop)  # ... and an interpreter that ends normally leaves normally
+    return bootstrapped
 
 
 @dataclass
@@ -154,17 +154,18 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     lap("server")
     try:
         table = await _exchange(task, chosen.timeout)
-        done = _settled(task.cluster, table)
-        member = task.member.settled(done)
+        settled = _settled(task.cluster, table)
+        member = task.member.settled(settled)
         lap("exchange")
         failure = Failure()
         if task.checks_later:
-            failure = await _verify(task, done, chosen)
+            failure = await _verify(task, settled, chosen)
             lap("verify")
         detector = None
         if chosen.heartbeat:
             above, link = member.above
-            detector = FailureDetector(done, task.plan, above, link, network, proof, chosen.heartbeat, chosen.patience)
+            detector = FailureDetector(settled, task.plan, above, link, network, proof, chosen.heartbeat,
+                                       chosen.patience)
         task.served.handlers.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
         if task.checks_later:
             await _agree(task, member, failure, chosen.timeout)
@@ -177,7 +178,7 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
         raise
     if detector is not None:
         detector.start()
-    return Bootstrapped(done, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
+    return Bootstrapped(settled, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
                         Exchanged.MPI, proof.how, detector, loop)
 
 
@@ -306,10 +307,10 @@ def _learned(cluster: Cluster, table: Table) -> Placement:
     return Placement(nodes, cluster.placement.counts, tuple(nodes[p] for p in table.nodes))
 
 
-async def _verify(task: _Task, done: Cluster, options: BootstrapOptions) -> Failure:
+async def _verify(task: _Task, settled: Cluster, options: BootstrapOptions) -> Failure:
     """Ask the peers this task checks who they are, after the table; the first mismatch, as a failure."""
-    peers = checked_peers(task.plan.rank, done.world_size, options.checks)
-    return await check_peers(task.network, task.authority, done, task.plan.rank, peers, options.timeout)
+    peers = checked_peers(task.plan.rank, settled.world_size, options.checks)
+    return await check_peers(task.network, task.authority, settled, task.plan.rank, peers, options.timeout)
 
 
 async def _agree(task: _Task, member: Member, failure: Failure, timeout: float) -> None:

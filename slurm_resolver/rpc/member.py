@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from ..addresses import first
+from ..addresses import abridged
 from ..cluster import Cluster
 from ..errors import ResolutionError
 from .coordinator import Coordinator
@@ -21,7 +21,7 @@ from .transport import Link
 from .tree import Plan
 from .uplink import HINT, Uplink
 from .verify import Inspection
-from .wire import Outcome, decide
+from .wire import Decision, decision
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -74,14 +74,14 @@ class Member:
 
     # Rounds.
 
-    async def round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table]:
+    async def round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Decision, Table]:
         """Run ``round``; its outcome and table (the root decides both), or a ResolutionError."""
         outcome, table = await self._round(round, brought, timeout)
         if outcome.failure:
             raise self.error(outcome.failure, f"{round.kind.verb} {round.label}", timeout)
         return outcome, table
 
-    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table]:
+    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Decision, Table]:
         start = time.monotonic()
         plan = self.plan
         if self.rank != plan.leader:
@@ -99,7 +99,7 @@ class Member:
                 outcome, table = await self.uplink.join(round, merged,
                                                         start + timeout * plan.tree.give_up_at(plan.position), timeout)
             except ResolutionError as exc:  # tell the tasks below (their error says "bootstrap: " once)
-                outcome = Outcome(Failure.of(exc.message.removeprefix("bootstrap: ")))
+                outcome = Decision(Failure.of(exc.message.removeprefix("bootstrap: ")))
         self.coordinator.publish(round, outcome)
         if outcome.failure or not round.kind.carries_table:
             # The tasks below have the outcome before this one goes on (and may stop its server).
@@ -108,10 +108,10 @@ class Member:
         # they start their failure detection.
         return outcome, table
 
-    def _decide(self, round: Round, merged: Contribution) -> tuple[Outcome, Table]:
+    def _decide(self, round: Round, merged: Contribution) -> tuple[Decision, Table]:
         """The root: the outcome of a round, from every contribution."""
         if merged.failure or not round.kind.carries_table:
-            return decide(merged.failure, votes=merged.votes), Table()
+            return decision(merged.failure, votes=merged.votes), Table()
         n = self.cluster.world_size
         records = merged.records
         ports, spares = [0] * n, [0] * n
@@ -119,13 +119,13 @@ class Member:
             ports[rank], spares[rank] = port, spare
         if len(records.ranks) != n or 0 in ports:
             missing = [r for r in range(n) if not ports[r]]
-            return decide(Failure.missing_ranks(missing).merge(Failure.of(f"{len(records.ranks)} records for {n} "
+            return decision(Failure.missing_ranks(missing).merge(Failure.of(f"{len(records.ranks)} records for {n} "
                                                                           "tasks"))), Table()
         nodes = [0] * n if records.nodes else []
         for rank, node in zip(records.ranks, records.nodes):
             nodes[rank] = node
         table = Table(tuple(ports), tuple(spares), dict(records.gpus), tuple(nodes))
-        return decide(Failure(), table, self.coordinator.table_key()), table
+        return decision(Failure(), table, self.coordinator.table_key()), table
 
     def _next(self, kind: RoundKind, name: str) -> int:
         count = self._counts.get((kind, name), 0)
@@ -153,7 +153,7 @@ class Member:
             share = self.plan.tree.report_at(self.plan.position) if self.is_root else 1.0
             self.coordinator.want(notice, deadline)
             outcome = await self.coordinator.result(notice, time.monotonic() + timeout * share) or \
-                Outcome(Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
+                Decision(Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
             if self.is_root and outcome.failure:
                 self.coordinator.publish(notice, outcome)  # the root gives up first, and says why
         else:
@@ -166,7 +166,7 @@ class Member:
         notice = Round.notice(name)
         if not self.is_root and not self.coordinator.decided(notice):
             await self.uplink.tell_root(Round.announce(name), timeout)
-        self.coordinator.publish(notice, decide(Failure()))  # this task's own waiters (the root's: every task's)
+        self.coordinator.publish(notice, decision(Failure()))  # this task's own waiters (the root's: every task's)
 
     # Errors.
 
@@ -180,7 +180,7 @@ class Member:
             return Failure.missing_ranks([r for p in positions for r in where.ranks_on(p)])
         nodes = [where.nodes[p] for p in positions]
         return Failure(missing_count=sum(where.counts[p] for p in positions),
-                       reason=f"no task of node {first(nodes)} joined (their leader never reported)")
+                       reason=f"no task of node {abridged(nodes)} joined (their leader never reported)")
 
     def error(self, failure: Failure, what: str, timeout: float) -> ResolutionError:
         """The error every task raises for a failed round."""

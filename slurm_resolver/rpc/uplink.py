@@ -17,14 +17,14 @@ import secrets
 import time
 from collections.abc import Sequence
 
-from ..addresses import first
+from ..addresses import abridged
 from ..cluster import Cluster
 from ..errors import ResolutionError
 from .auth import AuthMode, Authority, Purpose
 from .messages import Contribution, Failure, Round, Table, WireError
 from .transport import Failed, Link, LinkError, Network, Refusal, retrying
 from .tree import Plan
-from .wire import NONCE, Call, Outcome, decode_answer, encode_call, read_table, unwrap
+from .wire import NONCE, Call, Decision, decode_answer, encode_call, read_table, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -89,7 +89,7 @@ class Uplink:
     # Calls.
 
     async def join(self, round: Round, brought: Contribution, deadline: float, timeout: float
-                   ) -> tuple[Outcome, Table]:
+                   ) -> tuple[Decision, Table]:
         """Contribute to ``round`` at the task above; its outcome and table (empty but for the table)."""
         if self.link is not None:
             link, port = self.link, self.port
@@ -103,7 +103,7 @@ class Uplink:
         return await self._find(round, brought, deadline, timeout)
 
     async def _find(self, round: Round, brought: Contribution, deadline: float, timeout: float
-                    ) -> tuple[Outcome, Table]:
+                    ) -> tuple[Decision, Table]:
         """The first round: the first candidate port is called at once (where the leader almost always
         listens); then every candidate is probed (a bare connect first) until the leader above answers."""
         pause, last, strangers = 0.02, None, {}
@@ -157,7 +157,7 @@ class Uplink:
         return [self.port] if self.port else self.candidates
 
     async def _call(self, link: Link, port: int, round: Round, brought: Contribution, timeout: float,
-                    probe: bool = False, expected: int | None = None) -> tuple[Outcome, Table]:
+                    probe: bool = False, expected: int | None = None) -> tuple[Decision, Table]:
         """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
         this job (from rank ``expected``, where known)."""
         first_round = round.kind.first
@@ -184,7 +184,7 @@ class Uplink:
             table = read_table(answer, reply[1:], world) if answer.total else Table()
         except WireError as exc:
             raise _Impostor(f"a malformed answer ({exc})") from None
-        return answer.outcome(reply[1:]), table
+        return answer.decision(reply[1:]), table
 
     async def tell_root(self, announcement: Round, timeout: float) -> None:
         """Tell the root of the tree ``announcement`` (after the bootstrap: its port is known)."""
@@ -201,7 +201,7 @@ class Uplink:
                                   f"root of the tree: {getattr(exc, 'detail', exc)}",
                                   "check that task's output; it may have ended") from None
 
-    async def notice(self, notice: Round, deadline: float) -> Outcome:
+    async def notice(self, notice: Round, deadline: float) -> Decision:
         """For the tasks below that wait for ``notice``: ask above, within this leader's share of the
         time (a failure found above reaches it first), and pass on the answer or why there is none."""
         timeout = deadline - time.monotonic()
@@ -209,7 +209,7 @@ class Uplink:
         try:
             outcome, _ = await self.join(notice, Contribution(), give_up, timeout)
         except ResolutionError as exc:
-            return Outcome(Failure.of(exc.message))  # tell the tasks below why
+            return Decision(Failure.of(exc.message))  # tell the tasks below why
         return outcome
 
     def _error(self, exc: LinkError, timeout: float, round: Round) -> ResolutionError:
@@ -231,7 +231,7 @@ class Uplink:
             return ResolutionError(f"bootstrap: {above} refused rank {self.plan.rank}'s call to {round.label} on "
                                    f"{self.host}: {exc.detail}", "every task of the step must run the same "
                                    "slurm_resolver; check that task's output")
-        ports = first(list(self._ports()), 4)
+        ports = abridged(list(self._ports()), 4)
         return ResolutionError(
             f"bootstrap: {above} did not answer on {self.host} (ports {ports}) within {timeout:g} s: {exc.detail}",
             "check that task's output for an error; make sure every task calls bootstrap(); raise timeout")

@@ -35,6 +35,10 @@ MAX_ANSWER = 64 * 1024 * 1024
 """The largest bundled answer a caller reads from the server it called: a table of millions of tasks."""
 NONCE = 16
 """Bytes of a call's nonce."""
+MOST_NONCE = 64
+"""Bytes of a nonce a message may carry (this package's are `NONCE`; room for a longer one later)."""
+MOST_KEY = 64
+"""Bytes of a launch's key an answer may carry (this package's are 32)."""
 _GPU_TEXT = 800
 _NAME = 256
 _SEAL = 4096
@@ -210,7 +214,7 @@ def decode_call(header: bytes, world_size: int) -> Call:
     """A call's first message (its header, unwrapped), checked against a job of ``world_size`` tasks."""
     message = _parse(pb.Call(), header)
     if len(message.job_key) > _NAME or message.source >= world_size or message.node >= world_size \
-            or len(message.nonce) > 64 or len(message.chunks) > most_chunks(world_size) \
+            or len(message.nonce) > MOST_NONCE or len(message.chunks) > most_chunks(world_size) \
             or any(len(d) != _DIGEST for d in message.chunks) or message.port > 65535 \
             or message.votes > world_size:
         raise WireError("a call that names no task of this job")
@@ -245,7 +249,7 @@ def read_records(call: Call, more: Iterable[bytes], world_size: int) -> Records:
 # Join: the answer.
 
 @dataclass(frozen=True)
-class Outcome:
+class Decision:
     """A round's result as a server keeps it: what went wrong, and the table's chunks (encoded
     once, and sent as they are to every caller)."""
 
@@ -260,13 +264,13 @@ class Outcome:
     """The chunks' digests, worked out once (every answer announces them)."""
 
 
-def decide(failure: Failure, table: Table | None = None, key: bytes = b"", votes: int = 0) -> Outcome:
+def decision(failure: Failure, table: Table | None = None, key: bytes = b"", votes: int = 0) -> Decision:
     """A round's outcome: its failure, the table in rank order (where it has one), the yes votes."""
     if table is None or not table.ports:
-        return Outcome(failure, key=key, votes=votes)
+        return Decision(failure, key=key, votes=votes)
     records = Records([], list(table.ports), list(table.spares), dict(table.gpus), list(table.nodes))
     chunks = tuple(_records_pb(records, s, e, False).SerializeToString() for s, e in _spans(records))
-    return Outcome(failure, chunks, len(table.ports), key, votes, tuple(map(_digest, chunks)))
+    return Decision(failure, chunks, len(table.ports), key, votes, tuple(map(_digest, chunks)))
 
 
 @dataclass(frozen=True)
@@ -281,12 +285,12 @@ class Answer:
     key: bytes
     votes: int
 
-    def outcome(self, chunks: Sequence[bytes]) -> Outcome:
+    def decision(self, chunks: Sequence[bytes]) -> Decision:
         """The outcome this answer (with its ``chunks``) tells, to pass on to the tasks below."""
-        return Outcome(self.failure, tuple(chunks), self.total, self.key, self.votes, self.chunks)
+        return Decision(self.failure, tuple(chunks), self.total, self.key, self.votes, self.chunks)
 
 
-def encode_answer(outcome: Outcome, nonce: bytes, source: int, seal: Seal) -> list[bytes]:
+def encode_answer(outcome: Decision, nonce: bytes, source: int, seal: Seal) -> list[bytes]:
     """The messages that answer the call of ``nonce`` with ``outcome``, from rank ``source``."""
     header = pb.Answer(nonce=nonce, source=source, failure=_failure_pb(outcome.failure), total=outcome.total,
                        chunks=outcome.digests, key=outcome.key, votes=outcome.votes)
@@ -297,8 +301,8 @@ def decode_answer(header: bytes, world_size: int) -> Answer:
     """An answer's first message (its header, unwrapped), checked."""
     message = _parse(pb.Answer(), header)
     if message.total not in (0, world_size) or len(message.chunks) > most_chunks(world_size) \
-            or any(len(d) != _DIGEST for d in message.chunks) or len(message.key) > 64 \
-            or message.source >= world_size or len(message.nonce) > 64 or message.votes > world_size:
+            or any(len(d) != _DIGEST for d in message.chunks) or len(message.key) > MOST_KEY \
+            or message.source >= world_size or len(message.nonce) > MOST_NONCE or message.votes > world_size:
         raise WireError("an answer for another job's size")
     return Answer(bytes(message.nonce), message.source, _failure(message.failure, world_size), message.total,
                   tuple(message.chunks), bytes(message.key), message.votes)
@@ -371,7 +375,7 @@ def encode_who(question: Question, seal: Seal) -> bytes:
 def decode_who(header: bytes, world_size: int) -> Question:
     """A question, checked."""
     message = _parse(pb.Who(), header)
-    if len(message.job_key) > _NAME or message.source >= world_size or len(message.nonce) > 64:
+    if len(message.job_key) > _NAME or message.source >= world_size or len(message.nonce) > MOST_NONCE:
         raise WireError("a question from no task of this job")
     return Question(message.job_key, message.source, bytes(message.nonce), message.port, message.early)
 
@@ -385,7 +389,7 @@ def encode_identity(identity: Identity, nonce: bytes, seal: Seal) -> bytes:
 def decode_identity(header: bytes) -> tuple[Identity, bytes]:
     """A server's identity and the nonce it answers, checked."""
     message = _parse(pb.Identity(), header)
-    if max(len(message.job_key), len(message.node), len(message.job)) > _NAME or len(message.nonce) > 64:
+    if max(len(message.job_key), len(message.node), len(message.job)) > _NAME or len(message.nonce) > MOST_NONCE:
         raise WireError("an identity with overlong names")
     return Identity(message.job_key, message.rank, message.node, message.job, message.index), bytes(message.nonce)
 
@@ -439,7 +443,7 @@ def decode_beat(data: bytes, world_size: int) -> Beat:
     """A beat (a first beat's header, unwrapped, or a later beat), checked."""
     message = _parse(pb.Beat(), data)
     if len(message.job_key) > _NAME or message.source >= world_size or message.node >= world_size \
-            or len(message.nonce) > 64:
+            or len(message.nonce) > MOST_NONCE:
         raise WireError("a heartbeat from no task of this job")
     failed, reason = _news(message.failed, message.reason, world_size)
     return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
@@ -468,7 +472,7 @@ def decode_event(data: bytes, world_size: int) -> Event:
     """An event (a first event's header, unwrapped, or a later event), checked."""
     message = _parse(pb.Event(), data)
     failed, reason = _news(message.failed, message.reason, world_size)
-    if message.source >= world_size or len(message.nonce) > 64:
+    if message.source >= world_size or len(message.nonce) > MOST_NONCE:
         raise WireError("an event from no task of this job")
     hand_over = None
     if message.HasField("hand_over"):

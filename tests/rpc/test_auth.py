@@ -9,7 +9,7 @@ import pytest
 
 from slurm_resolver.environment import snapshot
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.rpc.auth import SECRET, SECRET_FILE, AuthMode, Purpose, Verdict, authority
+from slurm_resolver.rpc.auth import SECRET, SECRET_FILE, AuthMode, Purpose, SealVerdict, authority
 
 NO_MUNGED = {"SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent/munge.socket"}
 SECRET_ENV = {**NO_MUNGED, SECRET: "s" * 24}
@@ -20,7 +20,7 @@ def test_without_a_secret_or_munged_auto_proves_nothing_and_says_why() -> None:
     assert auto.mode is AuthMode.NONE and "does not exist" in auto.how and not auto.proves_callers
     assert auto.check(Purpose.CALL, b"header", b"", first_round=True).believed  # the first round: believed
     unready = auto.check(Purpose.CALL, b"header", b"")
-    assert unready.verdict is Verdict.UNREADY and "does not know the launch's key" in unready.why
+    assert unready.verdict is SealVerdict.UNREADY and "does not know the launch's key" in unready.why
     with pytest.raises(ConfigurationError, match="auth='munge' but munged's socket /nonexistent"):
         authority("munge", NO_MUNGED, "5.0")
     with pytest.raises(ConfigurationError, match="auth='secret' but no secret"):
@@ -42,7 +42,7 @@ def test_a_secret_seals_every_header_for_one_launch_and_one_purpose() -> None:
     stranger = authority("auto", {**NO_MUNGED, SECRET: "t" * 24}, "5.0")
     assert "not made" in peer.check(Purpose.CALL, b"header", stranger.seal(Purpose.CALL, b"header")).why
     assert "no seal" in peer.check(Purpose.CALL, b"header", b"").why
-    assert peer.check(Purpose.CALL, b"header", b"").verdict is Verdict.REFUSED
+    assert peer.check(Purpose.CALL, b"header", b"").verdict is SealVerdict.REFUSED
 
 
 def test_a_secret_too_short_or_in_a_file_others_read_is_refused(tmp_path: Path) -> None:

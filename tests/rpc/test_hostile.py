@@ -24,7 +24,7 @@ from slurm_resolver.rpc.ports import rendezvous_ports
 from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS
 from slurm_resolver.rpc.server import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.wire import MAX_MESSAGE, Identity, decide
+from slurm_resolver.rpc.wire import MAX_MESSAGE, Identity, decision
 
 from .forge import call_at, first_beat, join_call, who_call
 from .test_bootstrap import env, run_all, stop
@@ -289,7 +289,7 @@ def test_callers_cannot_open_rounds_or_wait_without_bound() -> None:
         rounds = await asyncio.gather(*(call(Round.barrier("r", i), 0.5) for i in range(MOST_OPEN_ROUNDS + 50)))
         refused = sum("rounds are open" in r for r in rounds)
         # The abandoned rounds are forgotten: a real round still opens and completes.
-        coordinator.publish(Round.barrier("later", 0), decide(Failure()))
+        coordinator.publish(Round.barrier("later", 0), decision(Failure()))
         answered = await call(Round.barrier("later", 0), 1.0)
         return crowded, refused, coordinator.open_rounds, int(answered == "answered")
 

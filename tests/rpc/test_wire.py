@@ -15,7 +15,7 @@ from slurm_resolver.rpc.wire import (
     Call,
     Identity,
     Question,
-    decide,
+    decision,
     decode_answer,
     decode_beat,
     decode_call,
@@ -70,7 +70,7 @@ def test_long_gpu_lists_make_smaller_chunks() -> None:
 
 def test_an_answer_round_trips_and_its_chunks_are_checked() -> None:
     n = CHUNK + 1
-    outcome = decide(Failure(), Table(tuple(range(1, n + 1)), (5,) * n, {n - 1: "GPU-x"}), key=b"k")
+    outcome = decision(Failure(), Table(tuple(range(1, n + 1)), (5,) * n, {n - 1: "GPU-x"}), key=b"k")
     messages = encode_answer(outcome, b"nonce", 3, unsealed)
     answer = decode_answer(unwrap(messages[0])[0], n)
     assert (answer.nonce, answer.source, answer.key, answer.total) == (b"nonce", 3, b"k", n)
@@ -89,7 +89,7 @@ def test_failures_stay_bounded_whatever_the_size() -> None:
     failure = failure.merge(Failure.of("x" * 10_000))
     assert failure.missing == tuple(range(SHOWN)) and failure.missing_count == 100_000
     assert len(failure.reason) == 1000 and failure.failed_count == 1
-    assert len(encode_answer(decide(failure), b"n" * 16, 0, unsealed)[0]) < 1200
+    assert len(encode_answer(decision(failure), b"n" * 16, 0, unsealed)[0]) < 1200
 
 
 def _call_bytes(**fields: object) -> bytes:
