@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
+from ..parsing import optional_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..munge import Munge  # libmunge loads only where MUNGE proves calls
@@ -227,8 +228,9 @@ def _secret(env: Mapping[str, str]) -> tuple[bytes | None, str]:
     """The job's secret and where it came from; None and why not."""
     text = env.get(SECRET)
     if text is not None:
-        if len(text) < 16:
-            raise ConfigurationError(f"{SECRET} holds {len(text)} characters: too short to be a secret",
+        if len(text.strip()) < 16:  # as a file's: whitespace is no secret
+            raise ConfigurationError(f"{SECRET} holds {len(text.strip())} characters besides white space: too short "
+                                     "to be a secret",
                                      "use 16 or more random characters, e.g. $(openssl rand -hex 24), or unset it")
         return text.encode(), f"a secret in {SECRET}"
     path = env.get(SECRET_FILE)
@@ -250,9 +252,17 @@ def _secret(env: Mapping[str, str]) -> tuple[bytes | None, str]:
     return data, f"a secret in {path}"
 
 
+def attempt_of(env: Mapping[str, str]) -> str:
+    """Which run of the job and attempt of ``slurm-resolver run`` this is (``SLURM_RESTART_COUNT``,
+    ``SLURM_RESOLVER_ATTEMPT``): a secret's seals are good for one, so that a call recorded in one
+    run is refused when replayed into the next (a requeued job numbers its steps from 0 again)."""
+    return f"{optional_int(env, 'SLURM_RESTART_COUNT') or 0}.{optional_int(env, 'SLURM_RESOLVER_ATTEMPT') or 1}"
+
+
 def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authority:
     """The authority of a task of ``launch`` for ``mode`` (default ``SLURM_RESOLVER_AUTH``, else
-    ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none)."""
+    ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none). A
+    secret's seals are good for this launch in this run of the job only (`attempt_of()`)."""
     mode = mode or env.get("SLURM_RESOLVER_AUTH") or "auto"
     if mode not in MODES:
         raise ConfigurationError(f"auth={mode!r} is not known", f"use one of {', '.join(MODES)}")
@@ -261,7 +271,7 @@ def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authorit
     if mode in ("auto", "secret"):
         secret, where = _secret(env)
         if secret is not None:
-            return Authority(AuthMode.SECRET, where, secret=secret, launch=launch)
+            return Authority(AuthMode.SECRET, where, secret=secret, launch=f"{launch} run {attempt_of(env)}")
         if mode == "secret":
             raise ConfigurationError(f"auth='secret' but {where}",
                                      f"export {SECRET} in the job (the templates do), or use auth='auto'")

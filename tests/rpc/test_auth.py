@@ -79,3 +79,26 @@ def test_munge_proves_the_first_round_and_carries_the_launch_key(slurm_cluster: 
     assert caller.key == key and os.getuid() == root.uid
     later = caller.seal(Purpose.CALL, b"a barrier")
     assert root.check(Purpose.CALL, b"a barrier", later).believed
+
+
+@pytest.mark.parametrize("secret", [" " * 16, " " * 48, "\t\n" * 12, " " * 10 + "abc" + "\n" * 10])
+def test_a_secret_of_white_space_is_refused_as_its_file_would_be(secret: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="too short to be a secret"):
+        authority("auto", {SECRET: secret}, "5.0")
+    path = tmp_path / "secret"
+    path.write_text(secret)
+    path.chmod(0o600)
+    with pytest.raises(ConfigurationError, match="too short to be a secret"):
+        authority("auto", {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
+
+
+@pytest.mark.parametrize("later", [{"SLURM_RESTART_COUNT": "1"}, {"SLURM_RESOLVER_ATTEMPT": "2"}])
+def test_a_secrets_seal_recorded_in_one_run_is_refused_in_the_next(later: dict[str, str]) -> None:
+    """The secret is the job's, the same after a requeue, whose steps are numbered from 0 again: a
+    call a squatter recorded in the first run must not open the same step of the next."""
+    first = authority("auto", SECRET_ENV, "5.0")
+    recorded = first.seal(Purpose.CALL, b"a barrier")
+    assert authority("auto", {**SECRET_ENV, "SLURM_RESTART_COUNT": "0"}, "5.0").check(
+        Purpose.CALL, b"a barrier", recorded).believed  # the same run: the same seals
+    replayed = authority("auto", {**SECRET_ENV, **later}, "5.0").check(Purpose.CALL, b"a barrier", recorded)
+    assert replayed.verdict is SealVerdict.REFUSED
