@@ -41,8 +41,8 @@ LEVELS: list[set[str]] = [
     {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.loop", "rpc.messages", "rpc.transport", "training",
     "training.delivery", "variables"},
     # 1
-    {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.local", "rpc.ports",
-    "rpc.tree", "rpc.wire", "template_schema"},
+    {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.callers", "rpc.local",
+     "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
     # 2
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.deaths", "rpc.rounds", "slurmctl",
     "templates", "training.native_logs"},

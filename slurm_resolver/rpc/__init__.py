@@ -5,7 +5,8 @@ holds them to that):
 
 - `messages` (the protocol's state as values: rounds, sources, records, failures),
   `transport` (what a server answers, how a task calls, and how calls fail),
-  `ports` (where leaders listen), `loop` (a task's event loop thread);
+  `ports` (where leaders listen), `loop` (a task's event loop thread), `callers`
+  (who calls a server, and each caller's share of it);
 - `wire` (every message built and read, bounded and checked), `auth` (seals:
   a secret, MUNGE, or none), `tree` (its shape, each task's place, its deadlines);
 - `rounds` (the rounds one server keeps), `deaths` (what both sides of

@@ -42,6 +42,7 @@ from ..placement import Placement
 from ..resolution import resolve
 from .auth import AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped, Exchanged
+from .callers import CALLS_SHARE, MOST_CALLS
 from .coordinator import Coordinator
 from .detector import FailureDetector
 from .loop import LoopThread
@@ -147,7 +148,7 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     if network is None:
         from .grpc_network import GrpcNetwork
 
-        _open_files()
+        _open_files(cluster, chosen.fanout)
         network = GrpcNetwork()  # imports grpc: timed apart, it is most of a small job's start-up
         lap("grpc")
     task = await _start(cluster, chosen, mode, network, proof, candidates)
@@ -197,19 +198,22 @@ def _authority(auth: str | None, env: Mapping[str, str], network: Network | None
     return found
 
 
-def _open_files() -> None:
+def _open_files(cluster: Cluster, fanout: int) -> None:
     """Raise this process's limit on open files to the hard limit, as servers do: a server must not
-    stop accepting its own tasks because strangers hold connections."""
+    stop accepting its own tasks because strangers hold connections. A hard limit too low for the
+    job's size (a leader's tasks and child leaders, and every stranger's share of calls) is said."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         except (ValueError, OSError):
             return
-    if hard != resource.RLIM_INFINITY and hard < 1024:
-        log.warning("slurm_resolver: this process may open only %d files; a node leader needs a few per task of "
-                    "its node and its tree, and strangers' connections count too: raise the hard limit "
-                    "(ulimit -Hn, or LimitNOFILE= of slurmd)", hard)
+    needed = 2 * MOST_CALLS + 8 * (max(cluster.placement.counts, default=1) + fanout)
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        log.warning("slurm_resolver: this process may open only %d files; a node leader of this job needs about %d "
+                    "(a few per task of its node and per child leader, and strangers' connections count too: "
+                    "each may hold %d calls): raise the hard limit (ulimit -Hn, or LimitNOFILE= of slurmd)",
+                    hard, needed, CALLS_SHARE)
 
 
 async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode | Exchange, network: Network,

@@ -7,10 +7,11 @@ coordinator) answer here and in the in-process network. Any other method (a fram
 answered ``UNAVAILABLE``. The server is gRPC's asyncio server, on an event loop thread
 (`LoopThread`); grpc is imported when a server is made.
 
-Whoever connects meets bounds: the first message of a call within `FIRST_MESSAGE`
-seconds and at most ``MAX_MESSAGE`` bytes, at most `MOST_UNPROVEN` calls at once that
-have not yet proven they come from the job, and nothing more of a call read before its first
-message is checked. Refused calls are counted, not logged one by one.
+Whoever connects meets bounds: the first message of a call (a unary call's only one) within
+`FIRST_MESSAGE` seconds and at most ``MAX_MESSAGE`` bytes, at most `MOST_UNPROVEN` calls at once
+that have not yet proven they come from the job and `MOST_CALLS` calls in all, each caller (a
+local user, or a host) at most its share of both (`slurm_resolver.rpc.callers`), and nothing more
+of a call read before its first message is checked. Refused calls are counted, not logged one by one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..cluster_spec import ClusterSpec
 from ..environment import export_defaults, grpc_without_proxy, snapshot
 from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
+from .callers import CALLS_SHARE, MOST_CALLS, MOST_UNPROVEN, UNPROVEN_SHARE, Bound, Callers
 from .loop import LoopThread
 from .messages import WireError
 from .transport import H, Handlers, Refusal, Refused, end_call
@@ -46,12 +48,8 @@ WATCH_METHOD = f"/{SERVICE}/Watch"
 HEALTH_METHOD = "/grpc.health.v1.Health/Check"
 _SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
 
-MOST_UNPROVEN = 32
-"""Calls at once, on one server, that have not yet proven they come from the job; beyond, ``busy``."""
 FIRST_MESSAGE = 5.0
-"""Seconds a caller has to send a call's first message (and each further one)."""
-MOST_CALLS = 512
-"""Calls at once on one server, whoever makes them (gRPC answers RESOURCE_EXHAUSTED beyond)."""
+"""Seconds a caller has to send a call's first message (and each further one): a unary call's too."""
 
 LEAN_OPTIONS = (
     # No bandwidth probes: a receiver pings its peer as data comes in, to size its windows for bulk
@@ -128,22 +126,26 @@ def bindable(host: str) -> str:
 
 
 class _Guard:
-    """The bounds of one server on calls not yet proven: how many at once, and refusals counted."""
+    """The bounds of one server, per caller (`slurm_resolver.rpc.callers`): calls at once, calls not
+    yet proven; and refusals counted."""
 
-    def __init__(self) -> None:
-        self.unproven = 0
+    def __init__(self, own: str) -> None:
+        callers = Callers(own)
+        self.calls = Bound(callers, MOST_CALLS, CALLS_SHARE, "calls")
+        self.unproven = Bound(callers, MOST_UNPROVEN, UNPROVEN_SHARE, "calls not yet proven")
         self.refused = 0
 
     @contextlib.contextmanager
-    def proving(self) -> Iterator[None]:
-        """Around the reading of a call not yet proven: BUSY where `MOST_UNPROVEN` are read already."""
-        if self.unproven >= MOST_UNPROVEN:
-            raise Refused(Refusal.BUSY, f"{MOST_UNPROVEN} calls not yet proven wait here: ask again")
-        self.unproven += 1
-        try:
-            yield
-        finally:
-            self.unproven -= 1
+    def admitted(self, context: Any, proving: bool = True) -> Iterator[None]:
+        """Around a call of ``context``'s peer (``proving``: one not yet proven): ``busy`` where the
+        server, or that caller's share of it, is full."""
+        peer = str(context.peer() or "")
+        with self.calls.holding(peer):
+            if not proving:
+                yield
+                return
+            with self.unproven.holding(peer):
+                yield
 
     def refuse(self, what: str) -> None:
         self.refused += 1
@@ -151,7 +153,7 @@ class _Guard:
             log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
 
 
-def _handlers(grpc: Any, handlers: Handlers) -> Any:
+def _handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
     status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
               Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
               Refusal.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -159,7 +161,7 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
               Refusal.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
               Refusal.UNREADY: grpc.StatusCode.UNAVAILABLE,
               Refusal.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED}
-    guard = _Guard()
+    guard = _Guard(own)
 
     def deadline(context: Any) -> float:
         left = context.time_remaining()
@@ -177,13 +179,25 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
         except StopAsyncIteration:
             raise Refused(Refusal.INVALID, f"the call ended before its {what}") from None
 
+    async def only_message(context: Any, what: str) -> bytes:
+        """A unary call's message, read as a stream's (``context.read()``: gRPC's iterator over the
+        requests holds twice the memory a flood of large calls takes)."""
+        try:
+            message = await asyncio.wait_for(context.read(), FIRST_MESSAGE)
+        except asyncio.TimeoutError:
+            raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
+        if not isinstance(message, bytes):  # grpc.aio.EOF
+            raise Refused(Refusal.INVALID, f"the call ended before its {what}")
+        return message
+
     async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         round = None
         try:
-            with guard.proving():
-                call = handlers.open_call(await next_message(requests, "first message"))
-            more = [await next_message(requests, "announced chunk") for _ in call.chunks]
-            round, answer = await handlers.join(call, more, deadline(context))
+            with guard.admitted(context, proving=False):
+                with guard.unproven.holding(str(context.peer() or "")):
+                    call = handlers.open_call(await next_message(requests, "first message"))
+                more = [await next_message(requests, "announced chunk") for _ in call.chunks]
+                round, answer = await handlers.join(call, more, deadline(context))
         except Refused as exc:
             await refuse(context, exc)
         try:
@@ -192,19 +206,23 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
         finally:
             handlers.sent(round)
 
-    async def join_bundled(request: bytes, context: Any) -> bytes:
+    # The unary calls are served as streams of one message, so that their message, like a Join's
+    # first, must come within FIRST_MESSAGE seconds (gRPC calls a unary handler only once it came).
+
+    async def join_bundled(requests: AsyncIterator[bytes], context: Any) -> bytes:
         round = None
         try:
-            with guard.proving():
-                try:
-                    messages = unbundle(request, most_chunks(handlers.world_size) + 1)
-                    call = handlers.open_call(messages[0])
-                except WireError as exc:
-                    raise Refused(Refusal.INVALID, str(exc)) from None
-            if len(messages) != 1 + len(call.chunks):
-                raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
-            round, answer = await handlers.join(call, messages[1:], deadline(context))
-            return bundle(answer)
+            with guard.admitted(context, proving=False):
+                with guard.unproven.holding(str(context.peer() or "")):
+                    try:
+                        messages = unbundle(await only_message(context, "call"), most_chunks(handlers.world_size) + 1)
+                        call = handlers.open_call(messages[0])
+                    except WireError as exc:
+                        raise Refused(Refusal.INVALID, str(exc)) from None
+                if len(messages) != 1 + len(call.chunks):
+                    raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
+                round, answer = await handlers.join(call, messages[1:], deadline(context))
+                return bundle(answer)
         except Refused as exc:
             await refuse(context, exc)
             raise  # pragma: no cover - abort raises
@@ -212,9 +230,10 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
             if round is not None:
                 handlers.sent(round)
 
-    async def who(request: bytes, context: Any) -> bytes:
+    async def who(requests: AsyncIterator[bytes], context: Any) -> bytes:
         try:
-            return await handlers.who(request, deadline(context))
+            with guard.admitted(context):
+                return await handlers.who(await only_message(context, "question"), deadline(context))
         except Refused as exc:
             await refuse(context, exc)
             raise  # pragma: no cover - abort raises
@@ -232,17 +251,18 @@ def _handlers(grpc: Any, handlers: Handlers) -> Any:
     async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         events: Any = None
         try:
-            events = handlers.watch(requests)
-            async for event in events:
-                yield event
+            with guard.admitted(context, proving=False):
+                events = handlers.watch(requests)
+                async for event in events:
+                    yield event
         except Refused as exc:
             await refuse(context, exc)
         finally:  # a cancelled call ends the watch at once (its end is the news)
             await end_call(events)
 
     methods = {JOIN_METHOD: grpc.stream_stream_rpc_method_handler(join),
-               JOIN_BUNDLED_METHOD: grpc.unary_unary_rpc_method_handler(join_bundled),
-               WHO_METHOD: grpc.unary_unary_rpc_method_handler(who),
+               JOIN_BUNDLED_METHOD: grpc.stream_unary_rpc_method_handler(join_bundled),
+               WHO_METHOD: grpc.stream_unary_rpc_method_handler(who),
                WATCH_METHOD: grpc.stream_stream_rpc_method_handler(watch),
                HEALTH_METHOD: grpc.unary_unary_rpc_method_handler(health)}
     other = grpc.unary_unary_rpc_method_handler(reject)
@@ -264,14 +284,16 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
     for port in ports:
         if port and port_in_use(address.strip("[]"), port):
             continue  # taken (another launch's leader, a squatter): passed over without gRPC's error line
-        server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=MOST_CALLS)
+        # gRPC's own bound is a backstop: every call of the protocol meets `MOST_CALLS` (and its
+        # caller's share) as it opens, in _Guard; a stranger's calls beyond its share end at once.
+        server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=4 * MOST_CALLS)
         try:
             bound = server.add_insecure_port(f"{address}:{port}")
         except RuntimeError:
             bound = 0
         if bound:
             made = handlers(bound)
-            server.add_generic_rpc_handlers((_handlers(grpc, made),))
+            server.add_generic_rpc_handlers((_handlers(grpc, made, address.strip("[]")),))
             await server.start()
             return server, bound, made
     raise ResolutionError(f"no port among {list(ports)[:8]} could be bound on {host} ({address})",
