@@ -38,16 +38,16 @@ LAYERS: list[set[str]] = [
 
 LEVELS: list[set[str]] = [
     # 0
-    {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.loop", "rpc.messages", "rpc.transport", "training",
-    "training.delivery", "variables"},
+    {"errors", "nvml", "rpc", "rpc.crashes", "rpc.coordination_pb2", "rpc.loop", "rpc.messages", "rpc.transport",
+     "training", "training.delivery", "variables"},
     # 1
     {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.callers", "rpc.local",
      "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.deaths", "rpc.rounds", "slurmctl",
-    "templates", "training.native_logs"},
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.identity", "rpc.rounds", "rpc.service",
+     "slurmctl", "templates", "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "resolvers.base",
+    {"attempts", "cli.completion", "rpc.deaths", "exchange", "launchers.base", "preemption", "resolvers.base",
     "rpc.coordinator", "rpc.server", "submission"},
     # 4
     {"cli.template_commands", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",

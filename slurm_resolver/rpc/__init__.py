@@ -7,7 +7,8 @@ holds them to that):
   `transport` (what a server answers, how a task calls, and how calls fail),
   `ports` (where leaders listen), `loop` (a task's event loop thread), `callers`
   (who calls a server, and each caller's share of it);
-- `wire` (every message built and read, bounded and checked), `auth` (seals:
+- `wire` (every message built and read, bounded and checked; `beats` and `identity`
+  for the watch's and WhoAreYou's), `auth` (seals:
   a secret, MUNGE, or none), `tree` (its shape, each task's place, its deadlines);
 - `rounds` (the rounds one server keeps), `deaths` (what both sides of
   failure detection share), `options` (every knob, checked once);

@@ -45,6 +45,7 @@ from .bootstrapped import Bootstrapped, Exchanged
 from .callers import CALLS_SHARE, MOST_CALLS
 from .coordinator import Coordinator
 from .detector import FailureDetector
+from .identity import Identity
 from .loop import LoopThread
 from .member import Member
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
@@ -53,7 +54,6 @@ from .transport import Network, Served
 from .tree import Checking, Plan, checked_peers, plan_of
 from .uplink import Uplink
 from .verify import Inspection, check_peers
-from .wire import Identity
 
 __all__ = ["bootstrap", "bootstrap_async"]
 

@@ -8,8 +8,6 @@ for barriers after the bootstrap, and says how long each phase took.
 from __future__ import annotations
 
 import enum
-import sys
-import weakref
 from collections.abc import Callable, Coroutine
 from functools import cached_property
 from typing import Any, TypeVar
@@ -17,6 +15,7 @@ from typing import Any, TypeVar
 from ..cluster import Cluster, Task
 from ..cluster_spec import ClusterSpec
 from ..errors import ConfigurationError
+from . import crashes
 from .detector import FailureDetector
 from .loop import LoopThread
 from .member import Member
@@ -46,18 +45,6 @@ def _round_name(name: str) -> str:
         raise ConfigurationError(f"{name!r} cannot name a barrier, a vote or a notice",
                                  f"use a string of 1 to {NAME} characters")
     return name
-
-
-_reporting: weakref.WeakSet[Bootstrapped] = weakref.WeakSet()  # tasks whose crash is a failure
-_previous_hook: Callable[..., Any] | None = None  # the excepthook before _report_crash
-
-
-def _report_crash(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
-    """``sys.excepthook`` while a task reports crashes (see `report_crashes()`)."""
-    if not (hasattr(sys, "ps1") or sys.flags.interactive):
-        for task in list(_reporting):
-            task._crashed(kind, value)
-    (_previous_hook or sys.__excepthook__)(kind, value, traceback)
 
 
 class Bootstrapped:
@@ -264,12 +251,10 @@ class Bootstrapped:
         and its peers would never hear that it failed. At an interactive prompt (``python -i``,
         a REPL in ``srun --pty``) an exception ends nothing, and is not reported.
         """
-        global _previous_hook
-        _reporting.add(self)
-        if sys.excepthook is not _report_crash:
-            _previous_hook, sys.excepthook = sys.excepthook, _report_crash
+        crashes.report(self)
 
-    def _crashed(self, kind: type[BaseException], value: BaseException) -> None:
+    def crashed(self, kind: type[BaseException], value: BaseException) -> None:
+        """This process raised ``value`` and ends (`report_crashes()`): tell every task."""
         if self._detector is not None:
             try:
                 self.fail(f"{self.me.label} raised {kind.__name__}: {str(value)[:300]}")
@@ -280,9 +265,7 @@ class Bootstrapped:
         """Stop this task's server and its event loop; calls in flight get ``grace`` seconds."""
         if self._loop is None:
             return
-        _reporting.discard(self)  # stopped: an exception from here on is no failure of the job's
-        if not _reporting and sys.excepthook is _report_crash:
-            sys.excepthook = _previous_hook or sys.__excepthook__
+        crashes.forget(self)  # stopped: an exception from here on is no failure of the job's
         try:
             self._loop.run(self.aio.stop(grace))
         finally:

@@ -18,24 +18,12 @@ from typing import Protocol
 
 from ..addresses import abridged
 from .auth import Authority, Checked, Purpose, SealVerdict
+from .beats import Beat, decode_beat, encode_first_event
+from .identity import Identity, decode_who, encode_identity
 from .messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
 from .rounds import Conflict, Rounds, RoundsFull, RoundState, wait_until
 from .transport import Refusal, Refused
-from .wire import (
-    Beat,
-    Call,
-    Decision,
-    Identity,
-    decision,
-    decode_beat,
-    decode_call,
-    decode_who,
-    encode_answer,
-    encode_first_event,
-    encode_identity,
-    read_records,
-    unwrap,
-)
+from .wire import Call, Decision, decision, decode_call, encode_answer, read_records, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

@@ -13,8 +13,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from .beats import encode_event
 from .messages import SHOWN, News, Source
-from .wire import encode_event
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 from ..cluster import Cluster
 from .auth import Authority
+from .beats import encode_event
 from .deaths import Deaths
 from .heartbeat import Heartbeat
 from .messages import HandOver, News
 from .transport import Link, Network
 from .tree import Plan
 from .watch import Watch
-from .wire import encode_event
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

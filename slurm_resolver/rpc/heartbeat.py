@@ -20,10 +20,11 @@ from collections.abc import AsyncIterator, Callable
 
 from ..cluster import Cluster
 from .auth import Authority, Purpose
+from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
 from .deaths import Deaths, stood_still
 from .messages import HandOver, News, Source, WireError
 from .transport import Failed, Link, LinkError, Network, end_call
-from .wire import NONCE, Beat, Event, decode_event, encode_beat, encode_first_beat, unwrap
+from .wire import NONCE, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

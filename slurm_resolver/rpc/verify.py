@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from ..cluster import Cluster
 from .auth import Authority, Purpose
+from .identity import Identity, Question, decode_identity, encode_who
 from .messages import Failure, Records, Source, SourceKind, WireError
 from .transport import LinkError, Network, Refusal, retrying
 from .tree import Plan
-from .wire import NONCE, Identity, Question, decode_identity, encode_who, unwrap
+from .wire import NONCE, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

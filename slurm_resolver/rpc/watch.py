@@ -24,11 +24,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..cluster import Cluster
+from .beats import Beat, decode_beat
 from .deaths import Deaths, stood_still
 from .messages import Source, SourceKind, WireError
 from .transport import Refusal, Refused
 from .tree import Plan
-from .wire import Beat, decode_beat
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

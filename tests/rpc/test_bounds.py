@@ -19,8 +19,9 @@ import pytest
 
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.auth import AuthMode, Authority
+from slurm_resolver.rpc.callers import MOST_UNPROVEN
 from slurm_resolver.rpc.messages import TABLE_ROUND, Records, Round
-from slurm_resolver.rpc.server import JOIN_BUNDLED_METHOD, JOIN_METHOD, MOST_UNPROVEN, WHO_METHOD
+from slurm_resolver.rpc.service import JOIN_BUNDLED_METHOD, JOIN_METHOD, WHO_METHOD
 
 from ..conftest import ROOT
 from .forge import join_call
@@ -31,7 +32,7 @@ from slurm_resolver.rpc.auth import Authority, AuthMode
 from slurm_resolver.rpc.coordinator import Coordinator
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.server import Server
-from slurm_resolver.rpc.wire import Identity
+from slurm_resolver.rpc.identity import Identity
 authority = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
 server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, handlers=lambda port: Coordinator(
     Identity("9.0", 0, "localhost", "worker", 0), 100000, map(Source.task, range(1, 8)), True, authority, port))

@@ -9,9 +9,10 @@ import pytest
 
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Records, Round, Source
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.wire import Decision, Identity, decision, decode_answer, unwrap
+from slurm_resolver.rpc.wire import Decision, decision, decode_answer, unwrap
 
 from .forge import call_at, join_call
 

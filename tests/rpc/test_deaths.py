@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from slurm_resolver.rpc.beats import decode_event
 from slurm_resolver.rpc.deaths import Deaths, stood_still
 from slurm_resolver.rpc.messages import SHOWN, News, Source
-from slurm_resolver.rpc.wire import decode_event
 
 
 def test_a_process_that_stood_still_is_told_apart_from_a_late_wake_up() -> None:

@@ -20,12 +20,13 @@ from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Records, Round, Source
 from slurm_resolver.rpc.ports import rendezvous_ports
 from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS
-from slurm_resolver.rpc.server import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
+from slurm_resolver.rpc.service import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.wire import MAX_MESSAGE, Identity, decision
+from slurm_resolver.rpc.wire import MAX_MESSAGE, decision
 
 from .forge import call_at, first_beat, join_call, who_call
 from .test_bootstrap import env, run_all, stop
