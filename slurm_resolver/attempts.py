@@ -176,8 +176,7 @@ def decide(policy: Policy, shape: Shape, nodes: tuple[str, ...], number: int, en
     earlier attempts left; ``before`` is the previous attempt's verdict.
     """
     if ended.kind is Kind.EVERYWHERE:
-        return Decision(None, "not restarted: the program failed on every task, with no task dying "
-                              "(its own error: a restart would fail the same way)")
+        return Decision(None, "not restarted: the program's own error (a restart would fail the same way)")
     if ended.kind is Kind.FAILURE and before is not None and before.kind is Kind.FAILURE \
             and before.failures == ended.failures:
         return Decision(None, f"not restarted: the same failure as attempt {number - 1}")

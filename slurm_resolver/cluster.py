@@ -192,10 +192,10 @@ class Cluster:
 
     def device_env(self) -> dict[str, str]:
         """``CUDA_VISIBLE_DEVICES`` of the calling task, in Slurm's form, where this task sees the
-        node's GPUs and its own are a part of them (write it with `export()`); ``{}``
-        where there is nothing to set."""
+        node's GPUs (or ``gpus_per_node`` declares them, as TensorFlow's resolver takes it) and its own
+        are a part of them (write it with `export()`); ``{}`` where there is nothing to set."""
         me = self.me
-        if me is None or me.gpus is None or not self.gpu_plan.visible.ids:
+        if me is None or me.gpus is None or not (self.gpu_plan.visible.ids or self.gpu_plan.per_node):
             return {}
         return {"CUDA_VISIBLE_DEVICES": format_devices(me.gpus)}
 

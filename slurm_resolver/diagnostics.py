@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from . import addresses, gpus, launchers
 from .environment import snapshot
 from .errors import SlurmResolverError
+from .launchers.below import from_batch_step, written_in_batch_step
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cluster import Cluster
@@ -44,10 +45,10 @@ class Check:
         """The check as ``check`` prints it, ``who`` (``rank 3: ``) before its name.
 
         >>> Check(Level.FAIL, "ports", "port 8888 on node1 is in use", "another port_base").line("rank 3: ")
-        'FAIL  rank 3: ports: port 8888 on node1 is in use  (hint: another port_base)'
+        'FAIL rank 3: ports: port 8888 on node1 is in use (hint: another port_base)'
         """
-        hint = f"  (hint: {self.hint})" if self.hint and self.level is not Level.OK else ""
-        return f"{self.level.name:4}  {who}{self.name}: {self.detail}{hint}"
+        hint = f" (hint: {self.hint})" if self.hint and self.level is not Level.OK else ""
+        return f"{self.level.name:4} {who}{self.name}: {self.detail}{hint}"
 
     def as_dict(self) -> dict[str, str]:
         """The check as plain data, for ``check --json``."""
@@ -65,10 +66,16 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
     it, only what concerns the calling task itself (its own node's name, its row, its port),
     as the tasks other than rank 0 do.
     """
-    env = snapshot(environ)
+    given = snapshot(environ)
+    stale = written_in_batch_step(given)
+    env = {k: v for k, v in given.items() if k not in stale}  # the task's own launch, as bootstrap sees it
     results = [_launcher_check(env)]
+    if stale:
+        results.append(Check(Level.FAIL, "leftovers", from_batch_step(stale),
+                             "remove `eval \"$(slurm-resolver env ...)\"` from the batch script and launch with "
+                             "srun slurm-resolver bootstrap -- COMMAND, or run env inside srun"))
     seen = sorted(k for k in env if k.startswith(("SLURM_", "OMPI_", "PMI")))
-    results.append(_ok("variables", f"{len(seen)} launcher variables ({', '.join(seen[:6])}"
+    results.append(_ok("variables", f"{len(seen)} launcher variable{'s' * (len(seen) != 1)} ({', '.join(seen[:6])}"
                                     f"{', ...' if len(seen) > 6 else ''})"))
     try:
         from .resolvers.slurm import SlurmClusterResolver

@@ -7,7 +7,12 @@ Every error says what was found, what was expected and how to fix it. Subclasses
 
 from __future__ import annotations
 
+import enum
+
 __all__ = [
+    "Speaker",
+    "NO_JOB",
+    "alone",
     "SlurmResolverError",
     "EnvironmentVariableError",
     "ConfigurationError",
@@ -18,22 +23,62 @@ __all__ = [
 ]
 
 
+NO_JOB = "no Slurm job or MPI launch found"
+"""How every message about a process outside any job begins (it describes one local process)."""
+
+
+def alone(what: str) -> str:
+    """The one line that says ``what`` describes one local process, no job having been found.
+
+    >>> alone("bootstrap()")[:78]
+    'no Slurm job or MPI launch found: bootstrap() describes this one local process'
+    """
+    return (f"{NO_JOB}: {what} describes this one local process alone (rank 0 of 1); run it inside srun, sbatch or "
+            "salloc to see a job")
+
+
+class Speaker(enum.Enum):
+    """Which task of a launch says an error that several tasks raise (the command line prints it once)."""
+
+    TASK = "task"
+    """The task that raised it: the error is its own (its node, its row, a peer it could not reach)."""
+    FIRST = "first"
+    """Rank 0: every task computes the same error from what they share (the command line, the step's size)."""
+    ABOVE = "above"
+    """The task above in the bootstrap's tree, which found it or heard it first: this task only heard it."""
+    ANOTHER = "another"
+    """Another task that found the same: where the root of the bootstrap's tree never answered, every task
+    that calls it fails alike, and one of them (on another node, where there is one) says it."""
+
+
 class SlurmResolverError(Exception):
     """Root of every error raised by slurm_resolver.
 
     Args:
         message: what was found and what was expected.
         hint: how to fix it; shown after ``HINT:``.
+        speaker: which task of a launch says it, where every task raises it (see `Speaker`).
     """
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, speaker: Speaker = Speaker.TASK) -> None:
         self.message = message
         self.hint = hint
+        self.speaker = speaker
         super().__init__(f"{message}\nHINT: {hint}" if hint else message)
 
     def one_line(self) -> str:
         """The message and hint on one line, for the command line."""
         return f"{self.message} (hint: {self.hint})" if self.hint else self.message
+
+    def said_by(self, rank: int | None) -> bool:
+        """Whether the task of ``rank`` (None: no task of a launch) says this error for the job.
+
+        >>> [SlurmResolverError("x", speaker=Speaker.FIRST).said_by(r) for r in (None, 0, 3)]
+        [True, True, False]
+        """
+        if rank is None or self.speaker is Speaker.TASK:
+            return True
+        return self.speaker is Speaker.FIRST and rank == 0
 
 
 class EnvironmentVariableError(SlurmResolverError, ValueError):

@@ -26,8 +26,8 @@ from .errors import ConfigurationError, EnvironmentVariableError, ResolutionErro
 from .packing import Packing
 from .placement import Placement
 
-__all__ = ["Visible", "GpuPlan", "SOURCES", "parse_devices", "format_devices", "visible", "split", "bound_per_task",
-           "check_count"]
+__all__ = ["Visible", "GpuPlan", "SOURCES", "parse_devices", "format_devices", "visible", "local", "split",
+           "bound_per_task", "check_count"]
 
 _NONE = {"", "NoDevFiles"}
 _ID = re.compile(r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
@@ -93,6 +93,18 @@ def visible(env: Mapping[str, str], nvml_ids: Sequence[str] | None = None) -> Vi
     if nvml_ids:
         return Visible(tuple(nvml_ids), "NVML")
     return Visible((), "none")
+
+
+def local(env: Mapping[str, str], nvml_ids: Callable[[], Sequence[str] | None] | None = None) -> Visible:
+    """The GPUs this process sees (rule 1): from its variables, else NVML's devices, asked only then
+    (``nvml_ids``: a seam for tests; NVML's own device ids by default)."""
+    if any(name in env for name in SOURCES):
+        return visible(env)
+    if nvml_ids is None:
+        from .nvml import device_ids
+
+        return visible(env, device_ids())
+    return visible(env, nvml_ids())
 
 
 def _wanted(per_task: int | Mapping[str, int] | None, job: str) -> int | None:

@@ -14,19 +14,51 @@ from dataclasses import dataclass, field
 
 from .errors import EnvironmentVariableError, ResolutionError
 from .hostlists import expand, expand_counts
-from .parsing import read_int, require
+from .parsing import optional_int, read_int, require
 
 __all__ = ["Layout", "Distribution", "Spread", "layout_of", "het_size", "job_layout", "het_components", "het_groups",
-           "distribution",
-           "in_srun_step", "launch_key", "gtids", "array_element", "host_file"]
+           "distribution", "in_srun_step", "step_layout", "STEP_VARIABLES", "launch_key", "gtids", "array_element",
+           "host_file"]
 
 Layout = tuple[tuple[str, ...], tuple[int, ...]]
 """Nodes in Slurm's order and the number of tasks on each."""
 
 
+STEP_VARIABLES = ("SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS",
+                  "SLURM_STEP_TASKS_PER_NODE")
+"""Variables only an srun step sets: with ``SLURM_PROCID``, any of them makes the process an srun task."""
+
+
 def in_srun_step(env: Mapping[str, str]) -> bool:
-    """Whether ``env`` is a task of an srun step (``SLURM_PROCID`` and a step id are set)."""
-    return "SLURM_PROCID" in env and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env)
+    """Whether ``env`` is a task of an srun step: ``SLURM_PROCID`` and a step variable are set (a step
+    id, or the step's layout alone, as TensorFlow's tests give it).
+
+    >>> in_srun_step({"SLURM_PROCID": "1", "SLURM_STEP_NODELIST": "a,b"}), in_srun_step({"SLURM_PROCID": "0"})
+    (True, False)
+    """
+    return "SLURM_PROCID" in env and any(name in env for name in STEP_VARIABLES)
+
+
+def step_layout(env: Mapping[str, str]) -> tuple[Layout, tuple[str, ...]]:
+    """The step's nodes and tasks on each, and the variables missing to tell them. Without
+    ``SLURM_STEP_TASKS_PER_NODE`` the counts are still certain for one node or as many tasks as nodes
+    (srun starts a task on each of its nodes); else they are zeros and that variable is missing
+    (without ``SLURM_STEP_NODELIST``, both are).
+
+    >>> step_layout({"SLURM_STEP_NODELIST": "a,b,c", "SLURM_STEP_NUM_TASKS": "3"})
+    ((('a', 'b', 'c'), (1, 1, 1)), ())
+    >>> step_layout({"SLURM_STEP_NODELIST": "a,b", "SLURM_STEP_NUM_TASKS": "3"})[1]
+    ('SLURM_STEP_TASKS_PER_NODE',)
+    """
+    if "SLURM_STEP_NODELIST" not in env:
+        return ((), ()), ("SLURM_STEP_NODELIST",)
+    if "SLURM_STEP_TASKS_PER_NODE" in env:
+        return layout_of(env, "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE"), ()
+    nodes = expand(env["SLURM_STEP_NODELIST"], "SLURM_STEP_NODELIST")
+    world = optional_int(env, "SLURM_STEP_NUM_TASKS", 1)
+    if world is not None and (world == len(nodes) or len(nodes) == 1):
+        return (nodes, (world // len(nodes),) * len(nodes)), ()
+    return (nodes, (0,) * len(nodes)), ("SLURM_STEP_TASKS_PER_NODE",)
 
 
 def launch_key(env: Mapping[str, str]) -> str:

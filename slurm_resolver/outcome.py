@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Ending", "Death", "Outcome", "Recording", "write", "read_all", "mark_bootstrapped", "bootstrapped_at",
-           "HEARD"]
+           "bootstrapped_step", "HEARD"]
 
 log = logging.getLogger("slurm_resolver")
 
@@ -127,20 +127,34 @@ def read_all(directory: Path) -> dict[int, Outcome]:
     return found
 
 
-def mark_bootstrapped(directory: Path, at: float) -> None:
-    """Record when every task of the attempt was bootstrapped (rank 0 does it)."""
+def mark_bootstrapped(directory: Path, at: float, step: str = "") -> None:
+    """Record when every task of the attempt was bootstrapped, and its step's id (``SLURM_STEP_ID``: what
+    ``run`` cancels where the step cannot end by itself); rank 0 does it."""
     try:
-        _write_file(directory / _BOOTSTRAPPED, f"{at:.3f}\n")
+        _write_file(directory / _BOOTSTRAPPED, f"{at:.3f} {step if step.isdigit() else ''}".rstrip() + "\n")
     except OSError as exc:
         log.warning("slurm_resolver: cannot record the bootstrap's time in %s (%s)", directory, exc.strerror)
+
+
+def _mark(directory: Path) -> list[str]:
+    try:
+        return (directory / _BOOTSTRAPPED).read_text(encoding="ascii")[:64].split()
+    except (OSError, UnicodeDecodeError):
+        return []
 
 
 def bootstrapped_at(directory: Path) -> float | None:
     """When every task of the attempt was bootstrapped; None where nobody recorded it."""
     try:
-        return float((directory / _BOOTSTRAPPED).read_text(encoding="ascii")[:32])
-    except (OSError, ValueError, UnicodeDecodeError):
+        return float(_mark(directory)[0])
+    except (IndexError, ValueError):
         return None
+
+
+def bootstrapped_step(directory: Path) -> str | None:
+    """The attempt's step id (``SLURM_STEP_ID``), as rank 0 recorded it; None where nobody did."""
+    words = _mark(directory)
+    return words[1] if len(words) > 1 and words[1].isdigit() else None
 
 
 @dataclass(frozen=True)

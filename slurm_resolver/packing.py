@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, repeat
 
-from .errors import ConfigurationError, ResolutionError
+from .errors import NO_JOB, ConfigurationError, ResolutionError, Speaker
 
-__all__ = ["Jobs", "Packing", "runs", "pack", "check_port_base"]
+__all__ = ["Jobs", "Packing", "JobCountError", "runs", "pack", "check_port_base"]
 
 Jobs = Mapping[str, int] | Sequence[str] | None
 """``{'ps': 1, 'worker': 3}``, a name per het component, or None (every task a worker)."""
@@ -86,7 +86,60 @@ class Packing:
         return grouped
 
 
-def runs(jobs: Jobs, world_size: int, components: Sequence[int] = ()) -> tuple[tuple[str, int], ...]:
+def spelled(jobs: Mapping[str, int], given_as: str = "jobs") -> str:
+    """``jobs`` as they were given: the argument ``jobs``, an option (``--jobs``) or a variable.
+
+    >>> spelled({"ps": 1, "worker": 2}), spelled({"ps": 1, "worker": 2}, "--jobs")
+    ("jobs={'ps': 1, 'worker': 2}", '--jobs ps=1,worker=2')
+    >>> spelled({"ps": 1}, "SLURM_RESOLVER_JOBS")
+    'SLURM_RESOLVER_JOBS=ps=1'
+    """
+    if given_as == "jobs":
+        return f"jobs={dict(jobs)}"
+    text = ",".join(f"{name}={count}" for name, count in jobs.items())
+    return f"{given_as} {text}" if given_as.startswith("-") else f"{given_as}={text}"
+
+
+def fitted(jobs: Mapping[str, int], world_size: int) -> dict[str, int] | None:
+    """``jobs`` with the largest job (the last of equals, in sorted order) resized to fill ``world_size``
+    tasks; None where that job would be left with none.
+
+    >>> fitted({"ps": 1, "worker": 2}, 4), fitted({"ps": 4, "worker": 4}, 2)
+    ({'ps': 1, 'worker': 3}, None)
+    """
+    largest = max(sorted(jobs), key=lambda name: jobs[name])
+    count = jobs[largest] + world_size - sum(jobs.values())
+    return {name: count if name == largest else n for name, n in jobs.items()} if count > 0 else None
+
+
+class JobCountError(ResolutionError):
+    """Jobs whose counts do not add up to the tasks of the launch; every task computes it alike.
+
+    The message spells the jobs as they were given (``given_as``: see `spelled()`) and the
+    hint the counts that would fit; ``alone`` says that no job was found at all.
+    """
+
+    def __init__(self, jobs: Mapping[str, int], world_size: int, given_as: str = "jobs", alone: bool = False) -> None:
+        self.jobs, self.world_size, self.alone = dict(jobs), world_size, alone
+        requested = sum(self.jobs.values())
+        typed = spelled(self.jobs, given_as)
+        if alone:
+            super().__init__(f"{NO_JOB}: this is one local process, but {typed} ask for {requested} tasks",
+                             f"run it in every task of a job of {requested} (srun -n{requested} ...)",
+                             speaker=Speaker.FIRST)
+            return
+        fit = fitted(self.jobs, world_size)
+        fix = f"e.g. {spelled(fit, given_as)} for the job's {world_size} tasks, or" if fit else "or"
+        super().__init__(f"{typed} ask for {requested} tasks, but the job has {world_size}",
+                         f"{fix} launch {requested} tasks (srun -n{requested})", speaker=Speaker.FIRST)
+
+    def given(self, given_as: str) -> JobCountError:
+        """The same error, the jobs spelled as ``given_as`` gave them (an option, a variable)."""
+        return JobCountError(self.jobs, self.world_size, given_as, self.alone)
+
+
+def runs(jobs: Jobs, world_size: int, components: Sequence[int] = (), alone: bool = False
+         ) -> tuple[tuple[str, int], ...]:
     """Consecutive ranks of each job, as ``(job name, count)`` runs in rank order.
 
     >>> runs({"worker": 2, "ps": 1}, 3)
@@ -103,7 +156,8 @@ def runs(jobs: Jobs, world_size: int, components: Sequence[int] = ()) -> tuple[t
         names = list(jobs)
         if len(names) != len(components) or not all(isinstance(n, str) and n for n in names):
             raise ConfigurationError(
-                f"jobs={names} names {len(names)} het components, but the job has "
+                f"{NO_JOB}: this is one local process, not the het job of {len(names)} components jobs={names} "
+                "names" if alone else f"jobs={names} names {len(names)} het components, but the job has "
                 f"{len(components) or 'no'} components",
                 "give one name per component of `srun ... : ...`, or counts like {'ps': 1, 'worker': 3}",
             )
@@ -112,19 +166,15 @@ def runs(jobs: Jobs, world_size: int, components: Sequence[int] = ()) -> tuple[t
         if not isinstance(name, str) or not name or isinstance(count, bool) \
                 or not isinstance(count, int) or count < 0:
             raise ConfigurationError(f"jobs entry {name!r}: {count!r} must map a name to a count >= 0")
-    requested = sum(jobs.values())
-    if requested != world_size:
-        raise ResolutionError(
-            f"jobs {dict(jobs)} ask for {requested} tasks, but the job has {world_size}",
-            f"make the counts add up to {world_size}, or change the number of tasks (srun -n)",
-        )
+    if sum(jobs.values()) != world_size:
+        raise JobCountError(jobs, world_size, alone=alone)
     return tuple((name, jobs[name]) for name in sorted(jobs))
 
 
-def pack(jobs: Jobs, world_size: int, components: Sequence[int] = ()) -> Packing:
+def pack(jobs: Jobs, world_size: int, components: Sequence[int] = (), alone: bool = False) -> Packing:
     """The [`Packing`][slurm_resolver.packing.Packing] of ``world_size`` ranks into ``jobs`` (see
-    [`runs()`][slurm_resolver.packing.runs])."""
-    return Packing(runs(jobs, world_size, components))
+    [`runs()`][slurm_resolver.packing.runs]); ``alone``: no job was found (one local process)."""
+    return Packing(runs(jobs, world_size, components, alone))
 
 
 def check_port_base(port_base: int, most_per_node: int) -> None:

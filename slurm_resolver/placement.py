@@ -230,7 +230,7 @@ def compute(launch: Launch) -> Placement | None:
         return Placement(launch.nodes, launch.counts, _het(launch, provisional=False))
     nodes, counts = launch.nodes, launch.counts
     spread = launch.distribution.spread
-    if (spread is Spread.BLOCK or max(counts) == 1) and len(set(nodes)) == len(nodes):
+    if (spread is Spread.BLOCK or max(counts) == 1 or len(nodes) == 1) and len(set(nodes)) == len(nodes):
         return Placement(nodes, counts)
     if spread is Spread.BLOCK:
         return Placement.from_hosts(block(nodes, counts))
@@ -242,9 +242,10 @@ def compute(launch: Launch) -> Placement | None:
 def provisional(launch: Launch) -> Placement | None:
     """A placeholder placement of a step whose layout only an exchange can tell (a het step, or
     ``-m arbitrary`` without its host file): the caller's node exact (its ranks are
-    ``SLURM_GTIDS``), the rest to be learned; None where it cannot help."""
-    if not (launch.groups or launch.arbitrary) or launch.node_index is None or not launch.gtids \
-            or launch.world_size is None or sum(launch.counts) != launch.world_size:
+    ``SLURM_GTIDS``, or the workers of a launcher below srun), the rest to be learned; None where it
+    cannot help."""
+    if not launch.learnable or launch.node_index is None or launch.world_size is None \
+            or sum(launch.counts) != launch.world_size:
         return None
     hosts = list(_het(launch, provisional=True) if launch.groups else block(launch.nodes, launch.counts))
     own = launch.nodes[launch.node_index]
@@ -265,6 +266,8 @@ def unknown(launch: Launch) -> str:
     >>> unknown(Launch("srun", 3, 0, ("n1", "n2"), (1, 2), distribution="arbitrary"))
     'srun -m arbitrary, with no host file (SLURM_HOSTFILE) this task can read'
     """
+    if launch.below:
+        return f"{launch.below}'s workers on several nodes, in {launch.below}'s own order"
     if launch.groups:
         return "a het component with several tasks on each of several nodes"
     if launch.arbitrary:

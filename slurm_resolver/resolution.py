@@ -20,7 +20,7 @@ from .cluster import DEFAULT_PORT_BASE, Cluster
 from .environment import snapshot
 from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
 from .exchange import Exchange, ExchangeMode, mpi_exchange, parse_mode
-from .gpus import SOURCES, GpuPlan, Visible, visible
+from .gpus import SOURCES, GpuPlan, Visible, local, visible
 from .launchers.base import Launch
 from .layout import BLOCK
 from .packing import Jobs, check_port_base, pack
@@ -47,7 +47,12 @@ def _setting(name: str, explicit: Any, env: Mapping[str, str], variable: str,
 
 
 def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) -> Launch:
-    nodes = list(launch.nodes) or [launch.node or "localhost"]
+    if isinstance(tasks_per_node, Mapping) and not launch.nodes:
+        nodes = list(tasks_per_node)  # {node: count} names the nodes where no node list does
+    elif "SLURM_STEP_NODELIST" in launch.missing:
+        return launch  # a count names no node: _check_complete() says what is missing
+    else:
+        nodes = list(launch.nodes) or [launch.node or "localhost"]
     if isinstance(tasks_per_node, Mapping):
         unknown = set(tasks_per_node) - set(nodes)
         if unknown:
@@ -62,12 +67,38 @@ def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) ->
         raise ConfigurationError(
             f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but the job has {launch.world_size}",
             "leave tasks_per_node unset to use Slurm's layout, or make it add up")
+    if launch.rank is not None and launch.rank >= sum(counts):
+        raise ConfigurationError(
+            f"tasks_per_node={tasks_per_node!r} places {sum(counts)} tasks, but this task's rank is {launch.rank}",
+            "leave tasks_per_node unset to use the launcher's layout, or give it room for every rank")
     keep = [(n, c) for n, c in zip(nodes, counts) if c]
     return replace(launch, nodes=tuple(n for n, _ in keep), counts=tuple(c for _, c in keep),
-                   distribution=BLOCK, world_size=sum(counts))
+                   distribution=BLOCK, world_size=sum(counts), missing=())
+
+
+def _check_complete(launch: Launch) -> None:
+    """Refuse a launch that lacks a variable no argument stood in for, naming it and the stand-in."""
+    if not launch.missing:
+        return
+    if launch.missing[0] == "SLURM_STEP_NODELIST":
+        raise EnvironmentVariableError(
+            "SLURM_STEP_NODELIST", None, f"the step's nodes, since SLURM_PROCID={launch.rank} is set: this process "
+            "is a task of an srun step", "run the task under srun, which sets it, or pass tasks_per_node="
+            "{node: tasks}, which names the nodes")
+    told = f"SLURM_STEP_NUM_TASKS={launch.world_size} tasks" if launch.world_size is not None else "the tasks"
+    raise EnvironmentVariableError(
+        launch.missing[0], None, f"the tasks on each node: {told} on {len(launch.nodes)} nodes "
+        "can be laid out in several ways", "run the task under srun, which sets it, or pass tasks_per_node=N "
+        "(tasks on every node) or tasks_per_node={node: tasks}")
 
 
 def _placement_error(launch: Launch) -> PlacementError:
+    if launch.below:
+        return PlacementError(
+            f"{placement.unknown(launch)}: which node runs which ranks is not in the environment, and this "
+            "process cannot learn it from the other workers here (exchange='none')",
+            "resolve in every worker at once, which learn it from each other: slurm_resolver.bootstrap(), "
+            "SlurmClusterResolver() in each worker, or `slurm-resolver bootstrap -- CMD`")
     if launch.groups:
         mixed = next(c for c, g in enumerate(launch.groups) if len(g) > 1 and max(launch.counts[p] for p in g) > 1)
         group = launch.groups[mixed]
@@ -163,9 +194,12 @@ def resolve(
     source = "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env else "exchange"
     mode = parse_mode(_setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto"), source)
     launch = launchers.launch_of(env)
-    log.debug("launcher %s: %s", launch.launcher, launch)
+    log.debug("launcher %s: rank %s of %s on %s (local rank %s), %d node%s, distribution %s", launch.launcher,
+              launch.rank, launch.world_size, launch.node, launch.local_rank, len(launch.nodes),
+              "s" * (len(launch.nodes) != 1), launch.distribution)
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)
+    _check_complete(launch)
     rank = launch.rank
     own = launch.node or (hostname().split(".")[0] if rank is not None else None)
     computed = placement.compute(launch)
@@ -187,26 +221,21 @@ def resolve(
             raise _placement_error(launch)
     if rank is not None and not 0 <= rank < where.world_size:
         raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {where.world_size} tasks")
-    packing = pack(jobs, where.world_size, launch.components)
+    packing = pack(jobs, where.world_size, launch.components, alone=launch.standalone)
     check_port_base(port_base, where.most)
     if node_addresses is None:
         from .slurmctl import node_addresses as ask_slurm
         node_addresses = ask_slurm
     hosts = addresses.address_map(where.nodes, checked, node_addresses)
-    plan = GpuPlan(_visible_gpus(env, gpu_devices), rank, where, packing, gpus_per_task, gpus_per_node)
+    plan = GpuPlan(_visible_gpus(env, gpu_devices, launch), rank, where, packing, gpus_per_task, gpus_per_node)
     return Cluster(launch, rank, where, packing, hosts, port_base, plan)
 
 
-def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None
-                  ) -> Visible | Callable[[], Visible]:
-    """What the task sees from its variables; where none names GPUs, NVML is asked on first use."""
-    if any(name in env for name in SOURCES):
-        return visible(env)
-
-    def ask_nvml() -> Visible:
-        if gpu_devices is None:
-            from .nvml import device_ids
-            return visible(env, device_ids())
-        return visible(env, gpu_devices())
-
-    return ask_nvml
+def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None,
+                  launch: Launch) -> Visible | Callable[[], Visible]:
+    """What the task sees from its variables; where none names GPUs, NVML is asked on first use.
+    GPUs Slurm bound to the task of a launcher's agent are its node's, which its workers share."""
+    if not any(name in env for name in SOURCES):
+        return lambda: local(env, gpu_devices)
+    seen = visible(env)
+    return replace(seen, bound=False) if launch.below and seen.bound else seen

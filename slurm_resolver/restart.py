@@ -10,17 +10,24 @@ view of the nodes, and decides (`slurm_resolver.attempts`): the same nodes again
 spare node in place of a bad one, fewer nodes, or the end, with every attempt's reason. No
 attempt goes back to the queue. The tasks find ``SLURM_RESOLVER_ATTEMPT`` (1, 2, ...) beside
 ``SLURM_RESTART_COUNT``, and resume from ``checkpoint_dir()``.
+
+A node that loses power says nothing: srun would wait for Slurm to mark it DOWN (``SlurmdTimeout``),
+and the dead step would still hold the living nodes' CPUs after that. While srun runs, ``run``
+watches what the tasks record (`slurm_resolver.srun_step`); once they name a dead task whose node's
+slurmd does not answer, it ends the step itself (SIGKILL of srun, ``scancel`` of the step) and runs
+the later attempts with ``srun --overlap``, which Slurm lets start beside what is left of the dead step.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
+import shutil
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +37,30 @@ from .errors import ResolutionError
 from .hostlists import collapse
 from .outcome import Recording, bootstrapped_at, read_all
 from .preemption import checkpoint_dir
-from .supervise import FORWARDED
+from .srun_step import Health, Launch, Watch
+from .srun_step import end as end_step
+from .srun_step import launch as launch_step
 
-__all__ = ["run", "srun_command", "Attempt", "from_arguments"]
+__all__ = ["run", "srun_command", "shown", "Attempt", "from_arguments"]
 
-Health = Callable[[Sequence[str], Collection[str]], Mapping[str, str]]
+_PLAIN = re.compile(r"[^\w@%+=:,./-]", re.ASCII)
+
+
+def shown(argv: Sequence[str]) -> str:
+    """A command line as a person reads it: plain words bare, others in single quotes, or in double
+    quotes where that needs no escape (a shell reads every form back as the same words).
+
+    >>> print(shown(["python", "-c", "raise ValueError('bad learning rate')", "a b", 'say "$HOME"']))
+    python -c "raise ValueError('bad learning rate')" 'a b' 'say "$HOME"'
+    """
+    def word(text: str) -> str:
+        if text and not _PLAIN.search(text):
+            return text
+        if "'" in text and not any(c in text for c in '"\\$`!'):
+            return f'"{text}"'
+        return shlex.quote(text)
+
+    return " ".join(map(word, argv))
 
 
 def srun_command(nodes: Sequence[str], shape: Shape, srun_args: Sequence[str], bootstrap_args: Sequence[str],
@@ -77,30 +103,6 @@ def _say(text: str) -> None:
     print(f"slurm-resolver run: {text}", file=sys.stderr, flush=True)
 
 
-def _step(argv: Sequence[str]) -> tuple[int, int | None]:
-    """Run one srun to its end, passing on the signals ``run`` gets (Slurm's warning, a cancel,
-    Ctrl-C); returns its exit code and the last signal passed on (None: none)."""
-    sys.stdout.flush()
-    passed: list[int] = []
-    try:
-        process = subprocess.Popen(list(argv))
-    except OSError as exc:
-        raise ResolutionError(f"cannot run {argv[0]}: {exc.strerror}", "run inside a Slurm job, with srun on PATH"
-                              ) from None
-
-    def pass_on(number: int, frame: object) -> None:
-        passed.append(number)
-        process.send_signal(number)
-
-    previous = {s: signal.signal(s, pass_on) for s in FORWARDED}
-    try:
-        code = process.wait()
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    return code, passed[-1] if passed else None
-
-
 def _fresh(directory: Path) -> Path:
     """The attempt's directory for outcomes, without those of an earlier run of the job (a requeue)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -109,26 +111,40 @@ def _fresh(directory: Path) -> Path:
     return directory
 
 
-def _asked(shape: Shape, nodes: tuple[str, ...], ended: Verdict, left_behind: set[str]
+def _clean(base: Path) -> None:
+    """Remove the attempts' records, and the checkpoint directory where nothing else is in it (a program
+    that never checkpoints)."""
+    shutil.rmtree(base, ignore_errors=True)
+    try:
+        base.parent.rmdir()
+    except OSError:
+        pass
+
+
+def _asked(shape: Shape, nodes: tuple[str, ...], ended: Verdict, left_behind: set[str], known: set[str]
            ) -> tuple[list[str], set[str]]:
     """The nodes whose health decides the next attempt, and those whose slurmd is probed: the nodes of
-    tasks that vanished (all of the attempt's where nobody said why) and the spares."""
+    tasks that vanished (all of the attempt's where nobody said why) and the spares, but those ``known``
+    lost already (a node that lost power: each probe of it waits for the probe's timeout)."""
     spares = [n for n in shape.nodes if n not in nodes and n not in left_behind]
     gone = {loss.node for loss in ended.losses if loss.gone}
     probed = set(nodes) if ended.kind is Kind.UNEXPLAINED else gone
-    return [*nodes, *spares], probed | set(spares)
+    return [n for n in [*nodes, *spares] if n not in known], (probed | set(spares)) - known
 
 
 def _summary(attempts: Sequence[Attempt], decision: Decision) -> str:
-    return f"the step failed {len(attempts)} time(s): " + "; ".join(a.line() for a in attempts) + \
+    if len(attempts) == 1:
+        return f"{attempts[0].line()}; {decision.why}"
+    return f"the step failed {len(attempts)} times: " + "; ".join(a.line() for a in attempts) + \
         f"; {decision.why}"
 
 
 def run(command: Sequence[str], policy: Policy | None = None, srun_args: Sequence[str] = (),
         bootstrap_args: Sequence[str] = (), environ: Mapping[str, str] | None = None,
-        health: Health | None = None, launch: Callable[[Sequence[str]], tuple[int, int | None]] = _step) -> int:
+        health: Health | None = None, launch: Launch = launch_step, verbose: bool = False) -> int:
     """Run ``command`` in every task of the job's step, restarting the step as ``policy`` allows;
-    returns 0 once an attempt completes, else raises an error that lists every attempt."""
+    returns 0 once an attempt completes, else raises an error that lists every attempt. One line says
+    each attempt's end (``verbose``: its srun command line too)."""
     if not command:
         raise ResolutionError("slurm-resolver run needs a command", "slurm-resolver run -- python train.py")
     from .slurmctl import node_health
@@ -139,39 +155,58 @@ def run(command: Sequence[str], policy: Policy | None = None, srun_args: Sequenc
     shape = Shape.of(env)
     nodes = policy.first_nodes(shape)
     base = checkpoint_dir(environ=env) / "attempts"
+    try:
+        return _attempts(command, policy, shape, nodes, srun_args, bootstrap_args, env, ask, launch, verbose, base)
+    finally:
+        _clean(base)
+
+
+def _attempts(command: Sequence[str], policy: Policy, shape: Shape, nodes: tuple[str, ...],
+              srun_args: Sequence[str], bootstrap_args: Sequence[str], env: Mapping[str, str], ask: Health,
+              launch: Launch, verbose: bool, base: Path) -> int:
     attempts: list[Attempt] = []
     left_behind: set[str] = set()
     failed_at: float | None = None
     before: Verdict | None = None
+    overlap: list[str] = []  # once a step was ended by run: what is left of it must not keep the next waiting
     for number in range(1, policy.restarts + 2):
         directory = _fresh(base / str(number))
         export(Recording(directory, number, failed_at).variables(), overwrite=True)
-        argv = srun_command(nodes, shape, srun_args, bootstrap_args, command)
-        _say(f"attempt {number} on {collapse(list(nodes))}: {shlex.join(argv)}")
+        argv = srun_command(nodes, shape, [*overlap, *srun_args], bootstrap_args, command)
+        if verbose:
+            _say(f"attempt {number} on {collapse(list(nodes))}: {shown(argv)}")
         start = time.monotonic()
-        code, passed = launch(argv)
+        watch = Watch(directory, ask)
+        ended = launch(argv, watch)
         seconds, up, ended_at = time.monotonic() - start, bootstrapped_at(directory), time.time()
+        if ended.cut is not None:
+            step = end_step(directory, env.get("SLURM_JOB_ID"))
+            overlap = ["--overlap"]
+            if verbose:
+                _say(f"attempt {number}: ended {step} ({ended.cut})")
         restart = up - failed_at if up is not None and failed_at is not None else None
-        if code == 0:
+        if ended.code == 0 and ended.cut is None:
             attempts.append(Attempt(number, nodes, seconds, None, restart))
-            if number > 1:
-                _say("completed after " + "; ".join(a.line() for a in attempts))
+            _say(f"completed: attempt {number} on {collapse(list(nodes))} ({seconds:.1f} s"
+                 + (f", restarted in {restart:.1f} s" if restart is not None else "")
+                 + (f"), after {number - 1} restart(s)" if number > 1 else ")"))
             return 0
         world = (shape.per_node or 0) * len(nodes) or sum(shape.counts)
-        ended = verdict(read_all(directory), world, code)
-        attempts.append(Attempt(number, nodes, seconds, ended, restart))
-        if passed is not None:
-            decision = Decision(None, f"not restarted: run passed on {signal.Signals(passed).name} (the job is "
-                                      "ending or warned of its end)")
+        result = verdict(read_all(directory), world, ended.code)
+        attempts.append(Attempt(number, nodes, seconds, result, restart))
+        if ended.passed is not None:
+            decision = Decision(None, f"not restarted: run passed on {signal.Signals(ended.passed).name} (the job "
+                                      "is ending or warned of its end)")
         else:
-            unhealthy = {} if ended.kind is Kind.EVERYWHERE else ask(*_asked(shape, nodes, ended, left_behind))
-            decision = decide(policy, shape, nodes, number, ended, unhealthy, left_behind, before)
-        _say(f"{attempts[-1].line()}; {decision.why}")
+            unhealthy = {} if result.kind is Kind.EVERYWHERE else \
+                {**watch.lost, **ask(*_asked(shape, nodes, result, left_behind, set(watch.lost)))}
+            decision = decide(policy, shape, nodes, number, result, unhealthy, left_behind, before)
         if decision.nodes is None:
-            raise ResolutionError(_summary(attempts, decision),
-                                  f"each attempt's output is above; the checkpoints stay in {base.parent}")
+            raise ResolutionError(_summary(attempts, decision), "each attempt's output is above" if number > 1
+                                  else "the tasks' output is above")
+        _say(f"{attempts[-1].line()}; {decision.why}")
         left_behind |= set(nodes) - set(decision.nodes)
-        nodes, failed_at, before = decision.nodes, ended.at or ended_at, ended
+        nodes, failed_at, before = decision.nodes, result.at or ended_at, result
     raise AssertionError("unreachable: the last attempt decides")  # pragma: no cover
 
 
@@ -180,4 +215,5 @@ def from_arguments(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     bootstrap = [*(["--jobs", args.jobs] if args.jobs else []), "--format", args.format]
     policy = Policy(args.restarts, args.spare_nodes, args.min_nodes)
-    return run(command, policy, shlex.split(args.srun_args), bootstrap)
+    verbose = bool(getattr(args, "verbose", False) or getattr(args, "debug", False))
+    return run(command, policy, shlex.split(args.srun_args), bootstrap, verbose=verbose)

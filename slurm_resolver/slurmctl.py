@@ -161,6 +161,16 @@ def requeue(job_id: str) -> None:
                                  "the job must allow it (#SBATCH --requeue, JobRequeue=1 in slurm.conf)")
 
 
+def cancel_step(step: str, timeout: float = 10.0) -> str | None:
+    """``scancel JOB.STEP`` (SIGKILL to what is left of the step on every node that answers; a step's owner
+    may): None where Slurm took it, else why not (logged by the caller, never raised)."""
+    try:
+        out = run(["scancel", "--quiet", step], timeout)
+    except ConfigurationError as exc:  # not on PATH, or no answer
+        return exc.message
+    return None if out.returncode == 0 else (out.stderr or out.stdout).strip()[:300] or f"exit code {out.returncode}"
+
+
 _BAD_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER_DOWN", "POWERED_DOWN", "POWERING_DOWN",
                "REBOOT_ISSUED", "FUTURE")
 

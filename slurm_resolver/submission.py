@@ -33,14 +33,63 @@ def _exit_code(records: list[dict[str, str]]) -> int:
     return worst
 
 
+class _Outputs:
+    """The job's output files, followed as they grow: each path said once when first known, each new
+    complete line written out as it arrives (an array: each element's file)."""
+
+    def __init__(self, progress: TextIO) -> None:
+        self.progress = progress
+        self.read: dict[Path, int] = {}
+
+    def learn(self, records: list[dict[str, str]]) -> None:
+        for record in _in_order(records):
+            path = record.get("StdOut", "")
+            if path and Path(path) not in self.read:
+                self.read[Path(path)] = 0
+                print(f"slurm-resolver: output: {path}", file=self.progress, flush=True)
+
+    def copy(self, whole: bool = False) -> None:
+        """Write what the files gained since last time: complete lines (``whole``: everything)."""
+        for path, offset in self.read.items():
+            try:
+                with path.open("rb") as f:
+                    f.seek(offset)
+                    data = f.read()
+            except OSError:
+                continue  # not created yet (the job pends), or on a file system not mounted here
+            if not whole:
+                data = data[:data.rfind(b"\n") + 1]
+            if data:
+                self.read[path] = offset + len(data)
+                sys.stdout.write(data.decode(errors="replace"))
+                sys.stdout.flush()
+
+    def named(self) -> str:
+        return ", ".join(map(str, self.read)) or "its output file"
+
+
 def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
-         records: Callable[[str], list[dict[str, str]]] = job_records, poll: float = 0.5, every: float = 15.0) -> int:
-    """Follow a job until it ends, showing state, elapsed time and nodes (at each change of state or
-    nodes, and every ``every`` seconds); print its output.
+         records: Callable[[str], list[dict[str, str]]] = job_records, poll: float = 0.5, every: float = 15.0,
+         failure: TextIO | None = None) -> int:
+    """Follow a job until it ends: its output file's path first, its state, elapsed time and nodes (at
+    each change, and every ``every`` seconds), its output as it is written, and one last line with
+    the state, exit code, time it ran and output file (on ``failure``, default ``progress``, where the
+    job did not complete: ``submit -q --wait`` still says why it failed and where its output is).
 
     Returns the job's exit code (128 + signal where it was killed).
     """
     progress = progress or sys.stderr
+    outputs = _Outputs(progress)
+    try:
+        return _follow(job_id, timeout, progress, records, poll, every, failure or progress, outputs)
+    except KeyboardInterrupt:  # Ctrl-C stops the following, not the job: say so, and where it goes on
+        print(f"job {job_id} goes on: no longer followed (scancel {job_id} ends it); see {outputs.named()}",
+              file=failure or progress, flush=True)
+        raise
+
+
+def _follow(job_id: str, timeout: float, progress: TextIO, records: Callable[[str], list[dict[str, str]]],
+            poll: float, every: float, failure: TextIO, outputs: _Outputs) -> int:
     deadline = time.monotonic() + timeout
     shown: tuple[str, str] = ("", "")
     last, unknown = 0.0, False
@@ -54,30 +103,35 @@ def wait(job_id: str, timeout: float = 3600.0, progress: TextIO | None = None,
                 print(f"job {job_id}: its state is unknown for now ({exc.message}); still following",
                       file=progress, flush=True)
             unknown, shown = True, ("", "")  # said once; the state is shown again once known
+            outputs.copy()
             time.sleep(4 * poll)  # less often than while it answers
             continue
         unknown = False
         if not found:
             raise ResolutionError(f"job {job_id} is no longer known to slurmctld",
-                                  "its record was purged (MinJobAge); look at its output file")
+                                  f"its record was purged (MinJobAge); look at {outputs.named()}")
+        outputs.learn(found)
         first = found[0]
-        state, nodes = _states(found), first.get("NodeList", "-")
-        line = f"job {job_id}: {state}, {first.get('RunTime', '?')}, nodes {nodes}"
-        if (state, nodes) != shown or time.monotonic() - last >= every:  # a change, or a sign of life
+        state, nodes = _states(found), first.get("NodeList", "")
+        ended = all(r.get("JobState") in TERMINAL for r in found)
+        where = f", nodes {nodes}" if nodes and nodes != "(null)" else ""
+        if not ended and ((state, nodes) != shown or time.monotonic() - last >= every):  # a change, or life
             last = time.monotonic()
-            print(line, file=progress, flush=True)
+            print(f"job {job_id}: {state}, {first.get('RunTime', '?')}{where}", file=progress, flush=True)
             shown = (state, nodes)
-        if all(r.get("JobState") in TERMINAL for r in found):
+        outputs.copy()
+        if ended:
             break
         if time.monotonic() > deadline:
             raise ResolutionError(f"job {job_id} did not end within {timeout:g} s (state {state})",
-                                  f"follow it with squeue -j {job_id}, or raise --timeout")
+                                  f"follow it with squeue -j {job_id} and {outputs.named()}, or raise --timeout")
         time.sleep(poll)
-    for output in dict.fromkeys(Path(r.get("StdOut", "")) for r in _in_order(found)):  # an array: each element's
-        if output.is_file():
-            sys.stdout.write(output.read_text())
-    sys.stdout.flush()
-    return _exit_code(found)
+    outputs.copy(whole=True)
+    code = _exit_code(found)
+    exit_text = f" (exit {code})" if code else ""
+    print(f"job {job_id} {state}{exit_text} after {first.get('RunTime', '?')}: see {outputs.named()}",
+          file=progress if state == "COMPLETED" and not code else failure, flush=True)
+    return code
 
 
 def _in_order(records: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -15,8 +15,9 @@ calls back, and either sets the one event the task waits on.
 
 The command's standard error passes through the task, which keeps its last lines to name
 an error. Under ``slurm-resolver run`` (``SLURM_RESOLVER_OUTCOMES`` set) the task records
-what its command came to (`slurm_resolver.outcome`), and rank 0 records when the
-attempt was bootstrapped and says how long after the previous attempt's failure. A command
+what its command came to (`slurm_resolver.outcome`) and says nothing of it (``run`` says
+it once for the job), and rank 0 records when the attempt was bootstrapped (and its step id)
+and says how long after the previous attempt's failure. A command
 that bootstraps itself (``slurm_resolver.bootstrap()`` in it) gets rendezvous ports of its
 own (``SLURM_RESOLVER_RENDEZVOUS_PORTS``, where it is not set), away from this task's.
 """
@@ -206,12 +207,12 @@ class _Recorder:
         self.directory: Path | None = recording.directory if recording else None
         self.label = b.me.label
 
-    def bootstrapped(self, recording: Recording | None) -> None:
-        """Rank 0: when the attempt was bootstrapped, and how long after the previous one failed."""
+    def bootstrapped(self, recording: Recording | None, step: str) -> None:
+        """Rank 0: when the attempt (step ``step``) was bootstrapped, and how long after the previous one failed."""
         if recording is None or self.b.rank != 0:
             return
         now = time.time()
-        mark_bootstrapped(recording.directory, now)
+        mark_bootstrapped(recording.directory, now, step)
         if recording.failed_at is not None:
             print(f"slurm-resolver: attempt {recording.attempt}: every task bootstrapped "
                   f"{now - recording.failed_at:.1f} s after attempt {recording.attempt - 1} failed",
@@ -234,7 +235,8 @@ class _Recorder:
 def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
               environ: Mapping[str, str] | None = None) -> int:
     """Run ``command`` until it ends or a peer dies; returns the task's exit code."""
-    recording = Recording.of(snapshot(environ))
+    env = snapshot(environ)
+    recording = Recording.of(env)
     recorder = _Recorder(b, recording)
     news, heard = threading.Event(), threading.Event()
     dead: list[Death] = []
@@ -247,10 +249,17 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
         news.set()
 
     b.on_failure(on_failure)
-    recorder.bootstrapped(recording)
+    recorder.bootstrapped(recording, env.get("SLURM_STEP_ID", ""))
     own = for_child({"SLURM_RESOLVER_RENDEZVOUS_PORTS": command_rendezvous_ports(b.job_key)})
     sys.stdout.flush()
     oom_before = _oom_kills()
+    def end(error: ResolutionError | ConfigurationError, code: int = 1) -> int:
+        """The task's end where its command did not succeed: under ``run``, which records and says it once
+        for the job, an exit code alone; else ``error``, raised."""
+        if recording is None:
+            raise error
+        return code
+
     try:
         child = _Child(command, news, own)
     except OSError as exc:
@@ -258,7 +267,7 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
         recorder.record(Ending.FAILED, 127, error.message, (), time.time())
         b.fail(f"{recorder.label}: {error.message}")
         b.stop()
-        raise error from None
+        return end(error, 127)
     previous = {s: signal.signal(s, lambda number, frame: child.signal(number)) for s in FORWARDED}
     try:
         while not child.exited.is_set() and not heard.is_set():
@@ -268,7 +277,8 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
             if recorder.reports_deaths(dead):
                 recorder.record(Ending.STOPPED, child.code, f"stopped: {dead[0].why}", list(dead), heard_at[0])
             b.stop()
-            raise ResolutionError(f"bootstrap: {dead[0].why}; stopped this task's command ({command[0]})", _HINT)
+            return end(ResolutionError(f"bootstrap: {dead[0].why}; stopped this task's command ({command[0]})",
+                                       _HINT))
         code = child.code
         if code == 0:
             b.stop()
@@ -280,8 +290,9 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
         if heard.wait(0 if code == -signal.SIGKILL else NOTICE):
             recorder.record(ending, code, reason, list(dead), child.at, oom)
             b.stop()
-            raise ResolutionError(f"bootstrap: {dead[0].why}; then this task's command ({command[0]}) {reason}",
-                                  _HINT)
+            then = f"so did this task's command ({command[0]})" if dead[0].why.endswith(f"its command {reason}") \
+                else f"then this task's command ({command[0]}) {reason}"
+            return end(ResolutionError(f"bootstrap: {dead[0].why}; {then}", _HINT))
         recorder.record(ending, code, reason, (), child.at, oom)
         b.fail(f"{recorder.label}: its command {reason}")
         os._exit(128 - code if code < 0 else code)  # no normal leaving: the others must stop

@@ -152,12 +152,30 @@ def check(values: Mapping[str, str]) -> None:
         if value == "" and parameter.optional:
             continue
         if not re.fullmatch(kind.pattern, value):
-            example = parameter.example or parameter.default or kind.example
+            example = _closest(value, kind) or parameter.example or parameter.default or kind.example
             raise TemplateParameterError(f"template parameter {key}={value!r} is not {kind.form}",
                                          f"e.g. --set {key}={example}")
 
 
+def _closest(value: str, kind: Kind) -> str | None:
+    """The choice of a kind of a few words (``tf|torch|jax|shell``) closest to ``value``.
+
+    >>> _closest("pytorch", KINDS["format"]), _closest("x", KINDS["count"])
+    ('torch', None)
+    """
+    import difflib
+
+    if not re.fullmatch(r"\w+(\|\w+)+", kind.pattern):
+        return None
+    close = difflib.get_close_matches(value.lower(), kind.pattern.split("|"), n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
 _SPELLINGS = {spelling: p.name for p in SCHEMA for spelling in p.spellings}
+_MEANT = {"gpus": "gpus_per_task", "gpu": "gpus_per_task", "cpus": "cpus_per_task", "ntasks_per_gpu": "gpus_per_task",
+          "walltime": "time", "time_limit": "time", "queue": "partition", "name": "job_name", "args": "program_args",
+          "arguments": "program_args", "cmd": "command", "script": "command", "mpi_args": "mpirun_args"}
+"""Words users reach for that name no parameter, with the parameter they mean."""
 
 
 def named(values: Mapping[str, str]) -> dict[str, str]:
@@ -173,19 +191,35 @@ def named(values: Mapping[str, str]) -> dict[str, str]:
     slurm_resolver.template_schema.TemplateParameterError: unknown template parameter 'node'
     HINT: did you mean nodes or ps_nodes? `slurm-resolver templates` lists every parameter
     """
-    import difflib
-
     result: dict[str, str] = {}
     for key, value in values.items():
         name = key if key in _BY_NAME else _SPELLINGS.get(key)
         if name is None:
-            close = difflib.get_close_matches(key.replace("-", "_"), [*_BY_NAME, *_SPELLINGS], n=3, cutoff=0.6)
-            guesses = " or ".join(dict.fromkeys(_SPELLINGS.get(c, c) for c in close))
-            raise TemplateParameterError(f"unknown template parameter {key!r}",
-                                         (f"did you mean {guesses}? " if guesses else "") +
-                                         "`slurm-resolver templates` lists every parameter")
+            raise TemplateParameterError(f"unknown template parameter {key!r}", _guess(key, value))
         if name in result and result[name] != value:
             raise TemplateParameterError(f"template parameter {name} is given twice, as {name}={result[name]!r} "
                                          f"and {key}={value!r}", f"give {name} once")
         result[name] = value
     return result
+
+
+def _guess(key: str, value: str) -> str:
+    """The hint for an unknown parameter: the names it is close to, the one it means, or the program's arguments.
+
+    >>> _guess("gpus", "2")
+    'did you mean gpus_per_task? `slurm-resolver templates` lists every parameter'
+    >>> _guess("epochs", "3").partition("; ")[2]
+    "a program's own option goes in program_args: --set program_args='--epochs 3'"
+    """
+    import difflib
+    import shlex
+
+    word = key.replace("-", "_").lower()
+    close = [_MEANT[word]] if word in _MEANT else \
+        difflib.get_close_matches(word, [*_BY_NAME, *_SPELLINGS], n=3, cutoff=0.6)
+    guesses = " or ".join(dict.fromkeys(_SPELLINGS.get(c, c) for c in close))
+    if guesses:
+        return f"did you mean {guesses}? `slurm-resolver templates` lists every parameter"
+    option = f"--{key.replace('_', '-')}" + (f" {value}" if value else "")
+    return ("`slurm-resolver templates` lists every parameter; a program's own option goes in program_args: "
+            f"--set program_args={shlex.quote(option)}")

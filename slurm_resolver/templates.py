@@ -221,7 +221,7 @@ def _step(values: Mapping[str, str]) -> str:
     py -m slurm_resolver run --restarts 2 --spare-nodes 1 --srun-args '-l -K' --format shell -- py -m m
     """
     if not any(values.get(k) for k in _RESTART):
-        return f"srun {values['srun_args']} {_launch(values)}"
+        return " ".join(word for word in ("srun", values["srun_args"], _launch(values)) if word)
     python = shlex.quote(values["python"])
     options = [f"--{k.replace('_', '-')} {shlex.quote(values[k])}" for k in (*_RESTART, "srun_args", "jobs")
                if values.get(k)]

@@ -71,6 +71,14 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PMIX_NAMESPACE", "PMIx launchers", "names the launch, part of the bootstrap's job key"),
     Variable("OMPI_MCA_ess_base_jobid", "Open MPI mpirun", "names the launch, part of the bootstrap's job key"),
     Variable("TF_CONFIG", "user, TensorFlow", "cluster and task as JSON, read by TFConfigClusterResolver"),
+    Variable("TORCHELASTIC_RUN_ID", "torchrun (also accelerate launch)", "marks a worker of torchrun: the workers below an srun task are the launch's tasks"),
+    Variable("TORCHELASTIC_RESTART_COUNT", "torchrun", "which start of the workers this is: each restart is a launch of its own"),
+    Variable("RANK", "torchrun, DeepSpeed's launcher (also written: env --format torch)", "a worker's rank among all workers; one that is not SLURM_PROCID, from no known launcher, is refused"),
+    Variable("LOCAL_RANK", "torchrun, DeepSpeed's launcher, Lightning (also written: env --format torch)", "a worker's rank on its node; one that is not SLURM_LOCALID, from no known launcher, is refused"),
+    Variable("WORLD_SIZE", "torchrun, DeepSpeed's launcher (also written: env --format torch)", "number of workers"),
+    Variable("LOCAL_WORLD_SIZE", "torchrun (also written: env --format torch)", "number of workers on the node"),
+    Variable("CROSS_RANK", "DeepSpeed's launcher", "marks a worker of DeepSpeed's per-node launcher (the node's rank, not read)"),
+    Variable("LOCAL_SIZE", "DeepSpeed's launcher", "number of workers on the node"),
     Variable("SLURM_RESOLVER_JOBS", "user", "override of `jobs`, e.g. ps=1,worker=3"),
     Variable("SLURM_RESOLVER_PORT_BASE", "user", "override of `port_base`"),
     Variable("SLURM_RESOLVER_EXCHANGE", "user", "exchange between the tasks: auto, mpi, rendezvous or none (see exchange=)"),
@@ -97,13 +105,16 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_CONF", "Slurm", "slurm.conf, read for AuthInfo=socket= (munged's socket) when authenticating"),
     Variable("SLURM_RESOLVER_RENDEZVOUS_PORTS", "user", "bootstrap: the ports node leaders try to bind, e.g. 30001,30002"),
 )
-"""Every variable slurm_resolver reads or writes, with who sets it and what is taken from it."""
+"""Every variable slurm_resolver reads or writes, with who sets it and what is taken from it: the
+[environment variable reference][environment-variable-reference] lists them."""
 
 PREFIXES: tuple[str, ...] = (
     "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
     "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
     "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
     "grpc_proxy", "no_grpc_proxy", "https_proxy", "http_proxy",
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+    "CROSS_RANK", "LOCAL_SIZE",
 )
 """Names (or prefixes of names) copied into the environment snapshot."""
 

@@ -75,7 +75,7 @@ N12 = ("n1", "n2")
     (Policy(3), 4, GONE, {"n2": "down"}, None, None, "restarts exhausted (--restarts 3); bad nodes: n2 (down)"),
     (Policy(0), 1, DEATH, {}, None, None, "restarts exhausted (--restarts 0)"),
     (Policy(3), 1, Verdict(Kind.EVERYWHERE, "x", failures=frozenset({RAISED})), {}, None, None,
-     "not restarted: the program failed on every task, with no task dying"),
+     "not restarted: the program's own error (a restart would fail the same way)"),
     (Policy(3), 1, FAILURE, {}, None, N12, "restart 1 of 3 on n[1-2] (the same nodes)"),
     (Policy(3), 2, FAILURE, {}, FAILURE, None, "not restarted: the same failure as attempt 1"),
     (Policy(3), 2, FAILURE, {}, DEATH, N12, "restart 2 of 3"),

@@ -29,8 +29,8 @@ LAYERS: list[set[str]] = [
     # The bootstrap.
     {"rpc", "rpc.*"},
     # What users call: the TensorFlow-shaped resolvers, adapters, training jobs.
-    {"adapters", "resolvers", "resolvers.*", "supervise", "restart", "preemption", "training", "training.*",
-     "submission", "templates", "diagnostics"},
+    {"adapters", "resolvers", "resolvers.*", "supervise", "srun_step", "restart", "preemption", "training",
+     "training.*", "submission", "templates", "diagnostics"},
     # The command line, and the package's lazy names.
     {"cli", "cli.*", "", "__main__"},
 ]
@@ -38,7 +38,7 @@ LAYERS: list[set[str]] = [
 
 LEVELS: list[set[str]] = [
     # 0
-    {"errors", "nvml", "rpc", "rpc.crashes", "rpc.coordination_pb2", "rpc.loop", "rpc.messages", "rpc.transport",
+    {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages", "rpc.transport",
      "training", "training.delivery", "variables"},
     # 1
     {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.callers", "rpc.local",
@@ -47,17 +47,18 @@ LEVELS: list[set[str]] = [
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.identity", "rpc.rounds", "rpc.service",
      "slurmctl", "templates", "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "rpc.deaths", "exchange", "launchers.base", "preemption", "resolvers.base",
-    "rpc.coordinator", "rpc.server", "submission"},
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.coordinator", "rpc.deaths",
+     "rpc.server", "submission"},
     # 4
-    {"cli.template_commands", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-    "resolvers.kubernetes", "resolvers.tfconfig", "rpc.grpc_network", "rpc.options"},
+    {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
+     "rpc.grpc_network", "rpc.options"},
     # 5
     {"gpus", "launchers"},
     # 6
-    {"cli.per_job", "cli.tools", "cluster"},
+    {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
     # 7
-    {"resolution", "rpc.heartbeat", "rpc.uplink", "rpc.verify", "rpc.watch"},
+    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.uplink",
+     "rpc.verify", "rpc.watch"},
     # 8
     {"rpc.detector", "rpc.member"},
     # 9
@@ -65,10 +66,10 @@ LEVELS: list[set[str]] = [
     # 10
     {"adapters", "rpc.bootstrap", "supervise", "training.report"},
     # 11
-    {"restart", "rpc.learn", "rpc.simulate", "training.task"},
+    {"rpc.learn", "rpc.simulate", "srun_step", "training.task"},
     # 12
-    {"resolvers.slurm", "rpc.loopback", "training.data_service", "training.ddp", "training.jax_job",
-    "training.parameter_server", "training.resumable"},
+    {"resolvers.slurm", "restart", "rpc.loopback", "training.data_service", "training.ddp", "training.jax_job",
+     "training.parameter_server", "training.resumable"},
     # 13
     {"", "diagnostics", "resolvers"},
     # 14

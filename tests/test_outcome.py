@@ -17,6 +17,7 @@ from slurm_resolver.outcome import (
     Outcome,
     Recording,
     bootstrapped_at,
+    bootstrapped_step,
     mark_bootstrapped,
     read_all,
     write,
@@ -64,9 +65,11 @@ def test_any_text_is_an_outcome_or_a_value_error(text: str) -> None:
 def test_the_bootstrapped_mark(tmp_path: Path) -> None:
     assert bootstrapped_at(tmp_path) is None
     mark_bootstrapped(tmp_path, 1700000000.5)
-    assert bootstrapped_at(tmp_path) == 1700000000.5
-    (tmp_path / "bootstrapped").write_text("soon")
-    assert bootstrapped_at(tmp_path) is None
+    assert bootstrapped_at(tmp_path) == 1700000000.5 and bootstrapped_step(tmp_path) is None
+    mark_bootstrapped(tmp_path, 1700000001.25, "3")
+    assert bootstrapped_at(tmp_path) == 1700000001.25 and bootstrapped_step(tmp_path) == "3"
+    (tmp_path / "bootstrapped").write_text("soon 3; rm -rf")
+    assert bootstrapped_at(tmp_path) is None and bootstrapped_step(tmp_path) is None
 
 
 def test_the_recording_travels_in_the_environment() -> None:

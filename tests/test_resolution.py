@@ -165,6 +165,16 @@ def test_tasks_per_node_override() -> None:
         resolve(env, tasks_per_node=3, resolves=always)
 
 
+@pytest.mark.parametrize("env", [
+    {"OMPI_COMM_WORLD_RANK": "1"},  # an MPI rank without its world size
+    {"SLURM_PROCID": "5", "SLURM_STEP_NODELIST": "a,b"},  # a partial srun environment, its counts from the argument
+], ids=["mpi", "partial-srun"])
+def test_tasks_per_node_that_leaves_out_this_task_says_so(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigurationError, match=r"tasks_per_node=1 places \d tasks, but this task's rank is [15]"):
+        resolve(env, tasks_per_node=1, exchange="none", resolves=always, node_addresses=lambda n: {},
+                hostname=lambda: "a")
+
+
 def test_unresolvable_names_use_nodeaddr_with_one_lookup() -> None:
     calls: list[list[str]] = []
 

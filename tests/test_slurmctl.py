@@ -112,6 +112,23 @@ def test_a_node_whose_slurmd_does_not_answer_is_unhealthy(monkeypatch: pytest.Mo
     closed.close()
 
 
+def test_a_step_is_cancelled_and_a_refusal_said_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    said: list[list[str]] = []
+
+    def scancel(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+        said.append(list(args))
+        return subprocess.CompletedProcess(args, 0 if args[-1] == "7.1" else 1, "", "Invalid job id specified")
+
+    monkeypatch.setattr(slurmctl, "run", scancel)
+    assert slurmctl.cancel_step("7.1") is None and said == [["scancel", "--quiet", "7.1"]]
+    assert slurmctl.cancel_step("7.2") == "Invalid job id specified"
+    monkeypatch.undo()
+    monkeypatch.setattr(slurmctl.shutil, "which", lambda name: None)
+    assert "scancel is not on PATH" in (slurmctl.cancel_step("7.1") or "")
+
+
 @pytest.mark.slurm
 def test_every_node_of_the_test_cluster_is_healthy(slurm_cluster: dict[str, str]) -> None:
     assert slurmctl.node_health(["node1", "node2", "node3", "node4"], probe=["node1", "node4"]) == {}

@@ -90,7 +90,22 @@ def test_an_unknown_key_suggests_the_closest_names_in_one_short_line(key: str, g
 def test_an_unknown_key_without_a_close_name_points_at_the_listing() -> None:
     with pytest.raises(ConfigurationError) as info:
         render("ps_worker", {"frobnicate": "3"})
-    assert info.value.hint == "`slurm-resolver templates` lists every parameter"
+    assert info.value.hint == ("`slurm-resolver templates` lists every parameter; a program's own option goes in "
+                               "program_args: --set program_args='--frobnicate 3'")
+
+
+@pytest.mark.parametrize("key, value, hint", [("gpus", "2", "did you mean gpus_per_task?"),
+                                              ("epochs", "3", "--set program_args='--epochs 3'")])
+def test_a_word_that_names_no_parameter_gets_the_parameter_it_means(key: str, value: str, hint: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        render("data_parallel", {key: value})
+    assert hint in str(info.value.hint)
+
+
+def test_a_misspelt_choice_is_answered_with_the_closest() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        render("data_parallel", {"format": "pytorch"})
+    assert info.value.hint == "e.g. --set format=torch"
 
 
 @pytest.mark.parametrize("spelling, name", [("tasks-per-node", "tasks_per_node"), ("ntasks-per-node", "tasks_per_node"),

@@ -8,8 +8,10 @@ Which task prints what is ``per_job``'s to say.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .per_job import speaks_for_job, task_label, task_rank
@@ -21,14 +23,43 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
 
+def _jobs(args: argparse.Namespace) -> dict[str, int] | list[str] | None:
+    from ..parsing import parse_jobs
+
+    return parse_jobs(args.jobs, "--jobs") if args.jobs else None
+
+
+@contextlib.contextmanager
+def _as_typed(args: argparse.Namespace) -> Iterator[None]:
+    """Jobs that do not fit the step are named as the user gave them: ``--jobs`` or SLURM_RESOLVER_JOBS."""
+    from ..packing import JobCountError
+
+    try:
+        yield
+    except JobCountError as exc:
+        raise exc.given("--jobs" if args.jobs else "SLURM_RESOLVER_JOBS") from None
+
+
+def _fresh() -> dict[str, str]:
+    """This process's environment, less what ``slurm-resolver env`` wrote in the batch step and srun passed
+    on to this task (``written_in_batch_step``); bootstrap's refusal of those variables names their cause."""
+    from ..environment import snapshot
+    from ..launchers.below import written_in_batch_step
+
+    env = dict(snapshot())
+    for name in written_in_batch_step(env):
+        del env[name]
+    return env
+
+
 def resolved(args: argparse.Namespace) -> Cluster:
     """The cluster resolved from this process's environment with the command's options, every rank
     placed (a layout only the step's tasks can tell is learned from them)."""
-    from ..parsing import parse_jobs
     from ..resolution import resolve
 
-    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
-    cluster = resolve(jobs=jobs, port_base=getattr(args, "port_base", None), exchange=getattr(args, "exchange", None))
+    with _as_typed(args):
+        cluster = resolve(_fresh(), jobs=_jobs(args), port_base=getattr(args, "port_base", None),
+                          exchange=getattr(args, "exchange", None))
     if not cluster.placement.exact:
         from ..rpc.learn import learn_layout
 
@@ -39,27 +70,30 @@ def resolved(args: argparse.Namespace) -> Cluster:
 def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     """This task, bootstrapped with the command's options (every task of the launch calls it; a layout
     to learn is learned in the bootstrap itself)."""
-    from ..parsing import parse_jobs
     from ..resolution import resolve
     from ..rpc.bootstrap import bootstrap as run_bootstrap
     from ..rpc.options import FIELDS, BootstrapOptions
 
-    jobs = parse_jobs(args.jobs, "--jobs") if args.jobs else None
     given = {f.name: getattr(args, f.name) for f in FIELDS if getattr(args, f.name, None) is not None}
-    return run_bootstrap(resolve(jobs=jobs), BootstrapOptions(**given))
+    env = _fresh()
+    with _as_typed(args):
+        cluster = resolve(env, jobs=_jobs(args))
+    return run_bootstrap(cluster, BootstrapOptions(**given), environ=env)
 
 
 def run(args: argparse.Namespace) -> int:
     """``run``: the step launched in the job's allocation, and again where a task dies."""
     from ..restart import from_arguments
 
+    if not [word for word in args.command if word != "--"]:
+        args.command_parser.error("run needs a command: slurm-resolver run -- python train.py")
     return from_arguments(args)
 
 
-def _gpus(ids: tuple[str, ...] | None, count: int) -> str:
-    if ids is None:
-        return f"{count} bound by Slurm"
-    return ",".join(ids) or "-"
+def _ids(ids: tuple[str, ...] | None, count: int) -> str:
+    if not count:
+        return "-"
+    return "unknown" if ids is None else ",".join(ids)  # None: Slurm bound each task its own, seen by it alone
 
 
 def _headline(cluster: Cluster, all_ranks: bool) -> str:
@@ -67,22 +101,32 @@ def _headline(cluster: Cluster, all_ranks: bool) -> str:
     if cluster.launch.standalone:
         return (f"no Slurm job or MPI launch found: this is one local process alone, rank 0 of 1 on "
                 f"{me.node if me else 'localhost'} (run inside srun, sbatch or salloc to see a job)")
+    element = f" (array element {cluster.launch.array})" if cluster.launch.array else ""
+    if not cluster.launch.is_task:  # a batch script, an salloc shell: no task runs here
+        step = "batch script" if cluster.launcher == "batch" else f"{cluster.launcher} shell"
+        return (f"launcher {cluster.launcher}{element}: the job's {cluster.world_size} tasks as srun would start "
+                f"them; this {step} is none of them (srun ... slurm-resolver show: the tasks' own view)")
     where = f"rank {cluster.rank} of {cluster.world_size}, {me.job}:{me.index} on {me.node} at {me.address}" \
         if me else f"not a task; {cluster.world_size} tasks"
-    element = f" (array element {cluster.launch.array})" if cluster.launch.array else ""
     others = cluster.world_size - 1
-    once = f"; the other {others} task{'s' * (others > 1)} print only their own problems (--all-ranks: " \
-        "every task's table)" if me and cluster.rank == 0 and others and not all_ranks else ""
+    who = f"the other {others} tasks print only their own problems" if others > 1 else \
+        "the other task prints only its own problems"
+    once = f"; {who} (--all-ranks: every task's table)" if me and cluster.rank == 0 and others and not all_ranks \
+        else ""
     return f"launcher {cluster.launcher}{element}: {where}{once}"
 
 
 def table(cluster: Cluster) -> list[str]:
-    """Every task of ``cluster`` as the lines of a table; the calling task's rank is starred."""
-    rows = [("rank", "job", "index", "node", "address", "gpus")]
+    """Every task of ``cluster`` as the lines of a table; the calling task's rank is starred. GPUs: how many
+    each task has, and their ids where any has some (``unknown`` where Slurm bound a task's own, seen by it alone)."""
+    rows: list[tuple[str, ...]] = [("rank", "job", "index", "node", "address", "gpus", "gpu_ids")]
+    mine = cluster.rank if cluster.launch.is_task or cluster.launch.standalone else None  # a batch step: none
     for rank in range(cluster.world_size):
-        t = cluster.task(rank)
-        rows.append((str(rank) + ("*" if rank == cluster.rank else ""), t.job, str(t.index), t.node,
-                     t.address, _gpus(t.gpus, cluster.gpu_count(rank))))
+        t, count = cluster.task(rank), cluster.gpu_count(rank)
+        rows.append((str(rank) + ("*" if rank == mine else ""), t.job, str(t.index), t.node,
+                     t.address, str(count) if count else "-", _ids(t.gpus, count)))
+    if all(row[-1] == "-" for row in rows[1:]):  # no GPU anywhere: no ids to show
+        rows = [row[:-1] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
@@ -143,7 +187,13 @@ def env(args: argparse.Namespace) -> int:
     from ..adapters import shell
     from ..rpc.bootstrapped import Bootstrapped
 
-    print(shell(_variables_for(Bootstrapped.from_cluster(resolved(args)), args.format)), end="")
+    cluster = resolved(args)
+    if not cluster.launch.is_task and not cluster.launch.standalone:  # the batch script's footgun
+        print(f"slurm-resolver: warning: env describes the {cluster.launcher} step, this one process, not the "
+              f"tasks srun starts: every task given these variables would be rank {cluster.rank or 0}. Run it "
+              f"inside srun (srun bash -c 'eval \"$(slurm-resolver env --format {args.format})\"; ...'), or "
+              f"launch with: srun slurm-resolver bootstrap --format {args.format} -- COMMAND", file=sys.stderr)
+    print(shell(_variables_for(Bootstrapped.from_cluster(cluster), args.format)), end="")
     return 0
 
 
@@ -164,7 +214,10 @@ def bootstrap(args: argparse.Namespace) -> int:
     from ..mpi import finalize
 
     b = bootstrapped(args)
-    apply(_variables_for(b, args.format), overwrite=args.overwrite)
+    variables = _variables_for(b, args.format)
+    if not args.overwrite:
+        _refuse_leftovers(variables)
+    apply(variables, overwrite=args.overwrite)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         if speaks_for_job(b.rank, args.all_ranks):  # every task verified the same table
@@ -187,3 +240,41 @@ def bootstrap(args: argparse.Namespace) -> int:
 
         raise cannot_run(command, exc, for_child({})) from None
     return 0  # pragma: no cover
+
+
+def _refuse_leftovers(variables: dict[str, str]) -> None:
+    """Refuse variables this task would export that were set already to other values: named, not shown
+    (a value can be a whole cluster's JSON), with where they came from."""
+    import os
+
+    from ..errors import ConfigurationError, Speaker
+
+    if not any(k in os.environ and os.environ[k] != v for k, v in variables.items()):
+        return
+    origin = _origin(os.environ.get("SLURM_RESOLVER_TASK", ""))
+    found = sorted(k for k, v in variables.items() if k in os.environ and (origin or os.environ[k] != v))
+    named = ", ".join(found[:6]) + (f" and {len(found) - 6} more" if len(found) > 6 else "")
+    raise ConfigurationError(  # passed on alike to every task (their SLURM_RESOLVER_TASK differs from each): said once
+        f"refusing to replace {named}, set before this task started{origin}",
+        "remove `eval \"$(slurm-resolver env ...)\"` from the batch script (bootstrap exports them in every task), "
+        "unset them, or pass --overwrite" if origin else "unset them before srun, or pass --overwrite",
+        speaker=Speaker.FIRST if origin else Speaker.TASK)
+
+
+def _origin(task: str) -> str:
+    """Where leftover variables came from, as the ``SLURM_RESOLVER_TASK`` among them tells.
+
+    >>> _origin('{"launcher": "batch", "rank": 0, "world_size": 4}')[:64]
+    ': `slurm-resolver env` wrote them in the batch step (rank 0 of 4'
+    >>> _origin("")
+    ''
+    """
+    try:
+        seen = json.loads(task)
+        launcher, rank, size = str(seen["launcher"])[:16], int(seen["rank"]), int(seen["world_size"])
+    except (ValueError, KeyError, TypeError):
+        return ""
+    if launcher in ("batch", "salloc"):
+        return (f": `slurm-resolver env` wrote them in the {launcher} step (rank {rank} of {size}, as the "
+                f"{'batch script' if launcher == 'batch' else 'salloc shell'} saw it), and srun passed them on")
+    return f": slurm_resolver wrote them for rank {rank} of {size} of another launch ({launcher}), passed on here"

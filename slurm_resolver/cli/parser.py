@@ -1,35 +1,51 @@
 """Every command and option of ``slurm-resolver``, with its default, its unit and examples.
 
 A command is one ``command(...)`` block in a group below (the cluster's commands, the
-templates', the small tools) and one function that takes the parsed arguments and returns
-the exit code; ``per_task=True`` marks commands that run in every task of a launch (their
-errors name the task's rank). A new command is a block in a group, or a group of its own
-called from ``build_parser``.
+templates', the small tools; the top-level help lists them by group) and one function that
+takes the parsed arguments and returns the exit code; ``per_task=True`` marks commands that
+run in every task of a launch (their errors name the task's rank). A new command is a block
+in a group, or a group of its own called from ``build_parser``.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import textwrap
 from collections.abc import Callable
 
 from ..template_schema import FORMATS
+from .usage import Parser
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
-_LISTING = "(the templates listing)"
+_TEMPLATES = "(the templates' names)"
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the examples' lines; writes the templates listing where an epilog asks for it
-    (reading every template only when help is asked for)."""
+    """Keeps the examples' lines; writes the templates' names where an epilog asks for them (reading
+    the templates only when help is asked for)."""
 
     def add_text(self, text: str | None) -> None:
-        if text is not None and _LISTING in text:
-            from .template_commands import listing
+        if text is not None and _TEMPLATES in text:
+            from ..templates import available
 
-            text = text.replace(_LISTING, listing().rstrip("\n"))
+            text = text.replace(_TEMPLATES, f"templates: {', '.join(available())}\n  slurm-resolver templates "
+                                            "[NAME]   their purpose, parameters and defaults")
         super().add_text(text)
+
+
+def _jobs(text: str) -> str:
+    """``--jobs``: name=count pairs, or one name per het component (checked here; kept as typed)."""
+    from ..errors import SlurmResolverError
+    from ..parsing import parse_jobs
+
+    try:
+        parse_jobs(text, "--jobs")
+        return text
+    except SlurmResolverError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not name=count pairs such as ps=1,worker=3, or one name per "
+                                         "het component such as ps,worker") from None
 
 
 def _seconds(text: str) -> float:
@@ -51,14 +67,21 @@ def _port(text: str) -> int:
 
 
 def _global_options(parser: argparse.ArgumentParser, top: bool) -> None:
-    """-v, -q and --debug, before or after the command (a command's copy leaves an unset one alone)."""
+    """-v, -q and --debug, before or after the command (a command's copy leaves an unset one alone, and
+    only the top-level help shows them)."""
     unset = argparse.SUPPRESS
+
+    def shown(text: str) -> str:
+        return text if top else argparse.SUPPRESS
+
     parser.add_argument("-v", "--verbose", action="store_true", default=False if top else unset,
-                        help="say on stderr how each value was found and what the tasks did (DEBUG log)")
+                        help=shown("log on stderr how each value was found and what each task decided, each line "
+                                   "prefixed with its task (rank N node:)"))
     parser.add_argument("-q", "--quiet", action="store_true", default=False if top else unset,
-                        help="say only errors on stderr (submit --wait: no progress lines)")
+                        help=shown("say only errors on stderr (submit --wait: no progress lines)"))
     parser.add_argument("--debug", action="store_true", default=False if top else unset,
-                        help="as --verbose, and show the traceback of an error")
+                        help=shown("as --verbose, with every library's log (gRPC's, asyncio's), and the traceback "
+                                   "of an error"))
 
 
 _FORMAT_HELP = ("the variables to export: tf (TF_CONFIG), torch (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, "
@@ -75,34 +98,48 @@ Command = Callable[..., argparse.ArgumentParser]
 """Adds one command: its name, the function that runs it, a summary, examples, and whether it runs per task."""
 
 
+_GROUPS = {"cluster": "in a job (srun ... slurm-resolver COMMAND runs it in every task)",
+           "templates": "submitting a job", "tools": "tools"}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``slurm-resolver``."""
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
-        prog="slurm-resolver", formatter_class=_Formatter,
+    parser = Parser(
+        prog="slurm-resolver", formatter_class=_Formatter, usage="%(prog)s [-h] [--version] [-v] [-q] [--debug] "
+                                                                 "COMMAND ...",
         description="Resolve the cluster of a Slurm job: every task, its node, address and GPUs.",
         epilog="examples:\n"
                "  srun -N2 -n4 slurm-resolver show       the job's tasks, printed once (by rank 0)\n"
                "  srun -N2 -n4 slurm-resolver check      diagnose the job's environment\n"
                "  slurm-resolver submit data_parallel --set nodes=2 --wait\n"
-               "  slurm-resolver COMMAND --help          a command's options and examples")
+               "  slurm-resolver COMMAND --help          a command's options and examples\n"
+               "  (-v, -q and --debug also work after the command)")
     parser.add_argument("--version", action="version", version=f"slurm-resolver {__version__}")
     _global_options(parser, top=True)
     parser.set_defaults(parser=parser)  # for the completion script, which describes every command
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser,
+                                prog="slurm-resolver", help=argparse.SUPPRESS)
+    listed: dict[str, list[str]] = {group: [] for group in _GROUPS}
 
-    def command(name: str, func: Callable[[argparse.Namespace], int], summary: str, examples: str = "",
-                per_task: bool = False) -> argparse.ArgumentParser:
-        epilog = f"examples:\n{examples}" if examples else None
-        p = sub.add_parser(name, help=summary, description=summary, epilog=epilog, formatter_class=_Formatter)
-        _global_options(p, top=False)
-        p.set_defaults(func=func, per_task=per_task)
-        return p
+    def adder(group: str) -> Command:
+        def command(name: str, func: Callable[[argparse.Namespace], int], summary: str, examples: str = "",
+                    per_task: bool = False) -> argparse.ArgumentParser:
+            epilog = f"examples:\n{examples}" if examples else None
+            p = sub.add_parser(name, description=summary, epilog=epilog, formatter_class=_Formatter)
+            _global_options(p, top=False)
+            p.set_defaults(func=func, per_task=per_task, command_parser=p)
+            listed[group].append(textwrap.fill(summary, 100, initial_indent=f"  {name:12} ",
+                                               subsequent_indent=" " * 15))
+            return p
+        return command
 
-    _cluster_commands(command)
-    _template_commands(command)
-    _tools(command)
+    _cluster_commands(adder("cluster"))
+    _template_commands(adder("templates"))
+    _tools(adder("tools"))
+    parser.description = "\n\n".join([str(parser.description), *(f"{_GROUPS[g]}:\n" + "\n".join(lines)
+                                                                   for g, lines in listed.items())])
     return parser
 
 
@@ -116,7 +153,7 @@ def _cluster_commands(command: Command) -> None:
                    "  srun -N2 -n4 slurm-resolver show --all-ranks  every task's table\n"
                    "  slurm-resolver show --json --jobs ps=1,worker=3", per_task=True)
     show.add_argument("--json", action="store_true", help="one JSON object: the task and the cluster")
-    show.add_argument("--jobs", help=_JOBS_HELP)
+    show.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     show.add_argument("--port-base", type=_port, metavar="PORT", help=_PORT_HELP)
     show.add_argument("--exchange", choices=MODES,
                       help="how tasks learn a layout their environment does not tell (default: auto)")
@@ -127,7 +164,7 @@ def _cluster_commands(command: Command) -> None:
     env = command("env", cluster.env, "export lines of a framework's variables, for a shell script",
                   "  eval \"$(slurm-resolver env --format torch)\"   in every task of srun", per_task=True)
     env.add_argument("--format", choices=FORMATS, default="shell", help=_FORMAT_HELP)
-    env.add_argument("--jobs", help=_JOBS_HELP)
+    env.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     env.add_argument("--port-base", type=_port, metavar="PORT", help=_PORT_HELP)
 
     boot = command("bootstrap", cluster.bootstrap,
@@ -136,7 +173,7 @@ def _cluster_commands(command: Command) -> None:
                    "  srun -N2 -n4 slurm-resolver bootstrap      the verified cluster, printed by rank 0",
                    per_task=True)
     boot.add_argument("--format", choices=FORMATS, default="shell", help=_FORMAT_HELP)
-    boot.add_argument("--jobs", help=_JOBS_HELP)
+    boot.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     _bootstrap_options(boot)
     boot.add_argument("--overwrite", action="store_true", help="replace variables that are already set")
     boot.add_argument("--exec", action="store_true",
@@ -156,7 +193,7 @@ def _cluster_commands(command: Command) -> None:
     run.add_argument("--min-nodes", type=_count, metavar="M",
                      help="the fewest nodes the program can run on (default: all the nodes it started on)")
     run.add_argument("--srun-args", default="", metavar="TEXT", help="more srun arguments, as shell words")
-    run.add_argument("--jobs", help=_JOBS_HELP)
+    run.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     run.add_argument("--format", choices=FORMATS, default="shell", help=_FORMAT_HELP)
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
@@ -215,7 +252,7 @@ def _template_commands(command: Command) -> None:
     submit = command("submit", template_commands.submit, "render a template and submit it; --wait follows the job",
                      "  JOB=$(slurm-resolver submit ps_worker --set nodes=4)\n"
                      "  slurm-resolver submit data_parallel --set nodes=2 --set command='python train.py' --wait\n\n"
-                     + _LISTING)
+                     + _TEMPLATES)
     submit.add_argument("template", help="a template's name (slurm-resolver templates lists them)")
     submit.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="a template parameter (repeat it; sbatch's spellings such as ntasks-per-node work)")
@@ -225,7 +262,7 @@ def _template_commands(command: Command) -> None:
 
     render = command("render", template_commands.render, "print the sbatch text of a template",
                      "  slurm-resolver render ps_worker --set nodes=4 --set tasks_per_node=4 > job.sbatch\n\n"
-                     + _LISTING)
+                     + _TEMPLATES)
     render.add_argument("template", help="a template's name (slurm-resolver templates lists them)")
     render.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="a template parameter (repeat it; sbatch's spellings such as ntasks-per-node work)")

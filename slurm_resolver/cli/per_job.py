@@ -53,13 +53,25 @@ def task_rank(environ: Mapping[str, str] | None = None) -> int | None:
     return launch.rank if launch.is_task and (launch.world_size or 0) != 1 else None
 
 
-def task_label(environ: Mapping[str, str] | None = None) -> str:
-    """``rank N: `` for a task of a launch of several tasks, to begin its lines with; else ``''``.
+def task_label(environ: Mapping[str, str] | None = None, with_node: bool = False) -> str:
+    """``rank N: `` (``rank N node:`` ``with_node``) for a task of a launch of several tasks, to begin
+    its lines with; else ``''``.
 
     >>> task_label({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3"})
     'rank 3: '
+    >>> task_label({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURMD_NODENAME": "n2"}, True)
+    'rank 3 n2: '
     >>> task_label({})
     ''
     """
-    rank = task_rank(environ)
-    return "" if rank is None else f"rank {rank}: "
+    from ..environment import snapshot
+
+    env = snapshot(environ)
+    rank = task_rank(env)
+    if rank is None:
+        return ""
+    if not with_node:
+        return f"rank {rank}: "
+    import socket
+
+    return f"rank {rank} {env.get('SLURMD_NODENAME') or socket.gethostname().split('.')[0]}: "

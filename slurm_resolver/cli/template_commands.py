@@ -44,7 +44,7 @@ def submit(args: argparse.Namespace) -> int:
         return 0
     progress = io.StringIO() if args.quiet else sys.stderr
     print(f"slurm-resolver: submitted batch job {job_id}", file=progress, flush=True)
-    return wait(job_id, timeout=args.timeout, progress=progress)
+    return wait(job_id, timeout=args.timeout, progress=progress, failure=sys.stderr)  # -q: a failure still said
 
 
 def templates(args: argparse.Namespace) -> int:

@@ -1,7 +1,9 @@
 """Launch detection: each launch mode is a small plugin, tried in a fixed, tested order.
 
-MPI launchers come first (their rank wins over ``SLURM_PROCID``), then Slurm's own
-modes, then the single-process fallback. [`register()`][slurm_resolver.launchers.register] adds a plugin. Code outside
+MPI launchers come first (their rank wins over ``SLURM_PROCID``), then launchers below an srun
+task (torchrun, DeepSpeed: their workers are the tasks; a worker spawned below a task without
+telling enough is refused), then Slurm's own modes, then the single-process fallback.
+[`register()`][slurm_resolver.launchers.register] adds a plugin. Code outside
 this package decides on a [`Launch`][slurm_resolver.launchers.Launch]'s capabilities, never on a launcher's name.
 """
 
@@ -11,14 +13,17 @@ from collections.abc import Mapping
 
 from ..errors import ConfigurationError
 from .base import Launch, Launcher
+from .below import DeepSpeed, SpawnedBelow, Torchrun
 from .mpi import MpichHydra, OpenMPI, PMIx
 from .single import SingleProcess
 from .slurm import BatchStep, SallocShell, SrunStep
 
 __all__ = ["Launch", "Launcher", "LAUNCHERS", "detect", "launch_of", "register", "by_name"]
 
-LAUNCHERS: list[type[Launcher]] = [OpenMPI, MpichHydra, PMIx, SrunStep, BatchStep, SallocShell, SingleProcess]
-"""The plugins in the order they are tried: MPI launchers first, the single process last."""
+LAUNCHERS: list[type[Launcher]] = [OpenMPI, MpichHydra, PMIx, Torchrun, DeepSpeed, SpawnedBelow, SrunStep, BatchStep,
+                                   SallocShell, SingleProcess]
+"""The plugins in the order they are tried: MPI launchers first, then launchers below srun, the single process
+last."""
 
 
 def register(launcher: type[Launcher], before: type[Launcher] = SingleProcess) -> None:

@@ -45,6 +45,11 @@ class Launch:
             bootstrap's exchange go through MPI.
         mpi_capable: MPI can initialise in this launch (an MPI launcher, or srun with
             PMIx), so the ranks may exchange through it.
+        missing: launcher variables this launch lacks and that only an explicit argument can
+            stand in for (``tasks_per_node=`` for ``SLURM_STEP_TASKS_PER_NODE``); resolution
+            refuses, naming the first, where no argument does.
+        below: the launcher that started this process below its Slurm task (``torchrun``...),
+            whose workers are the launch's tasks; None where the Slurm task is the process.
     """
 
     launcher: str
@@ -67,6 +72,8 @@ class Launch:
     standalone: bool = False
     mpi_launched: bool = False
     mpi_capable: bool = False
+    missing: tuple[str, ...] = ()
+    below: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.distribution, str):  # the word, as Slurm writes it
@@ -88,6 +95,15 @@ class Launch:
         return self.is_task or self.standalone
 
     @property
+    def learnable(self) -> bool:
+        """Whether the caller's node and its ranks are known (``node_index``, ``gtids``) and every other
+        rank's node can be learned from the tasks themselves (a het step, ``-m arbitrary`` without its
+        host file, workers of a launcher below srun)."""
+        spread = self.distribution.spread
+        return bool(self.groups or spread in (Spread.ARBITRARY, Spread.UNKNOWN)) and self.node_index is not None \
+            and bool(self.gtids)
+
+    @property
     def needs_exchange(self) -> bool:
         """Whether the node of every rank is unknown without an exchange between the ranks."""
         if not self.nodes or self.world_size is None or self.world_size != sum(self.counts):
@@ -96,6 +112,8 @@ class Launch:
             return not all(len(g) == 1 or max(self.counts[p] for p in g) == 1 for g in self.groups)
         if self.arbitrary:  # any order, even with one task per node: only a list tells
             return not self.hosts
+        if self.distribution.spread is Spread.UNKNOWN:  # the launcher's own order (below srun, MPI)
+            return len(self.nodes) != 1
         return not (self.distribution.computed or max(self.counts) == 1)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import EnvironmentVariableError
+from ..errors import EnvironmentVariableError, ResolutionError
 from ..layout import Distribution, Spread, in_srun_step, job_layout, launch_key
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
@@ -22,8 +22,26 @@ def _srun_gave_rank(env: Mapping[str, str], rank_var: str) -> bool:
     return in_srun_step(env) and env.get(rank_var) == env.get("SLURM_PROCID")
 
 
+_BELOW = {"TORCHELASTIC_RUN_ID": "torchrun", "CROSS_RANK": "DeepSpeed's launcher"}
+"""The marks of launchers that start workers of their own (launchers/below.py), and their names."""
+
+
+def _refuse_workers_below(env: Mapping[str, str], name: str, rank_var: str) -> None:
+    """Refuse a worker that a launcher started below an MPI rank (``mpirun torchrun``): its workers
+    all inherit their agent's MPI rank, so taken as MPI ranks they would share it."""
+    below = next((launcher for marker, launcher in _BELOW.items() if marker in env), None)
+    if below is not None:
+        raise ResolutionError(
+            f"{below} started this worker below the {name} rank {rank_var}={env[rank_var]}, which the other workers "
+            f"{below} started there share: the MPI ranks are {below}'s agents, not its workers",
+            f"start {below} once per node with srun instead of mpirun: srun -N<nodes> --ntasks-per-node=1 "
+            f"{'torchrun --nnodes=<nodes> ...' if below == 'torchrun' else 'python -m deepspeed.launcher.launch ...'}"
+            " (its workers are then each a task); or let mpirun start every worker itself")
+
+
 def _mpi_launch(env: Mapping[str, str], name: str, rank_var: str, size_var: str | None,
                 local_var: str | None) -> Launch:
+    _refuse_workers_below(env, name, rank_var)
     rank = read_int(env, rank_var)
     size = read_int(env, size_var, minimum=1) if size_var and size_var in env else None
     if size is not None and rank >= size:

@@ -19,7 +19,7 @@ from ..layout import (
     in_srun_step,
     job_layout,
     launch_key,
-    layout_of,
+    step_layout,
 )
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
@@ -61,7 +61,7 @@ class SrunStep(Launcher):
     """A task of an srun step (also ``srun --mpi=pmi2|pmix``, whose PMI rank is Slurm's)."""
 
     name = "srun"
-    description = "a task started by srun (SLURM_STEP_ID and SLURM_PROCID set)"
+    description = "a task started by srun (SLURM_PROCID and SLURM_STEP_ID or the step's layout set)"
 
     @classmethod
     def detect(cls, env: Mapping[str, str]) -> bool:
@@ -70,9 +70,13 @@ class SrunStep(Launcher):
     @classmethod
     def resolve(cls, env: Mapping[str, str]) -> Launch:
         rank = read_int(env, "SLURM_PROCID")
-        layout = layout_of(env, "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")
+        layout, missing = step_layout(env)
         total = sum(layout[1])
         world = optional_int(env, "SLURM_STEP_NUM_TASKS", 1)
+        if missing:  # tasks_per_node= may stand in for the counts: resolution decides
+            return Launch(launcher=cls.name, world_size=world, rank=rank, nodes=layout[0], counts=layout[1],
+                          node=env.get("SLURMD_NODENAME"), local_rank=optional_int(env, "SLURM_LOCALID"),
+                          job_id=env.get("SLURM_JOB_ID"), key=launch_key(env), is_task=True, missing=missing)
         if world is None:
             world = total
         if total != world:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
@@ -49,15 +50,25 @@ class ClusterResolver(abc.ABC):
                rpc_layer: str | None = None) -> str:
         """The address (URL with an RPC layer) of a task, by default the session master."""
 
+    _environ: Mapping[str, str] | None = None
+    """Where the calling task's variables are read (``os.environ`` when None)."""
+
     def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
                          config_proto: Any = None) -> dict[str, int]:
-        """Accelerators per task, e.g. ``{'GPU': 2}``; ``{}`` where none are known.
+        """The calling task's accelerators, e.g. ``{'GPU': 2}``; ``{}`` for none, or for another task.
 
-        TensorFlow's base class asks a running session; this one has no session and
-        reports none. Resolvers that know their accelerators override it.
+        TensorFlow's base class lists the devices of this task's session; without one, the GPUs
+        it would list are those the task can see: ``CUDA_VISIBLE_DEVICES``, else Slurm's GPU
+        variables (its binding), else NVML's devices. Another task's are not known here.
         """
-        del task_type, task_id, config_proto
-        return {}
+        del config_proto
+        if (task_type is not None and task_type != self.task_type) or (task_id is not None and task_id != self.task_id):
+            return {}
+        from ..environment import snapshot
+        from ..gpus import local
+
+        count = len(local(snapshot(self._environ)).ids)
+        return {"GPU": count} if count else {}
 
     def _task_master(self, task_type: str | None, task_id: int | None, rpc_layer: str | None) -> str:
         """The URL of a task, this resolver's own task by default; ``''`` when there is none."""

@@ -1,33 +1,55 @@
 """KubernetesClusterResolver: each job's Running pods, found by label selectors.
 
-Behaves as TensorFlow's, with two deliberate differences: addresses are the pods' own
+Behaves as TensorFlow's, with three deliberate differences: addresses are the pods' own
 IPs (``podIP:port``; TensorFlow uses the node's ``hostIP``, which collides when two pods
-share a node), and pods not yet Running are left out with a warning instead of failing the
-whole cluster. ``task_type`` and ``task_id`` must be set by the user.
+share a node); pods not Running are left out with a warning instead of failing the whole
+cluster; and a task's index stays that pod's place among all its job's pods (a pod left out
+leaves a gap, a sparse job, instead of renumbering every later task). ``task_type`` and
+``task_id`` must be set by the user.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
-from ..errors import ResolutionError
+from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
 from .base import ClusterResolver
 
-__all__ = ["KubernetesClusterResolver"]
+__all__ = ["KubernetesClusterResolver", "ExecutableLocation", "KubernetesExecutableLocation"]
 
 log = logging.getLogger("slurm_resolver")
 
 
-def _default_client() -> Any:
+class ExecutableLocation(enum.Enum):
+    """Where the calling code runs, which says how to reach the Kubernetes API (TensorFlow's enum).
+
+    ``WITHIN_CLUSTER``: in a pod, with its service account (falling back to ``~/.kube/config`` where the
+    process is in no pod); ``OFF_CLUSTER``: anywhere else, with ``~/.kube/config`` (or ``KUBECONFIG``).
+    """
+
+    WITHIN_CLUSTER = 0
+    OFF_CLUSTER = 1
+
+
+KubernetesExecutableLocation = ExecutableLocation
+"""TensorFlow's public name: ``tf.distribute.cluster_resolver.KubernetesExecutableLocation``."""
+
+
+def _default_client(location: ExecutableLocation) -> Any:
     client = import_optional("kubernetes.client", "kubernetes", "KubernetesClusterResolver")
     config = import_optional("kubernetes.config", "kubernetes", "KubernetesClusterResolver")
+    if location is ExecutableLocation.OFF_CLUSTER:
+        config.load_kube_config()
+        return client.CoreV1Api()
     try:
         config.load_incluster_config()
     except config.ConfigException:
+        log.debug("KubernetesClusterResolver: not in a pod; using the kube config")
         config.load_kube_config()
     return client.CoreV1Api()
 
@@ -42,11 +64,23 @@ class KubernetesClusterResolver(ClusterResolver):
         rpc_layer: protocol of [`master()`][slurm_resolver.resolvers.kubernetes.KubernetesClusterResolver.master] URLs.
         override_client: an object with ``list_pod_for_all_namespaces(label_selector=...)``
             (a ``kubernetes.client.CoreV1Api``, or a stand-in for tests); without it the
-            in-cluster configuration or ``~/.kube/config`` is loaded.
+            configuration ``executable_location`` says is loaded.
+        executable_location: [`ExecutableLocation`][slurm_resolver.resolvers.kubernetes.ExecutableLocation]
+            (TensorFlow's own enum is taken too); anything else is a ``ValueError``.
     """
 
     def __init__(self, job_to_label_mapping: Mapping[str, Sequence[str]] | None = None,
-                 tf_server_port: int = 8470, rpc_layer: str | None = "grpc", override_client: Any = None) -> None:
+                 tf_server_port: int = 8470, rpc_layer: str | None = "grpc", override_client: Any = None,
+                 executable_location: ExecutableLocation = ExecutableLocation.WITHIN_CLUSTER) -> None:
+        if isinstance(executable_location, enum.Enum) and not isinstance(executable_location, ExecutableLocation) \
+                and executable_location.name in ExecutableLocation.__members__:  # TensorFlow's enum
+            executable_location = ExecutableLocation[executable_location.name]
+        if not isinstance(executable_location, ExecutableLocation):
+            raise ConfigurationError(
+                f"The executable location provided is invalid: executable_location={executable_location!r}",
+                "pass ExecutableLocation.WITHIN_CLUSTER (in a pod) or ExecutableLocation.OFF_CLUSTER "
+                "(from slurm_resolver.resolvers.kubernetes, or TensorFlow's KubernetesExecutableLocation)")
+        self._executable_location = executable_location
         if override_client is None:
             import_optional("kubernetes", "kubernetes", "KubernetesClusterResolver")
         self._job_to_label_mapping = dict(job_to_label_mapping or {"worker": ["job-name=tensorflow"]})
@@ -62,23 +96,28 @@ class KubernetesClusterResolver(ClusterResolver):
         return self._task_master(task_type, task_id, rpc_layer)
 
     def cluster_spec(self) -> ClusterSpec:
-        """Each job's Running pods, ordered by namespace and name, as ``podIP:port``."""
-        client = self._override_client if self._override_client is not None else _default_client()
-        cluster: dict[str, list[str]] = {}
+        """Each job's Running pods as ``podIP:port``, indexed by their place among all the job's pods
+        (ordered by namespace and name): a pod left out leaves a gap, and no later task is renumbered."""
+        client = self._override_client if self._override_client is not None else \
+            _default_client(self._executable_location)
+        cluster: dict[str, dict[int, str]] = {}
         for job, selectors in self._job_to_label_mapping.items():
             if isinstance(selectors, str):
                 selectors = [selectors]
-            addresses: list[str] = []
+            tasks: dict[int, str] = {}
+            index = 0
             for selector in selectors:
                 pods = client.list_pod_for_all_namespaces(label_selector=selector).items
                 for pod in sorted(pods, key=lambda p: (p.metadata.namespace or "", p.metadata.name)):
+                    index += 1
                     if pod.status.phase != "Running":
-                        log.warning("pod %s of job %r is %s, not Running: left out", pod.metadata.name, job,
-                                    pod.status.phase)
+                        log.warning("pod %s of job %r is %s, not Running: left out (task %d of %r has no address; "
+                                    "later tasks keep their indices)", pod.metadata.name, job, pod.status.phase,
+                                    index - 1, job)
                         continue
                     if not pod.status.pod_ip:
                         raise ResolutionError(f"pod {pod.metadata.name} of job {job!r} is Running without an IP",
                                               "wait until the pod has an IP, then resolve again")
-                    addresses.append(f"{pod.status.pod_ip}:{self._tf_server_port}")
-            cluster[job] = addresses
+                    tasks[index - 1] = f"{pod.status.pod_ip}:{self._tf_server_port}"
+            cluster[job] = tasks
         return ClusterSpec(cluster)

@@ -9,6 +9,7 @@ where only the step's tasks can tell the layout, completed by
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,10 +17,12 @@ from ..addresses import port_in_use
 from ..cluster import DEFAULT_PORT_BASE, Cluster
 from ..cluster_spec import ClusterSpec
 from ..environment import export
-from ..errors import ResolutionError
+from ..errors import ResolutionError, alone
 from ..exchange import Exchange
 from ..resolution import resolve
 from .base import ClusterResolver
+
+log = logging.getLogger("slurm_resolver")
 
 __all__ = ["SlurmClusterResolver"]
 
@@ -81,6 +84,8 @@ class SlurmClusterResolver(ClusterResolver):
             from ..rpc.learn import learn_layout
 
             cluster = learn_layout(cluster, environ, timeout)
+        if cluster.launch.standalone and environ is None:  # said once: show and check say it their own way
+            log.warning(alone("SlurmClusterResolver()"))
         self._cluster = cluster
         self._rpc_layer = rpc_layer
         me = self._cluster.me

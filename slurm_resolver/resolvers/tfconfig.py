@@ -26,7 +26,8 @@ _HINT = ('TF_CONFIG looks like {"cluster": {"worker": ["host:port", ...]}, '
 
 
 def parse_tf_config(text: str | None) -> dict[str, Any]:
-    """Parse and check TF_CONFIG; an unset or empty value is ``{}``."""
+    """Parse and check TF_CONFIG; an unset or empty value is ``{}``. A numeric ``task.type`` becomes a
+    string and a string ``task.index`` of digits an int, as TensorFlow casts them."""
     if text is None or not text.strip():
         return {}
     try:
@@ -43,11 +44,15 @@ def parse_tf_config(text: str | None) -> dict[str, Any]:
     task = config.get("task", {})
     if not isinstance(task, dict):
         raise EnvironmentVariableError("TF_CONFIG", text, "'task' to be an object with 'type' and 'index'", _HINT)
-    index = task.get("index")
+    index = _whole(task.get("index"))
     if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
         raise EnvironmentVariableError("TF_CONFIG", text, f"'task.index' to be a whole number >= 0, not {index!r}",
                                        _HINT)
     kind = task.get("type")
+    if kind is not None and not isinstance(kind, str):  # TensorFlow casts it: 123456 names job '123456'
+        if isinstance(kind, (bool, dict, list, float)):
+            raise EnvironmentVariableError("TF_CONFIG", text, f"'task.type' to be a job name, not {kind!r}", _HINT)
+        kind = str(kind)
     if kind is not None and spec and kind not in spec.jobs:
         raise EnvironmentVariableError(
             "TF_CONFIG", text, f"'task.type' {kind!r} to be one of the cluster's jobs {spec.jobs}", _HINT)
@@ -55,7 +60,21 @@ def parse_tf_config(text: str | None) -> dict[str, Any]:
         raise EnvironmentVariableError(
             "TF_CONFIG", text, f"'task.index' {index} to exist in job {kind!r} "
             f"(indices {spec.task_indices(kind)})", _HINT)
+    if "task" in config:
+        config = {**config, "task": {**task, **({} if kind is None else {"type": kind}),
+                                     **({} if index is None else {"index": index})}}
     return config
+
+
+def _whole(value: Any) -> Any:
+    """A task index as TensorFlow takes it: ``"1"`` is 1 (it casts with ``int()``); anything else as given.
+
+    >>> _whole("1"), _whole(2), _whole("x")
+    (1, 2, 'x')
+    """
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) < 10:
+        return int(value)
+    return value
 
 
 class TFConfigClusterResolver(ClusterResolver):

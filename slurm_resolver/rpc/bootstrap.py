@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from ..cluster import Cluster
 from ..environment import snapshot
-from ..errors import ConfigurationError, ResolutionError
+from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, Speaker, alone
 from ..exchange import Exchange, ExchangeMode, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
@@ -68,18 +68,27 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     Args:
         cluster: the resolved `Cluster`
             (``slurm_resolver.resolve(jobs=...)``); default: resolved from the environment.
-        options: a `BootstrapOptions`; keywords of its
-            fields (``timeout=30``, ``verify='all'``, ``auth='munge'``...) override it.
+        options: a `BootstrapOptions`; keywords of its fields override it (``timeout``,
+            60 s by default, ``verify``, ``auth``, ``heartbeat``...: [each with its
+            default][the-keywords-of-bootstrap]).
         environ: variables instead of ``os.environ`` (tests, simulations).
         network: where servers listen (default: real gRPC).
 
     The server and its calls run on an event loop thread of this task, which lives until
-    `stop()`. `bootstrap_async()` is the same on a running loop.
+    `stop()`. `bootstrap_async()` is the same on a running loop. A failure is raised from this
+    call, its message naming the task and the fix (the traceback of the loop thread too, where
+    the ``slurm_resolver`` log is at DEBUG).
     """
     chosen = BootstrapOptions.of(options, keywords)
     loop = LoopThread()
     try:
         bootstrapped = loop.run(_bootstrap(cluster, chosen, environ, network, loop))
+    except SlurmResolverError as exc:
+        loop.close()
+        if log.isEnabledFor(logging.DEBUG):
+            raise  # the whole way down, for whoever debugs it
+        # From the caller's frame (the line below is all a user sees of ours): the message says it all.
+        raise exc.with_traceback(None) from None
     except BaseException:
         loop.close()
         raise
@@ -134,10 +143,15 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     env = snapshot(environ)
     mode = chosen.mode(env)
     if cluster is None:  # where the layout is not in the environment, the exchange below learns it
+        from ..launchers.below import refuse_written_in_batch_step
+
+        refuse_written_in_batch_step(env)  # before the batch step's RANK=0 reads as a launcher below srun
         cluster = resolve(env, exchange=mode, timeout=chosen.timeout)
     if not isinstance(cluster, Cluster):
         raise ConfigurationError(f"bootstrap() takes a Cluster, not {type(cluster).__name__}",
                                  "pass slurm_resolver.resolve(...) (a resolver's .cluster), or nothing")
+    if cluster.launch.standalone and network is None:
+        log.warning(alone("the bootstrap"))
     if not cluster.launch.can_bootstrap or cluster.rank is None:
         raise ConfigurationError(
             f"bootstrap runs in every task of a launch, not in the {cluster.launcher} step",
@@ -179,8 +193,34 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
         raise
     if detector is not None:
         detector.start()
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", _decisions(task, member, chosen, lap.timings))
     return Bootstrapped(settled, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
                         Exchanged.MPI, proof.how, detector, loop)
+
+
+def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: Mapping[str, float]) -> str:
+    """One readable line of what this task did in the bootstrap (for ``-v``): its place, whom it checked, how long."""
+    plan, cluster = task.plan, task.cluster
+    node, above = cluster.task(plan.rank).node, member.above[0]
+    if task.group is not None:
+        place = f"exchanged through MPI ({cluster.world_size} ranks)"
+    elif plan.is_leader:
+        place = f"leader of {node}" + (f", parent rank {above}" if above is not None else ", the root") + \
+            f", {len(plan.sources)} below"
+    else:
+        place = f"on {node} under its leader, rank {plan.leader}"
+    if task.checks_later:
+        peers = len(checked_peers(plan.rank, cluster.world_size, options.checks))
+        checked = f"verified {peers} peer{'s' * (peers != 1)} after the table"
+    elif task.inspection is not None:
+        checked = f"verified its {len(plan.sources)} source{'s' * (len(plan.sources) != 1)} as they joined"
+    else:
+        nothing = options.checks.how is Checking.NONE
+        checked = "verify=none: nothing verified" if nothing else f"verified by rank {above}"
+    phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in timings.items())
+    return (f"bootstrap: {place}; {checked}; port {task.served.port}; table in {sum(timings.values()):.2f} s "
+            f"({phases})")
 
 
 def _authority(auth: str | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
@@ -191,7 +231,7 @@ def _authority(auth: str | None, env: Mapping[str, str], network: Network | None
     if isinstance(network, LocalNetwork) and auth is None:
         return Authority(AuthMode.NONE, "not authenticated: an in-process network")
     found = authority(auth, env, cluster.launch.key)
-    if found.mode is AuthMode.NONE and auth is None and cluster.rank == 0:
+    if found.mode is AuthMode.NONE and auth is None and cluster.rank == 0 and not cluster.launch.standalone:
         log.warning("slurm_resolver: this job's tasks do not prove who they are (%s): any local user who can "
                     "reach their ports can join or disturb the bootstrap. Give the job a secret "
                     "(export SLURM_RESOLVER_SECRET; the templates do) or run munged.", found.how)
@@ -326,4 +366,5 @@ async def _agree(task: _Task, member: Member, failure: Failure, timeout: float) 
     failed = [r[0] for r in rows if r[0]]
     if failed:
         more = f" ({len(failed) - 1} more tasks reported a failure)" if len(failed) > 1 else ""
-        raise ResolutionError(f"bootstrap: {failed[0]}{more}", "check the named task's output and network")
+        raise ResolutionError(f"bootstrap: {failed[0]}{more}", "check the named task's output and network",
+                              speaker=Speaker.FIRST)  # every rank gathered the same verdicts

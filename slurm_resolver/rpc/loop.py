@@ -37,14 +37,28 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def close(self) -> None:
-        """Stop the loop and its thread: the calls' streams still open are closed first (no
-        "Task was destroyed but it is pending" at exit); what else runs on it is abandoned."""
+        """Stop the loop and its thread, silently: what still runs on it is cancelled (a watch reading a
+        stream ends its generator itself), then the generators left are closed (no "Task was destroyed
+        but it is pending", no "aclose(): asynchronous generator is already running" at exit)."""
         if self.loop.is_closed():
             return
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(2.0)
+                asyncio.run_coroutine_threadsafe(_wind_down(), self.loop).result(3.0)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+async def _wind_down() -> None:
+    """Cancel every other task of the running loop and wait (briefly) for them to end, then close the
+    asynchronous generators left; what cannot close now is dropped without a word."""
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, _context: None)  # the loop is going: nothing left to report
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    if others:
+        await asyncio.wait(others, timeout=1.0)
+    await loop.shutdown_asyncgens()

@@ -14,7 +14,7 @@ import time
 
 from ..addresses import abridged
 from ..cluster import Cluster
-from ..errors import ResolutionError
+from ..errors import ResolutionError, Speaker
 from .coordinator import Coordinator
 from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
 from .transport import Link
@@ -76,37 +76,59 @@ class Member:
 
     async def round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Decision, Table]:
         """Run ``round``; its outcome and table (the root decides both), or a ResolutionError."""
-        outcome, table = await self._round(round, brought, timeout)
+        start = time.monotonic()
+        try:
+            outcome, table, speaker = await self._round(round, brought, timeout)
+        except ResolutionError as exc:  # a task below a leader, whose call to it failed
+            if exc.speaker is not Speaker.ABOVE:  # ABOVE: the leader answered, and says why the round did not end
+                exc.speaker = self._speaker(start + timeout)
+            raise
         if outcome.failure:
-            raise self.error(outcome.failure, f"{round.kind.verb} {round.label}", timeout)
+            error = self.error(outcome.failure, f"{round.kind.verb} {round.label}", timeout)
+            error.speaker = speaker  # said once, where it was found
+            raise error
         return outcome, table
 
-    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Decision, Table]:
+    def _speaker(self, gave_up: float) -> Speaker:
+        """Who says this task's own failure. Where the root never answered, every task that calls it finds
+        the same: one says it, the first child node's leader (another node than the root's, lost with it),
+        or with one node the root's next task."""
+        where = self.cluster.placement
+        never = self.uplink.position == 0 and self.uplink.link is None and time.monotonic() >= gave_up
+        if not never or not where.exact:
+            return Speaker.TASK
+        says = where.ranks_on(1)[0] if len(where.nodes) > 1 else where.ranks_on(0)[1]
+        return Speaker.TASK if self.rank == says else Speaker.ANOTHER
+
+    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Decision, Table, Speaker]:
+        """The outcome and table of ``round``, and who says a failure (ABOVE: this task heard it from above)."""
         start = time.monotonic()
         plan = self.plan
         if self.rank != plan.leader:
-            return await self.uplink.join(round, brought, start + timeout, timeout)
+            return (*await self.uplink.join(round, brought, start + timeout, timeout), Speaker.ABOVE)
         report = start + timeout * plan.tree.report_at(plan.position)
         merged = await self.coordinator.gather(round, brought, report, self._covers)
         if round.kind.first and self.inspection is not None:  # its checks end by the same deadline
             merged = Contribution(merged.records, merged.failure.merge(await self.inspection.verdict()),
                                   merged.votes)
         table = Table()
+        speaker = Speaker.TASK if self.is_root else Speaker.ABOVE
         if self.is_root:
             outcome, table = self._decide(round, merged)
         else:
+            give_up = start + timeout * plan.tree.give_up_at(plan.position)
             try:
-                outcome, table = await self.uplink.join(round, merged,
-                                                        start + timeout * plan.tree.give_up_at(plan.position), timeout)
+                outcome, table = await self.uplink.join(round, merged, give_up, timeout)
             except ResolutionError as exc:  # tell the tasks below (their error says "bootstrap: " once)
                 outcome = Decision(Failure.of(exc.message.removeprefix("bootstrap: ")))
+                speaker = exc.speaker if exc.speaker is Speaker.ABOVE else self._speaker(give_up)
         self.coordinator.publish(round, outcome)
         if outcome.failure or not round.kind.carries_table:
             # The tasks below have the outcome before this one goes on (and may stop its server).
             await self.coordinator.delivered(round, time.monotonic() + min(5.0, timeout))
         # A table: this task goes on at once (its server keeps serving), to watch the tasks below as
         # they start their failure detection.
-        return outcome, table
+        return outcome, table, speaker
 
     def _decide(self, round: Round, merged: Contribution) -> tuple[Decision, Table]:
         """The root: the outcome of a round, from every contribution."""

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from ..addresses import abridged
 from ..cluster import Cluster
-from ..errors import ResolutionError
+from ..errors import ResolutionError, Speaker
 from .auth import AuthMode, Authority, Purpose
 from .messages import Contribution, Failure, Round, Table, WireError
 from .transport import Failed, Link, LinkError, Network, Refusal, retrying
@@ -268,9 +268,9 @@ class Uplink:
         if exc.kind is Failed.DEADLINE and round.kind.asks_above:
             return ResolutionError(f"bootstrap: nobody announced {round.name!r} within {timeout:g} s",
                                    "the announcing task (often the chief) may have failed: check its output")
-        if exc.kind is Failed.DEADLINE:  # the task above answered: the round did not end in time
+        if exc.kind is Failed.DEADLINE:  # the task above answered: the round did not end in time, it says why
             return ResolutionError(f"bootstrap: not every task reached {round.label} within {timeout:g} s: "
-                                   f"{exc.detail}", HINT)
+                                   f"{exc.detail}", HINT, speaker=Speaker.ABOVE)
         above = (f"rank {self.rank} ({self.cluster.label(self.rank).split(' (')[0]} on {self.node})"
                  if self.rank is not None else f"the leader of {self.node} (its lowest rank)")
         if exc.code is Refusal.UNAUTHENTICATED:

@@ -67,7 +67,7 @@ def test_rank_0_prints_every_check_and_the_others_nothing_when_all_is_well(cli: 
 def test_a_failing_task_prints_only_its_failures_with_its_rank(cli: Any) -> None:
     out = cli("check", env=dict(captured("srun_N3_n6")[3], SLURM_STEP_TASKS_PER_NODE="4,x"))
     assert out.returncode == 1
-    assert out.stdout.splitlines() == [l for l in out.stdout.splitlines() if l.startswith("FAIL  rank 3: resolution: ")]
+    assert out.stdout.splitlines() == [l for l in out.stdout.splitlines() if l.startswith("FAIL rank 3: resolution: ")]
     assert len(out.stdout.splitlines()) == 1
 
 
@@ -92,13 +92,13 @@ def test_check_json_for_scripts(cli: Any) -> None:
 def test_outside_any_job_check_warns_that_it_describes_one_local_process(cli: Any) -> None:
     out = cli("check", env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0
-    assert out.stdout.startswith("WARN  launcher: no Slurm job or MPI launch found: the checks below describe this "
-                                 "one local process alone  (hint: run it inside a job: srun, sbatch or salloc)")
+    assert out.stdout.startswith("WARN launcher: no Slurm job or MPI launch found: the checks below describe this "
+                                 "one local process alone (hint: run it inside a job: srun, sbatch or salloc)")
 
 
 def test_a_warning_line_carries_its_hint_and_an_ok_line_none() -> None:
-    assert Check(Level.WARN, "auth", "x", "run munged").line() == "WARN  auth: x  (hint: run munged)"
-    assert Check(Level.OK, "auth", "x", "unused").line() == "OK    auth: x"
+    assert Check(Level.WARN, "auth", "x", "run munged").line() == "WARN auth: x (hint: run munged)"
+    assert Check(Level.OK, "auth", "x", "unused").line() == "OK   auth: x"
 
 
 def test_check_says_how_tasks_prove_themselves_and_fails_a_secret_that_cannot_be() -> None:
@@ -107,3 +107,17 @@ def test_check_says_how_tasks_prove_themselves_and_fails_a_secret_that_cannot_be
     assert secret.level is Level.OK and "a secret in SLURM_RESOLVER_SECRET" in secret.detail
     short = [r for r in run_checks({**base, "SLURM_RESOLVER_SECRET": "short"}) if r.name == "auth"][0]
     assert short.level is Level.FAIL and "too short" in short.detail
+
+
+def test_check_in_a_task_names_what_env_wrote_in_the_batch_step(cli: Any) -> None:
+    """The batch script's footgun, diagnosed: the batch step's RANK=0 is named with its cause, not taken for a
+    launcher below srun, and the task's own resolution goes on."""
+    batch = cli("env", "--format", "torch", env=dict(captured("sbatch_batch_step")[0], PATH="/usr/bin:/bin"))
+    written = dict(line.removeprefix("export ").split("=", 1) for line in batch.stdout.splitlines())
+    task = dict(captured("srun_N3_n6")[4], PATH="/usr/bin:/bin", **{k: v.strip("'") for k, v in written.items()})
+    out = cli("check", "--all-ranks", env=task)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 1 and lines[0].startswith("OK   launcher: srun:"), out.stdout
+    assert lines[1].startswith("FAIL leftovers: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE came from the batch "
+                               "step: `slurm-resolver env` wrote them there"), lines
+    assert any(line.startswith("OK   resolution: 6 tasks; this is worker:4 (rank 4)") for line in lines), lines

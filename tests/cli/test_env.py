@@ -33,3 +33,20 @@ def test_env_turns_grpcs_proxy_off_for_tensorflow_and_jax(cli: Any, fmt: str, sa
     out = cli("env", "--format", fmt, env=env)
     assert out.returncode == 0, out.stderr
     assert ("export grpc_proxy=''\n" in out.stdout) is said
+
+
+def test_in_a_task_what_env_wrote_in_the_batch_step_is_not_mistaken_for_a_launcher_below(cli: Any) -> None:
+    """``eval "$(slurm-resolver env --format torch)"`` in the batch script, then ``srun``: the batch step's
+    ``RANK=0`` reaches every task, and is neither this task's rank nor the sign of a launcher below srun."""
+    batch = cli("env", "--format", "torch", env=dict(captured("sbatch_batch_step")[0], PATH="/usr/bin:/bin"))
+    written = dict(line.removeprefix("export ").split("=", 1) for line in batch.stdout.splitlines())
+    task = dict(captured("srun_N3_n6")[4], PATH="/usr/bin:/bin",
+                **{k: v.strip("'") for k, v in written.items() if k != "SLURM_RESOLVER_TASK"},
+                SLURM_RESOLVER_TASK=written["SLURM_RESOLVER_TASK"].strip("'"))
+    assert task["RANK"] == "0"
+    out = cli("env", "--format", "torch", env=task)
+    assert out.returncode == 0 and "export RANK=4\n" in out.stdout, out.stderr
+    show = cli("show", "--all-ranks", env=task)
+    assert show.returncode == 0 and "rank 4 of 6" in show.stdout, show.stderr
+    below = cli("show", env=dict(captured("srun_N3_n6")[4], PATH="/usr/bin:/bin", RANK="0"))
+    assert below.returncode == 1 and "a launcher below the Slurm task" in below.stderr  # no env in the batch step

@@ -90,3 +90,47 @@ def test_submit_without_a_controller_points_at_slurms_configuration(cli: Any) ->
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert "Could not establish a configuration source" in out.stderr
     assert "set SLURM_CONF to the cluster's slurm.conf" in out.stderr and "render" not in out.stderr
+
+
+def test_an_error_every_task_computes_alike_is_said_by_rank_0_alone(cli: Any) -> None:
+    said = [cli("show", "--jobs", "ps=1,worker=2", env=task) for task in captured("srun_N3_n6")]
+    assert all(out.returncode == 1 for out in said) and [out.stderr for out in said[1:]] == [""] * 5
+    assert said[0].stderr == ("slurm-resolver: error: --jobs ps=1,worker=2 ask for 3 tasks, but the job has 6 (hint: "
+                              "e.g. --jobs ps=1,worker=5 for the job's 6 tasks, or launch 3 tasks (srun -n3))\n")
+
+
+def test_a_usage_error_is_said_by_rank_0_alone(cli: Any) -> None:
+    tasks = captured("srun_N3_n6")
+    assert cli("show", "--josn", env=tasks[0]).stderr.endswith("--josn (did you mean --json?)\n")
+    quiet = cli("show", "--josn", env=tasks[3])
+    assert quiet.returncode == 2 and quiet.stderr == ""
+
+
+@pytest.mark.parametrize("args, said", [(["shwo"], "invalid choice: 'shwo' (did you mean show?)"),
+                                        (["env", "--format", "pytorch"], "(did you mean torch?)"),
+                                        (["show", "--jobs", "ps=x"], "'ps=x' is not name=count pairs"),
+                                        (["run"], "run needs a command"), (["run", "--"], "run needs a command")])
+def test_usage_errors_exit_2_with_what_was_meant(cli: Any, args: list[str], said: str) -> None:
+    out = cli(*args)
+    assert out.returncode == 2 and said in out.stderr, out.stderr
+
+
+def test_outside_any_job_an_error_caused_by_it_begins_with_that_fact(cli: Any) -> None:
+    out = cli("show", "--jobs", "ps=1,worker=2", env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 1 and out.stderr.startswith("slurm-resolver: error: no Slurm job or MPI launch found: "
+                                                         "this is one local process, but --jobs ps=1,worker=2 ask")
+    alone = cli("bootstrap", env={"PATH": "/usr/bin:/bin", "SLURM_RESOLVER_AUTH": "none"})
+    assert alone.returncode == 0 and alone.stderr.splitlines() == [
+        "slurm-resolver: no Slurm job or MPI launch found: the bootstrap describes this one local process alone "
+        "(rank 0 of 1); run it inside srun, sbatch or salloc to see a job"]
+
+
+def test_help_is_grouped_and_says_the_global_options_once(cli: Any) -> None:
+    top = cli("--help").stdout
+    assert [line for line in top.splitlines() if line.endswith(":") and not line.startswith(" ")][:4] == [
+        "in a job (srun ... slurm-resolver COMMAND runs it in every task):", "submitting a job:", "tools:",
+        "options:"]
+    for name in ("show", "render", "submit"):
+        text = cli(name, "--help").stdout
+        assert "--verbose" not in text and "--debug" not in text, name
+    assert len(cli("render", "--help").stdout.splitlines()) < 25

@@ -84,3 +84,24 @@ def test_show_bootstrapped_is_printed_by_rank_0_alone(cli: Any) -> None:
     assert json.loads(cli("show", "--bootstrapped", env=task(0)).stdout)["rank"] == 0
     assert cli("show", "--bootstrapped", env=task(1)).stdout == ""
     assert json.loads(cli("show", "--bootstrapped", "--all-ranks", env=task(1)).stdout)["rank"] == 1
+
+
+def test_in_a_batch_script_show_says_no_task_runs_there(cli: Any) -> None:
+    out = cli("show", env=captured("sbatch_batch_step")[0])
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and lines[0].startswith("launcher batch: the job's ") and "none of them" in lines[0]
+    assert "print only their own problems" not in out.stdout and "*" not in out.stdout
+
+
+def test_env_in_a_batch_script_warns_that_it_describes_the_batch_step(cli: Any) -> None:
+    out = cli("env", "--format", "torch", env=captured("sbatch_batch_step")[0])
+    assert out.returncode == 0 and "export RANK=" in out.stdout
+    assert out.stderr.startswith("slurm-resolver: warning: env describes the batch step") and \
+        out.stderr.count("\n") == 1
+    assert cli("env", env=captured("srun_N3_n6")[2]).stderr == ""
+
+
+def test_gpus_are_counted_and_their_ids_shown_beside(cli: Any) -> None:
+    out = cli("show", env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "0,1"})
+    assert out.stdout.splitlines()[1:] == ["rank  job     index  node       address         gpus  gpu_ids",
+                                           "0*    worker  0      localhost  localhost:8888  2     0,1"]

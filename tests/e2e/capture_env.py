@@ -5,7 +5,8 @@ With a directory argument the line goes to DIR/<host>-<pid>.json (task output th
 interleaves long lines); without, to standard output.
 
 Only variables that slurm_resolver reads are kept: SLURM_*, OMPI_COMM_WORLD_*, PMI_*,
-PMIX_RANK/PMIX_SIZE-like names, CUDA_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL, and the host name.
+PMIX_RANK/PMIX_SIZE-like names, CUDA_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL, the variables of
+launchers below srun (torchrun's RANK, LOCAL_WORLD_SIZE...), and the host name.
 """
 import json
 import os
@@ -13,7 +14,10 @@ import socket
 import sys
 
 PREFIXES = ("SLURM", "OMPI_COMM_WORLD_", "PMI_", "PMIX_RANK", "PMIX_NAMESPACE", "MPI_LOCAL",
-            "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES")
+            "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES",
+            # launchers below srun (torchrun, DeepSpeed): their workers' places
+            "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+            "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "CROSS_RANK", "CROSS_SIZE", "LOCAL_SIZE")
 SKIP = ("SLURM_CONF", "SLURM_SRUN_COMM_HOST", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_TOPOLOGY_ADDR",
         "PMI_FD", "SLURM_STEP_LAUNCHER_PORT", "SLURM_SRUN_COMM_PORT", "SLURM_TASK_PID")
 

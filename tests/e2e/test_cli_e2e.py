@@ -86,7 +86,7 @@ def test_a_task_with_a_busy_port_alone_reports_it_with_its_rank(slurm_cluster: d
                              timeout=60)
     assert out.returncode != 0
     failing = [l for l in out.stdout.splitlines() if l.startswith("FAIL")]
-    assert failing == [l for l in failing if l.startswith("FAIL  rank 1: ports: port 8889 on node1 is in use")]
+    assert failing == [l for l in failing if l.startswith("FAIL rank 1: ports: port 8889 on node1 is in use")]
     assert len(failing) == 1 and len(out.stdout.splitlines()) == 8  # rank 0's seven lines, and rank 1's failure
 
 

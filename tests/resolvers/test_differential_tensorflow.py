@@ -3,8 +3,9 @@
 Documented deliberate differences: our ValueError messages append what exists (TensorFlow's
 message is kept as the prefix); malformed TF_CONFIG is our EnvironmentVariableError (a
 ValueError) where TensorFlow raises whatever json or KeyError gives; TFConfigClusterResolver
-also reads TF_CONFIG's ``environment``; ClusterResolver's base num_accelerators() reports {}
-instead of opening a session.
+also reads TF_CONFIG's ``environment``; ClusterResolver's base num_accelerators() counts the GPUs the
+calling task sees (CUDA_VISIBLE_DEVICES, Slurm's GPU variables, NVML) instead of opening a session. The
+whole list, with reasons: the differences table of docs/tensorflow.md.
 """
 
 from __future__ import annotations

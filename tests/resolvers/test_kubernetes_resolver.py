@@ -43,7 +43,9 @@ class FakeClient:
 
 
 MAPPING = {"worker": ["job-name=tensorflow"], "ps": ["job-name=ps", "role=ps-extra"]}
-EXPECTED = {"worker": ["10.0.0.10:8470", "10.0.0.11:8470"], "ps": ["10.0.1.10:8470", "10.0.1.20:8470"]}
+# the Succeeded pod "done" sorts first among the ps pods: left out, it leaves a gap (ps tasks 1 and 2 keep their
+# indices); the Pending worker-2 is last, so the worker job stays dense
+EXPECTED = {"worker": ["10.0.0.10:8470", "10.0.0.11:8470"], "ps": {1: "10.0.1.10:8470", 2: "10.0.1.20:8470"}}
 
 
 def test_injected_client_running_pods_sorted_several_selectors() -> None:
@@ -53,7 +55,7 @@ def test_injected_client_running_pods_sorted_several_selectors() -> None:
     assert client.selectors == ["job-name=tensorflow", "job-name=ps", "role=ps-extra"]
     assert r.master() == "" and r.task_type is None
     r.task_type, r.task_id = "worker", 1
-    assert r.master() == "grpc://10.0.0.11:8470" and r.master("ps", 1, rpc_layer="http") == "http://10.0.1.20:8470"
+    assert r.master() == "grpc://10.0.0.11:8470" and r.master("ps", 2, rpc_layer="http") == "http://10.0.1.20:8470"
 
 
 def test_default_mapping_and_port() -> None:

@@ -281,9 +281,11 @@ def test_any_task_may_wait_for_a_notice_its_leader_does_not_wait_for() -> None:
 
 def test_a_job_whose_tasks_prove_nothing_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
     """No secret and no munged: the bootstrap still runs (auto), and rank 0 alone says, once and
-    loudly, that the tasks prove nothing; with a secret nobody warns."""
+    loudly, that the tasks prove nothing; with a secret nobody warns. (munged pinned away: on a
+    Slurm node it answers at its default socket, and auto would take MUNGE.)"""
     caplog.set_level("WARNING", logger="slurm_resolver")
-    stop(run_all(3, step="51", timeout=20, heartbeat=None))
+    stop(run_all(3, step="51", timeout=20, heartbeat=None,
+                 extra={"SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent/munge.socket.2"}))
     warned = [r for r in caplog.records if "do not prove who they are" in r.getMessage()]
     assert len(warned) == 1 and "SLURM_RESOLVER_SECRET" in warned[0].getMessage()
     caplog.clear()
@@ -293,3 +295,16 @@ def test_a_job_whose_tasks_prove_nothing_says_so_once(caplog: pytest.LogCaptureF
         assert not [r for r in caplog.records if "do not prove who they are" in r.getMessage()]
     finally:
         stop(results)
+
+
+def test_what_env_wrote_in_the_batch_step_is_refused_with_its_cause() -> None:
+    """``eval "$(slurm-resolver env --format torch)"`` in the batch script, then ``srun python train.py``: every
+    task holds the batch step's RANK=0; bootstrap() names where it came from, at once, said once for the job."""
+    from slurm_resolver.rpc.simulate import srun_environ
+
+    task = dict(srun_environ(2, 2, rank=3), RANK="0", WORLD_SIZE="4", LOCAL_RANK="0", LOCAL_WORLD_SIZE="3",
+                SLURM_RESOLVER_TASK='{"launcher": "batch", "rank": 0, "world_size": 4}')
+    with pytest.raises(ConfigurationError, match=r"^RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE came from the "
+                                                 r"batch step: `slurm-resolver env` wrote them there") as info:
+        bootstrap(environ=task, timeout=5)
+    assert not info.value.said_by(3) and info.value.said_by(0)

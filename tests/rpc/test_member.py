@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from slurm_resolver.errors import ResolutionError, Speaker
 from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.local import LocalNetwork
@@ -43,3 +45,34 @@ def test_a_vote_is_yes_everywhere_when_any_task_votes_yes() -> None:
 
     first, second = run(scenario)  # type: ignore[misc]
     assert first == [True] * 8 and second == [False] * 8
+
+
+def test_a_root_that_never_comes_is_said_once_by_the_first_child_nodes_leader() -> None:
+    """Rank 0 never bootstraps: every task that calls it directly (rank 1 on its node, the leaders of the
+    other nodes) fails alike, and only rank 2, the leader of the next node, says it for the job."""
+    base = resolve(srun_environ(4, 2), resolves=lambda name: True)
+
+    async def scenario() -> list[BaseException | object]:
+        network = LocalNetwork()
+        return await asyncio.gather(*(bootstrap_async(base.as_rank(r), exchange="rendezvous", timeout=2,
+                                                      environ={}, network=network, heartbeat=None)
+                                      for r in range(1, 8)), return_exceptions=True)
+
+    errors = dict(zip(range(1, 8), asyncio.run(scenario())))
+    assert all(isinstance(e, ResolutionError) for e in errors.values()), errors
+    sayers = [r for r, e in errors.items() if isinstance(e, ResolutionError) and e.said_by(r)]
+    assert sayers == [2], {r: (str(e), getattr(e, "speaker", None)) for r, e in errors.items()}
+    assert "rank 0 (worker:0 on node1) did not answer" in str(errors[2])
+
+
+def test_a_round_the_task_above_still_held_open_at_the_deadline_is_said_above() -> None:
+    """The task above answered that the round did not end in time: it is alive and says why (or heard it)."""
+    from slurm_resolver.rpc.messages import TABLE_ROUND
+    from slurm_resolver.rpc.transport import Failed, LinkError
+    from slurm_resolver.rpc.tree import plan_of
+    from slurm_resolver.rpc.uplink import Uplink
+
+    cluster = resolve(srun_environ(2, 2, rank=3), resolves=lambda name: True)
+    uplink = Uplink(cluster, plan_of(cluster, 3, 8), LocalNetwork(), Authority(AuthMode.NONE, "test"), [])
+    error = uplink._error(LinkError(Failed.DEADLINE, "rank 0 still waited for ranks 2"), 5, TABLE_ROUND)
+    assert error.speaker is Speaker.ABOVE and not error.said_by(3)
