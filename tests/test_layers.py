@@ -57,7 +57,7 @@ LEVELS: list[set[str]] = [
     # 6
     {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
     # 7
-    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.uplink",
+    {"rpc.view", "cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.uplink",
      "rpc.verify", "rpc.watch"},
     # 8
     {"rpc.detector", "rpc.member"},
