@@ -8,8 +8,14 @@ Every error says what was found, what was expected and how to fix it. Subclasses
 from __future__ import annotations
 
 import enum
+import functools
+import logging
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 __all__ = [
+    "raised_from_public_call",
+    "trimmed",
     "Speaker",
     "NO_JOB",
     "alone",
@@ -17,6 +23,7 @@ __all__ = [
     "EnvironmentVariableError",
     "ConfigurationError",
     "ResolutionError",
+    "UnansweredError",
     "PlacementError",
     "AddressError",
     "MissingDependencyError",
@@ -81,6 +88,47 @@ class SlurmResolverError(Exception):
         return self.speaker is Speaker.FIRST and rank == 0
 
 
+def trimmed(error: SlurmResolverError) -> SlurmResolverError | None:
+    """``error`` without its frames inside slurm_resolver and without its cause, to be raised from a
+    public call (its message says it all); None where the ``slurm_resolver`` log is at DEBUG (``-v``),
+    which keeps the whole way down for whoever debugs it."""
+    if logging.getLogger("slurm_resolver").isEnabledFor(logging.DEBUG):
+        return None
+    error.__cause__ = None
+    error.__suppress_context__ = True
+    return error.with_traceback(None)
+
+
+_Parameters = ParamSpec("_Parameters")
+_Result = TypeVar("_Result")
+
+
+def raised_from_public_call(function: Callable[_Parameters, _Result]) -> Callable[_Parameters, _Result]:
+    """``function``, a public entry point, whose `SlurmResolverError` is raised from the caller's frame
+    with one frame of ours (`trimmed()`), not through resolution and packing.
+
+    >>> @raised_from_public_call
+    ... def resolve_nothing() -> None:
+    ...     raise ConfigurationError("nothing to resolve")
+    >>> try:
+    ...     resolve_nothing()
+    ... except ConfigurationError as error:
+    ...     import traceback; print([frame.name for frame in traceback.extract_tb(error.__traceback__)])
+    ['<module>', 'public_call']
+    """
+    @functools.wraps(function)
+    def public_call(*args: _Parameters.args, **kwargs: _Parameters.kwargs) -> _Result:
+        try:
+            return function(*args, **kwargs)
+        except SlurmResolverError as error:
+            short = trimmed(error)
+            if short is None:
+                raise
+            raise short from None
+
+    return public_call
+
+
 class EnvironmentVariableError(SlurmResolverError, ValueError):
     """A launcher variable is malformed or missing; the message names it and its value."""
 
@@ -97,6 +145,19 @@ class ConfigurationError(SlurmResolverError, ValueError):
 
 class ResolutionError(SlurmResolverError, RuntimeError):
     """The environment is well formed but the cluster cannot be resolved from it."""
+
+
+class UnansweredError(ResolutionError):
+    """Tasks of the launch never answered within the bootstrap's timeout (their node may be lost).
+
+    ``missing`` maps the rank of each (the lowest few) to its node ('' where it is not known), for
+    whoever acts on a lost node (``slurm-resolver run`` records them as its tasks' deaths).
+    """
+
+    def __init__(self, message: str, hint: str | None = None, *, missing: dict[int, str],
+                 speaker: Speaker = Speaker.TASK) -> None:
+        super().__init__(message, hint, speaker=speaker)
+        self.missing = missing
 
 
 class PlacementError(ResolutionError):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Ending", "Death", "Outcome", "Recording", "write", "read_all", "mark_bootstrapped", "bootstrapped_at",
-           "bootstrapped_step", "HEARD"]
+           "bootstrapped_step", "mark_step", "HEARD"]
 
 log = logging.getLogger("slurm_resolver")
 
@@ -30,6 +30,7 @@ HEARD = 16
 _TEXT = 400
 _FILE = 64 * 1024
 _BOOTSTRAPPED = "bootstrapped"
+_STEP = "step"
 
 
 class Ending(enum.Enum):
@@ -151,10 +152,27 @@ def bootstrapped_at(directory: Path) -> float | None:
         return None
 
 
+def mark_step(directory: Path, step: str) -> None:
+    """Record the attempt's step id where its bootstrap failed (no task was bootstrapped to record it):
+    what ``run`` cancels where the step cannot end by itself."""
+    if step.isdigit():
+        try:
+            _write_file(directory / _STEP, step + "\n")
+        except OSError as exc:
+            log.warning("slurm_resolver: cannot record the step's id in %s (%s)", directory, exc.strerror)
+
+
 def bootstrapped_step(directory: Path) -> str | None:
-    """The attempt's step id (``SLURM_STEP_ID``), as rank 0 recorded it; None where nobody did."""
+    """The attempt's step id (``SLURM_STEP_ID``), as rank 0 recorded it (`mark_bootstrapped()`, else
+    `mark_step()`); None where nobody did."""
     words = _mark(directory)
-    return words[1] if len(words) > 1 and words[1].isdigit() else None
+    if len(words) > 1 and words[1].isdigit():
+        return words[1]
+    try:
+        step = (directory / _STEP).read_text(encoding="ascii")[:32].strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return step if step.isdigit() else None
 
 
 @dataclass(frozen=True)

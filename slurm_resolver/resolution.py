@@ -18,7 +18,13 @@ from typing import Any
 from . import addresses, launchers, placement
 from .cluster import DEFAULT_PORT_BASE, Cluster
 from .environment import snapshot
-from .errors import ConfigurationError, EnvironmentVariableError, PlacementError, ResolutionError
+from .errors import (
+    ConfigurationError,
+    EnvironmentVariableError,
+    PlacementError,
+    ResolutionError,
+    raised_from_public_call,
+)
 from .exchange import Exchange, ExchangeMode, mpi_exchange, parse_mode
 from .gpus import SOURCES, GpuPlan, Visible, local, visible
 from .launchers.base import Launch
@@ -33,17 +39,63 @@ log = logging.getLogger("slurm_resolver")
 
 
 def _setting(name: str, explicit: Any, env: Mapping[str, str], variable: str,
-             parse: Callable[[str], Any], default: Any) -> Any:
-    """Explicit argument > ``variable`` in the environment > default; logged at DEBUG."""
+             parse: Callable[[str], Any], default: Any, shown: Callable[[Any], str] = str) -> Any:
+    """Explicit argument > ``variable`` in the environment > default; said at DEBUG in one line, the
+    value as ``shown`` spells it and where it came from (an unset one: what ``shown`` says that means)."""
     if explicit is not None:
-        log.debug("%s=%r (argument)", name, explicit)
-        return explicit
-    if env.get(variable) is not None:
-        value = parse(env[variable])
-        log.debug("%s=%r (from %s)", name, value, variable)
-        return value
-    log.debug("%s=%r (default)", name, default)
-    return default
+        value, source = explicit, "argument"
+    elif env.get(variable) is not None:
+        value, source = parse(env[variable]), variable
+    else:
+        value, source = default, "default"
+    log.debug("%s: %s%s", name, shown(value), "" if value is None else f" ({source})")
+    return value
+
+
+def _shown_jobs(jobs: Jobs) -> str:
+    """``jobs`` as the command line and ``SLURM_RESOLVER_JOBS`` spell them.
+
+    >>> _shown_jobs({"ps": 1, "worker": 2}), _shown_jobs(["ps", "worker"]), _shown_jobs(None)
+    ('ps=1,worker=2', 'ps,worker (one job per het component)', "not set (one job 'worker')")
+    """
+    if jobs is None:
+        return "not set (one job 'worker')"
+    if isinstance(jobs, Mapping):
+        return ",".join(f"{name}={count}" for name, count in jobs.items())
+    if isinstance(jobs, str):
+        return jobs
+    return f"{','.join(map(str, jobs))} (one job per het component)"
+
+
+def _shown_exchange(mode: str | ExchangeMode | Exchange) -> str:
+    """An exchange mode by its name, an `Exchange` given by its class.
+
+    >>> _shown_exchange("auto"), _shown_exchange(ExchangeMode.MPI)
+    ('auto', 'mpi')
+    """
+    if isinstance(mode, ExchangeMode):
+        return mode.value
+    return mode if isinstance(mode, str) else f"an exchange of its own ({type(mode).__name__})"
+
+
+def _launch_line(launch: Launch) -> str:
+    """The launch as ``-v`` says it, in one line.
+
+    >>> from slurm_resolver.launchers.base import Launch
+    >>> _launch_line(Launch(launcher="srun", world_size=4, rank=3, local_rank=0, node="node2", nodes=("node1", "node2"),
+    ...                     counts=(3, 1)))
+    'launcher srun: rank 3 of 4 on node2 (local rank 0); 2 nodes, distribution block'
+    >>> _launch_line(Launch(launcher="salloc", world_size=4, rank=None, nodes=("node1", "node2"), counts=(2, 2)))
+    'launcher salloc: no task of its own; 4 tasks on 2 nodes, distribution block'
+    """
+    nodes = f"{len(launch.nodes)} node{'s' * (len(launch.nodes) != 1)}"
+    if launch.rank is None:
+        tasks = "" if launch.world_size is None else f"{launch.world_size} tasks on "
+        return f"launcher {launch.launcher}: no task of its own; {tasks}{nodes}, distribution {launch.distribution}"
+    place = f"rank {launch.rank}" + ("" if launch.world_size is None else f" of {launch.world_size}")
+    place += "" if launch.node is None else f" on {launch.node}"
+    place += "" if launch.local_rank is None else f" (local rank {launch.local_rank})"
+    return f"launcher {launch.launcher}: {place}; {nodes}, distribution {launch.distribution}"
 
 
 def _override_layout(launch: Launch, tasks_per_node: int | Mapping[str, int]) -> Launch:
@@ -143,6 +195,7 @@ def _exchanged(launch: Launch, group: Exchange, own: str, resolves: Callable[[st
     return group.rank, Placement.from_hosts(hosts), {str(g[0]): bool(g[1]) for g in gathered}
 
 
+@raised_from_public_call
 def resolve(
     environ: Mapping[str, str] | None = None,
     *,
@@ -188,15 +241,15 @@ def resolve(
     """
     env = snapshot(environ)
     resolves = resolves or addresses.resolves
-    jobs = _setting("jobs", jobs, env, "SLURM_RESOLVER_JOBS", lambda t: parse_jobs(t, "SLURM_RESOLVER_JOBS"), None)
+    jobs = _setting("jobs", jobs, env, "SLURM_RESOLVER_JOBS", lambda t: parse_jobs(t, "SLURM_RESOLVER_JOBS"), None,
+                    _shown_jobs)
     port_base = _setting("port_base", port_base, env, "SLURM_RESOLVER_PORT_BASE",
                          lambda _: read_int(env, "SLURM_RESOLVER_PORT_BASE", 1), DEFAULT_PORT_BASE)
     source = "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env else "exchange"
-    mode = parse_mode(_setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto"), source)
+    mode = parse_mode(_setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto", _shown_exchange),
+                      source)
     launch = launchers.launch_of(env)
-    log.debug("launcher %s: rank %s of %s on %s (local rank %s), %d node%s, distribution %s", launch.launcher,
-              launch.rank, launch.world_size, launch.node, launch.local_rank, len(launch.nodes),
-              "s" * (len(launch.nodes) != 1), launch.distribution)
+    log.debug("%s", _launch_line(launch))
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)
     _check_complete(launch)

@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -192,13 +193,26 @@ def unhealthy(record: dict[str, str]) -> str | None:
 
 
 def _probe(record: dict[str, str], timeout: float) -> str | None:
-    """Why the node's slurmd does not answer (it does not accept a connection); None if it does."""
+    """Why the node's slurmd does not answer within ``timeout`` seconds; None if it does.
+
+    A connection alone proves nothing: the kernel of a node whose slurmd is frozen (or hangs) still
+    completes it, and holds it unaccepted. So the probe sends an empty message (it ends its side at
+    once) and waits for the slurmd to end the connection, which a living slurmd does at once (it reads
+    the empty message and closes: one "Zero Bytes were transmitted" error line in its log); a dead
+    node refuses the connection or never completes it.
+    """
     address, port = record.get("NodeAddr") or record.get("NodeName", ""), record.get("Port", "6818")
+    deadline = time.monotonic() + timeout
     try:
-        with socket.create_connection((address, int(port)), timeout=timeout):
-            return None
+        with socket.create_connection((address, int(port)), timeout=timeout) as connection:
+            connection.shutdown(socket.SHUT_WR)
+            while True:
+                connection.settimeout(max(0.01, deadline - time.monotonic()))
+                if not connection.recv(4096):
+                    return None  # the slurmd read the empty message and closed its end: it lives
     except (OSError, ValueError) as exc:
-        why = "no answer" if isinstance(exc, TimeoutError) else getattr(exc, "strerror", None) or str(exc)
+        why = f"nothing within {timeout:g} s" if isinstance(exc, TimeoutError) else \
+            getattr(exc, "strerror", None) or str(exc)
         return f"its slurmd does not answer at {address}:{port} ({why})"
 
 
@@ -207,8 +221,8 @@ def node_health(names: Sequence[str], probe: Collection[str] = (), timeout: floa
 
     One ``scontrol show node`` for all of them says what Slurm knows (DOWN, DRAIN, not
     responding); the nodes in ``probe`` are also asked directly, since Slurm marks a node whose
-    slurmd stopped only after ``SlurmdTimeout``: a slurmd that does not accept a connection
-    within ``timeout`` seconds is not there.
+    slurmd stopped only after ``SlurmdTimeout``: a slurmd that does not answer an empty message
+    within ``timeout`` seconds (`_probe`) is not there.
     """
     if not names:
         return {}

@@ -14,12 +14,14 @@ command's group. Nothing polls: a thread waits for the command and the failure d
 calls back, and either sets the one event the task waits on.
 
 The command's standard error passes through the task, which keeps its last lines to name
-an error. Under ``slurm-resolver run`` (``SLURM_RESOLVER_OUTCOMES`` set) the task records
-what its command came to (`slurm_resolver.outcome`) and says nothing of it (``run`` says
-it once for the job), and rank 0 records when the attempt was bootstrapped (and its step id)
-and says how long after the previous attempt's failure. A command
-that bootstraps itself (``slurm_resolver.bootstrap()`` in it) gets rendezvous ports of its
-own (``SLURM_RESOLVER_RENDEZVOUS_PORTS``, where it is not set), away from this task's.
+an error. A peer's death is said once for the job, by the lowest rank each task knows alive
+(the others end without a word: their error's `Speaker` is ``ABOVE``). Under
+``slurm-resolver run`` (``SLURM_RESOLVER_OUTCOMES`` set) the task records what its command
+came to (`slurm_resolver.outcome`) and says nothing of it (``run`` says it once for the job),
+and rank 0 records when the attempt was bootstrapped (and its step id) and says how long after
+the previous attempt's failure. A command that bootstraps itself (``slurm_resolver.bootstrap()``
+in it) gets rendezvous ports of its own (``SLURM_RESOLVER_RENDEZVOUS_PORTS``, where it is not
+set), away from this task's.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .cluster import Cluster
 from .environment import for_child, snapshot
-from .errors import ConfigurationError, ResolutionError
-from .outcome import Death, Ending, Outcome, Recording, mark_bootstrapped, write
+from .errors import ConfigurationError, ResolutionError, Speaker, UnansweredError
+from .outcome import Death, Ending, Outcome, Recording, mark_bootstrapped, mark_step, write
 from .rpc.bootstrapped import Bootstrapped
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
@@ -226,10 +229,28 @@ class _Recorder:
                   self.directory)
 
     def reports_deaths(self, dead: Sequence[Death]) -> bool:
-        """Whether this task writes the deaths it heard of: the lowest rank it knows alive does."""
+        """Whether this task writes (and says) the deaths it heard of: the lowest rank it knows alive does."""
         known = {d.rank for d in dead}
         lowest = next(r for r in range(self.b.world_size + 1) if r not in known)
         return lowest == self.b.rank
+
+
+def record_unanswered(cluster: Cluster, error: UnansweredError, environ: Mapping[str, str] | None = None) -> None:
+    """Under ``run``: this task's bootstrap failed because the tasks in ``error.missing`` never answered.
+    The task that found it (the root, whose round waited for them; the others only heard it) records them
+    as deaths heard, so that ``run`` asks their nodes and ends the step where one is lost, as after a death
+    (else srun would wait for the lost node's slurmstepd until Slurm marks the node DOWN)."""
+    env = snapshot(environ)
+    recording = Recording.of(env)
+    me = cluster.me
+    if recording is None or me is None or error.speaker is not Speaker.TASK or me.rank in error.missing:
+        return
+    heard = tuple(Death(rank, node, f"{cluster.label(rank)} never answered in the bootstrap")
+                  for rank, node in sorted(error.missing.items()) if node)
+    if heard:
+        mark_step(recording.directory, env.get("SLURM_STEP_ID", ""))
+        write(Outcome(me.rank, me.node, me.label, Ending.STOPPED, 0, error.message, heard=heard, at=time.time()),
+              recording.directory)
 
 
 def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
@@ -253,6 +274,12 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
     own = for_child({"SLURM_RESOLVER_RENDEZVOUS_PORTS": command_rendezvous_ports(b.job_key)})
     sys.stdout.flush()
     oom_before = _oom_kills()
+
+    def speaker(dead: Sequence[Death]) -> Speaker:
+        """Who says a death for the job: the lowest rank this task knows alive (every surviving task
+        raises it; the others end without a word)."""
+        return Speaker.TASK if recorder.reports_deaths(dead) else Speaker.ABOVE
+
     def end(error: ResolutionError | ConfigurationError, code: int = 1) -> int:
         """The task's end where its command did not succeed: under ``run``, which records and says it once
         for the job, an exit code alone; else ``error``, raised."""
@@ -278,7 +305,7 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
                 recorder.record(Ending.STOPPED, child.code, f"stopped: {dead[0].why}", list(dead), heard_at[0])
             b.stop()
             return end(ResolutionError(f"bootstrap: {dead[0].why}; stopped this task's command ({command[0]})",
-                                       _HINT))
+                                       _HINT, speaker=speaker(dead)))
         code = child.code
         if code == 0:
             b.stop()
@@ -292,7 +319,7 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
             b.stop()
             then = f"so did this task's command ({command[0]})" if dead[0].why.endswith(f"its command {reason}") \
                 else f"then this task's command ({command[0]}) {reason}"
-            return end(ResolutionError(f"bootstrap: {dead[0].why}; {then}", _HINT))
+            return end(ResolutionError(f"bootstrap: {dead[0].why}; {then}", _HINT, speaker=speaker(dead)))
         recorder.record(ending, code, reason, (), child.at, oom)
         b.fail(f"{recorder.label}: its command {reason}")
         os._exit(128 - code if code < 0 else code)  # no normal leaving: the others must stop

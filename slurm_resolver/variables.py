@@ -77,6 +77,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("LOCAL_RANK", "torchrun, DeepSpeed's launcher, Lightning (also written: env --format torch)", "a worker's rank on its node; one that is not SLURM_LOCALID, from no known launcher, is refused"),
     Variable("WORLD_SIZE", "torchrun, DeepSpeed's launcher (also written: env --format torch)", "number of workers"),
     Variable("LOCAL_WORLD_SIZE", "torchrun (also written: env --format torch)", "number of workers on the node"),
+    Variable("MASTER_ADDR", "torchrun, DeepSpeed's launcher (also written: env --format torch)", "read in a worker of a launcher below srun: where its run meets, part of the launch key (two runs beside each other are launches of their own)"),
+    Variable("MASTER_PORT", "torchrun (--master-port), DeepSpeed's launcher (also written: env --format torch)", "read in a worker of a launcher below srun: where its run meets, part of the launch key (two runs with the run id none and another --master-port are launches of their own)"),
     Variable("CROSS_RANK", "DeepSpeed's launcher", "marks a worker of DeepSpeed's per-node launcher (the node's rank, not read)"),
     Variable("LOCAL_SIZE", "DeepSpeed's launcher", "number of workers on the node"),
     Variable("SLURM_RESOLVER_JOBS", "user", "override of `jobs`, e.g. ps=1,worker=3"),
@@ -114,7 +116,7 @@ PREFIXES: tuple[str, ...] = (
     "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
     "grpc_proxy", "no_grpc_proxy", "https_proxy", "http_proxy",
     "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-    "CROSS_RANK", "LOCAL_SIZE",
+    "CROSS_RANK", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT",
 )
 """Names (or prefixes of names) copied into the environment snapshot."""
 

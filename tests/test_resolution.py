@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -240,3 +241,26 @@ def test_a_lone_task_of_an_ambiguous_het_layout_is_told_why_it_cannot_learn_it(s
     assert time.monotonic() - started < 10
     assert "learning it from the step's other tasks failed: bootstrap:" in info.value.message
     assert "resolve in every task of the step at once" in (info.value.hint or "")
+
+
+# what the caller gave, and the lines -v shows for the settings, one a decision
+SETTINGS: list[tuple[dict[str, Any], dict[str, str], list[str]]] = [
+    ({}, {}, ["jobs: not set (one job 'worker')", "port_base: 8888 (default)", "exchange: auto (default)"]),
+    ({"jobs": {"ps": 1, "worker": 5}, "port_base": 9000, "exchange": "none"}, {},
+     ["jobs: ps=1,worker=5 (argument)", "port_base: 9000 (argument)", "exchange: none (argument)"]),
+    ({}, {"SLURM_RESOLVER_JOBS": "ps=2,worker=4", "SLURM_RESOLVER_PORT_BASE": "9100", "SLURM_RESOLVER_EXCHANGE": "mpi"},
+     ["jobs: ps=2,worker=4 (SLURM_RESOLVER_JOBS)", "port_base: 9100 (SLURM_RESOLVER_PORT_BASE)",
+      "exchange: mpi (SLURM_RESOLVER_EXCHANGE)"]),
+]
+
+
+@pytest.mark.parametrize(("given", "variables", "lines"), SETTINGS)
+def test_verbose_says_each_setting_in_a_readable_line(given: dict[str, Any], variables: dict[str, str],
+                                                       lines: list[str], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="slurm_resolver")
+    resolve({**captured("srun_N3_n6")[5], **variables}, resolves=lambda name: True,
+            node_addresses=lambda names: {}, gpu_devices=lambda: None, **given)
+    said = [r.getMessage() for r in caplog.records if r.name == "slurm_resolver"]
+    assert said[:3] == lines, said
+    assert said[3] == "launcher srun: rank 5 of 6 on node3 (local rank 0); 3 nodes, distribution block", said
+    assert not any("None" in line or "'auto'" in line or "=" in line.split(":")[0] for line in said), said

@@ -90,26 +90,43 @@ def test_slurms_view_of_a_node_says_whether_it_can_run_tasks(state: str, reason:
 
 
 def test_a_node_whose_slurmd_does_not_answer_is_unhealthy(monkeypatch: pytest.MonkeyPatch) -> None:
-    import socket
+    """A living slurmd reads the probe's empty message and closes; a frozen one (SIGSTOP, a node without
+    power behind a switch) leaves the connection its kernel completed unanswered; a dead one refuses it."""
     import subprocess
+    import threading
 
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    listening.listen()
+    living = socket.socket()
+    living.bind(("127.0.0.1", 0))
+    living.listen()
+
+    def serve() -> None:  # as slurmd: read the message, find it empty, close
+        while True:
+            try:
+                connection, _ = living.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(4096)
+
+    threading.Thread(target=serve, daemon=True).start()
+    frozen = socket.socket()
+    frozen.bind(("127.0.0.1", 0))
+    frozen.listen()  # its kernel completes connections; nobody accepts them
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))  # bound, never listening: a connection is refused
     text = "\n".join(f"NodeName=n{i} NodeAddr=127.0.0.1 Port={s.getsockname()[1]} State={state}"
-                     for i, (s, state) in enumerate([(listening, "ALLOCATED"), (closed, "ALLOCATED"),
-                                                     (listening, "DOWN*")], 1))
+                     for i, (s, state) in enumerate([(living, "ALLOCATED"), (closed, "ALLOCATED"),
+                                                     (living, "DOWN*"), (frozen, "ALLOCATED")], 1))
     monkeypatch.setattr(slurmctl, "run", lambda args, timeout: subprocess.CompletedProcess(args, 0, text, ""))
-    bad = slurmctl.node_health(["n1", "n2", "n3", "n4"], probe=["n1", "n2"])
-    assert sorted(bad) == ["n2", "n3", "n4"]
+    bad = slurmctl.node_health(["n1", "n2", "n3", "n4", "n5"], probe=["n1", "n2", "n4"], timeout=1.0)
+    assert sorted(bad) == ["n2", "n3", "n4", "n5"]
     assert bad["n2"].startswith(f"its slurmd does not answer at 127.0.0.1:{closed.getsockname()[1]} (")
-    assert bad["n3"] == "Slurm marks it DOWN*" and bad["n4"] == "Slurm does not know it"
+    assert bad["n4"] == f"its slurmd does not answer at 127.0.0.1:{frozen.getsockname()[1]} (nothing within 1 s)"
+    assert bad["n3"] == "Slurm marks it DOWN*" and bad["n5"] == "Slurm does not know it"
     monkeypatch.setattr(slurmctl, "run", lambda args, timeout: subprocess.CompletedProcess(args, 1, "", "down"))
     assert slurmctl.node_health(["n1"], probe=["n1"]) == {}  # scontrol failed: no node is left behind for it
-    listening.close()
-    closed.close()
+    for s in (living, frozen, closed):
+        s.close()
 
 
 def test_a_step_is_cancelled_and_a_refusal_said_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:

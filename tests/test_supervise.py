@@ -60,6 +60,20 @@ def test_a_peer_death_stops_the_command_and_names_the_peer() -> None:
     assert "worker:5 (rank 5) on node3 died; stopped this task's command" in info.value.message
 
 
+def test_a_peer_death_is_said_by_the_lowest_live_rank_alone() -> None:
+    """Every surviving task raises it; the lowest rank it knows alive says it (Speaker.TASK), the others
+    end without a word (Speaker.ABOVE: the command line prints nothing for them)."""
+    from slurm_resolver.errors import Speaker
+
+    for rank, dead, says in ((1, 0, True), (2, 0, False), (0, 5, True), (3, 5, False)):
+        task = Task(rank)
+        threading.Timer(0.3, lambda t=task, d=dead: t.callbacks[0](d, f"worker:{d} (rank {d}) died")).start()
+        with pytest.raises(ResolutionError) as info:
+            supervise(task, [sys.executable, "-c", "import time; time.sleep(60)"], grace=1.0)  # type: ignore[arg-type]
+        assert info.value.speaker is (Speaker.TASK if says else Speaker.ABOVE), rank
+        assert info.value.said_by(rank) is says, rank
+
+
 def test_a_command_that_cannot_start_is_named_and_a_failure() -> None:
     task = Task()
     with pytest.raises(ConfigurationError, match="cannot run 'no-such-command-xyz'"):
@@ -275,3 +289,30 @@ def test_an_environment_too_large_for_the_kernel_names_its_largest_variable() ->
     assert "its arguments and environment (4,00" in total.message and "ulimit -s" in (total.hint or "")
     missing = cannot_run(["nosuch"], FileNotFoundError(2, "No such file or directory"), env)
     assert missing.message == "cannot run 'nosuch': No such file or directory"
+
+
+def test_tasks_that_never_answered_the_bootstrap_are_recorded_once_by_the_task_that_found_it(tmp_path: Path
+                                                                                            ) -> None:
+    """Under run: the root, whose round waited for node2's tasks, records them as deaths heard on node2 (and
+    the step's id, for run to cancel); a task that only heard it from above, or one among them, does not."""
+    from slurm_resolver.errors import Speaker, UnansweredError
+    from slurm_resolver.outcome import bootstrapped_step
+    from slurm_resolver.resolution import resolve
+    from slurm_resolver.supervise import record_unanswered
+
+    from .conftest import captured
+
+    envs = captured("srun_N2_ntasks_per_node2")
+    for rank, speaker in ((1, Speaker.ABOVE), (2, Speaker.TASK), (0, Speaker.TASK)):
+        env = {**envs[rank], **recording(tmp_path)}
+        error = UnansweredError("bootstrap: 2 of 4 tasks did not join", missing={2: "node2", 3: "node2"},
+                                speaker=speaker)
+        record_unanswered(resolve(env, resolves=lambda _: True), error, env)
+        assert list(read_all(tmp_path)) == ([0] if rank == 0 else []), rank
+    found = read_all(tmp_path)[0]
+    assert found.ending is Ending.STOPPED and found.reason == "bootstrap: 2 of 4 tasks did not join"
+    assert [(d.rank, d.node, d.why) for d in found.heard] == [
+        (2, "node2", "worker:2 (rank 2) on node2 never answered in the bootstrap"),
+        (3, "node2", "worker:3 (rank 3) on node2 never answered in the bootstrap")]
+    assert bootstrapped_step(tmp_path) == envs[0]["SLURM_STEP_ID"]
+    record_unanswered(resolve(envs[0], resolves=lambda _: True), error, envs[0])  # outside run: nothing

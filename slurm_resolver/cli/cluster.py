@@ -70,6 +70,7 @@ def resolved(args: argparse.Namespace) -> Cluster:
 def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     """This task, bootstrapped with the command's options (every task of the launch calls it; a layout
     to learn is learned in the bootstrap itself)."""
+    from ..errors import UnansweredError
     from ..resolution import resolve
     from ..rpc.bootstrap import bootstrap as run_bootstrap
     from ..rpc.options import FIELDS, BootstrapOptions
@@ -78,7 +79,13 @@ def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     env = _fresh()
     with _as_typed(args):
         cluster = resolve(env, jobs=_jobs(args))
-    return run_bootstrap(cluster, BootstrapOptions(**given), environ=env)
+    try:
+        return run_bootstrap(cluster, BootstrapOptions(**given), environ=env)
+    except UnansweredError as exc:  # under run: whom it waited for, so that run acts on a lost node at once
+        from ..supervise import record_unanswered
+
+        record_unanswered(cluster, exc)
+        raise
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,6 +32,9 @@ __all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow", "written_in_
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 """A run id shown as it is in a launch key (a UUID, ``none``, a job's own name); others are digested."""
 
+_MASTER = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,48}")
+"""Where a run's workers meet (``MASTER_ADDR:MASTER_PORT``) shown as it is in a launch key; others are digested."""
+
 _MOST_WORKERS_A_NODE = 65535
 """A node's workers each take a port of their own (``port_base`` + local rank): no more can be told."""
 
@@ -76,7 +79,7 @@ class WorkersBelow(Launcher):
                 f"({cls.per_node_variable}), consecutive from {cls.rank_variable}-{cls.local_variable}", cls.fix)
         worker = Launch(launcher=cls.name, world_size=world, rank=rank, local_rank=local,
                         gtids=tuple(range(rank - local, rank - local + here)), job_id=env.get("SLURM_JOB_ID"),
-                        array=array_element(env), key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}",
+                        array=array_element(env), key=f"{launch_key(env)}/{cls.name}.{cls.attempt(env)}{_meeting(env)}",
                         is_task=True, below=cls.name)
         return cls._in_step(env, worker) if in_srun_step(env) else cls._alone(env, worker)
 
@@ -126,7 +129,8 @@ class Torchrun(WorkersBelow):
     """A worker started by torchrun's agent: ``TORCHELASTIC_RUN_ID`` marks it; ``RANK``, ``LOCAL_RANK``,
     ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` place it; each run (``TORCHELASTIC_RUN_ID``: ``--rdzv-id``, a
     fresh one at each ``--standalone`` run) and each restart of the agent's workers
-    (``TORCHELASTIC_RESTART_COUNT``) is a launch of its own."""
+    (``TORCHELASTIC_RESTART_COUNT``) is a launch of its own, and so is each run that meets elsewhere
+    (``MASTER_ADDR``, ``MASTER_PORT``: two runs beside each other with the run id ``none``)."""
 
     name = "torchrun"
     description = "workers of torchrun, below an srun task or alone on one host (TORCHELASTIC_RUN_ID)"
@@ -141,11 +145,7 @@ class Torchrun(WorkersBelow):
 
     @classmethod
     def attempt(cls, env: Mapping[str, str]) -> str:
-        run = env.get("TORCHELASTIC_RUN_ID", "")
-        if not _RUN_ID.fullmatch(run):  # long or odd: a short digest of it, the same in every worker
-            import hashlib
-
-            run = hashlib.blake2s(run.encode("utf-8", "replace"), digest_size=8).hexdigest()
+        run = _shown(env.get("TORCHELASTIC_RUN_ID", ""), _RUN_ID)  # long or odd: a short digest of it
         restart = env.get("TORCHELASTIC_RESTART_COUNT", "0").strip()
         return f"{run}.{restart if restart.isascii() and restart.isdigit() and len(restart) < 10 else '0'}"
 
@@ -229,6 +229,31 @@ def refuse_written_in_batch_step(env: Mapping[str, str]) -> None:
         raise ConfigurationError(from_batch_step(stale), "remove `eval \"$(slurm-resolver env ...)\"` from the "
                                  "batch script (bootstrap() gives every task its own), or unset them before it",
                                  speaker=Speaker.FIRST)
+
+
+def _shown(text: str, shape: re.Pattern[str]) -> str:
+    """``text`` as it is where it has ``shape``, else a short digest of it (the same in every worker).
+
+    >>> _shown("none", _RUN_ID), _shown("a b", _RUN_ID)
+    ('none', '8f47557072ee30a7')
+    """
+    if shape.fullmatch(text):
+        return text
+    import hashlib
+
+    return hashlib.blake2s(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+
+
+def _meeting(env: Mapping[str, str]) -> str:
+    """Where this run's workers meet, as the launcher told them (``MASTER_ADDR``, ``MASTER_PORT``, each
+    where given), for the launch key: two runs in one step with the same run id (torchrun's ``none``
+    without ``--rdzv-id``) and another ``--master-port`` are launches of their own; ``''`` where neither is set.
+
+    >>> _meeting({"MASTER_ADDR": "node1", "MASTER_PORT": "29500"}), _meeting({})
+    ('@node1:29500', '')
+    """
+    meeting = ":".join(env[name].strip() for name in ("MASTER_ADDR", "MASTER_PORT") if env.get(name, "").strip())
+    return f"@{_shown(meeting, _MASTER)}" if meeting else ""
 
 
 def _differs(env: Mapping[str, str], launcher: str, slurm: str) -> bool:

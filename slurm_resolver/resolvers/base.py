@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, raised_from_public_call
 from ..optional import import_optional
 
 __all__ = ["ClusterResolver", "SimpleClusterResolver", "UnionClusterResolver", "format_master_url"]
@@ -53,6 +53,7 @@ class ClusterResolver(abc.ABC):
     _environ: Mapping[str, str] | None = None
     """Where the calling task's variables are read (``os.environ`` when None)."""
 
+    @raised_from_public_call
     def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
                          config_proto: Any = None) -> dict[str, int]:
         """The calling task's accelerators, e.g. ``{'GPU': 2}``; ``{}`` for none, or for another task.
@@ -110,6 +111,7 @@ class ClusterResolver(abc.ABC):
     def rpc_layer(self, rpc_layer: str | None) -> None:
         self._rpc_layer = rpc_layer
 
+    @raised_from_public_call
     def tf_config(self, task_type: str | None = None, task_id: int | None = None) -> str:
         """The TF_CONFIG JSON of a task (this one by default), for TensorFlow's strategies.
 
@@ -133,6 +135,7 @@ class ClusterResolver(abc.ABC):
             config["environment"] = str(self.environment)
         return json.dumps(config)
 
+    @raised_from_public_call
     def to_tensorflow(self) -> Any:
         """A genuine ``tf.distribute.cluster_resolver.SimpleClusterResolver`` with our values (an
         HTTP proxy in the environment, which TensorFlow's gRPC would use, is said once in the log:
@@ -228,6 +231,7 @@ class UnionClusterResolver(ClusterResolver):
                 raise TypeError("All arguments must be a sub-class of `ClusterResolver.`")
         self._cluster_resolvers = args
 
+    @raised_from_public_call
     def cluster_spec(self) -> ClusterSpec:
         """The merged cluster of every resolver, in the order they were given."""
         specs = [ClusterSpec(r.cluster_spec()).as_dict() for r in self._cluster_resolvers]
@@ -246,6 +250,7 @@ class UnionClusterResolver(ClusterResolver):
                 target.update(as_dict)
         return ClusterSpec(merged)
 
+    @raised_from_public_call
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """The given task's address, or the first resolver's master."""
@@ -274,6 +279,7 @@ class UnionClusterResolver(ClusterResolver):
     def environment(self) -> str:
         return str(self._cluster_resolvers[0].environment)
 
+    @raised_from_public_call
     def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
                          config_proto: Any = None) -> dict[str, int]:
         return dict(self._cluster_resolvers[0].num_accelerators(task_type, task_id, config_proto))

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..cluster_spec import ClusterSpec
-from ..errors import ConfigurationError, ResolutionError
+from ..errors import ConfigurationError, ResolutionError, raised_from_public_call
 from ..optional import import_optional
 from .base import ClusterResolver
 
@@ -69,6 +69,7 @@ class KubernetesClusterResolver(ClusterResolver):
             (TensorFlow's own enum is taken too); anything else is a ``ValueError``.
     """
 
+    @raised_from_public_call
     def __init__(self, job_to_label_mapping: Mapping[str, Sequence[str]] | None = None,
                  tf_server_port: int = 8470, rpc_layer: str | None = "grpc", override_client: Any = None,
                  executable_location: ExecutableLocation = ExecutableLocation.WITHIN_CLUSTER) -> None:
@@ -90,11 +91,13 @@ class KubernetesClusterResolver(ClusterResolver):
         self._task_id: int | None = None
         self._rpc_layer = rpc_layer
 
+    @raised_from_public_call
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """The URL of a task (the one set in ``task_type``/``task_id`` by default), or ``''``."""
         return self._task_master(task_type, task_id, rpc_layer)
 
+    @raised_from_public_call
     def cluster_spec(self) -> ClusterSpec:
         """Each job's Running pods as ``podIP:port``, indexed by their place among all the job's pods
         (ordered by namespace and name): a pod left out leaves a gap, and no later task is renumbered."""

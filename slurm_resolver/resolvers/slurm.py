@@ -17,7 +17,7 @@ from ..addresses import port_in_use
 from ..cluster import DEFAULT_PORT_BASE, Cluster
 from ..cluster_spec import ClusterSpec
 from ..environment import export
-from ..errors import ResolutionError, alone
+from ..errors import ResolutionError, alone, raised_from_public_call
 from ..exchange import Exchange
 from ..resolution import resolve
 from .base import ClusterResolver
@@ -71,6 +71,7 @@ class SlurmClusterResolver(ClusterResolver):
             not check, and a worker may then run its ops on another job's server.
     """
 
+    @raised_from_public_call
     def __init__(self, jobs: Mapping[str, int] | Sequence[str] | None = None, port_base: int | None = _PORT_BASE,
                  gpus_per_node: int | None = None, gpus_per_task: int | Mapping[str, int] | None = None,
                  tasks_per_node: int | Mapping[str, int] | None = None, auto_set_gpu: bool = True,
@@ -101,6 +102,7 @@ class SlurmClusterResolver(ClusterResolver):
         """Everything resolved: each task's node, address, local rank and GPUs."""
         return self._cluster
 
+    @raised_from_public_call
     def cluster_spec(self) -> ClusterSpec:
         """The job's ClusterSpec."""
         return self._cluster.spec()
@@ -109,11 +111,13 @@ class SlurmClusterResolver(ClusterResolver):
         """``(task_type, task_id)`` of the calling task."""
         return self.task_type, self.task_id
 
+    @raised_from_public_call
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """The URL of a task (the calling task by default); ``''`` when there is none."""
         return self._task_master(task_type, task_id, rpc_layer)
 
+    @raised_from_public_call
     def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
                          config_proto: Any = None) -> dict[str, int]:
         """``{'GPU': n}`` for a task's GPUs (the calling task by default); ``{}`` for none."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..cluster_spec import ClusterSpec
 from ..environment import snapshot
-from ..errors import EnvironmentVariableError
+from ..errors import EnvironmentVariableError, raised_from_public_call
 from .base import ClusterResolver, format_master_url
 
 __all__ = ["TFConfigClusterResolver", "parse_tf_config"]
@@ -101,6 +101,7 @@ class TFConfigClusterResolver(ClusterResolver):
         return parse_tf_config(snapshot(self._environ).get("TF_CONFIG"))
 
     @property
+    @raised_from_public_call
     def task_type(self) -> str | None:
         if self._task_type is not None:
             return self._task_type
@@ -112,6 +113,7 @@ class TFConfigClusterResolver(ClusterResolver):
         self._task_type = task_type
 
     @property
+    @raised_from_public_call
     def task_id(self) -> int | None:
         if self._task_id is not None:
             return self._task_id
@@ -123,6 +125,7 @@ class TFConfigClusterResolver(ClusterResolver):
         self._task_id = task_id
 
     @property
+    @raised_from_public_call
     def environment(self) -> str | None:  # type: ignore[override]
         """The constructor's value, else TF_CONFIG's ``environment``, else None (as TensorFlow)."""
         if self._environment is not None:
@@ -131,6 +134,7 @@ class TFConfigClusterResolver(ClusterResolver):
         return None if value is None else str(value)
 
     @property
+    @raised_from_public_call
     def rpc_layer(self) -> str | None:
         return self._rpc_layer if self._rpc_layer is not None else self._config().get("rpc_layer")
 
@@ -138,10 +142,12 @@ class TFConfigClusterResolver(ClusterResolver):
     def rpc_layer(self, rpc_layer: str | None) -> None:
         self._rpc_layer = rpc_layer
 
+    @raised_from_public_call
     def cluster_spec(self) -> ClusterSpec:
         """The ``cluster`` of TF_CONFIG; empty when TF_CONFIG has none."""
         return ClusterSpec(self._config().get("cluster", {}))
 
+    @raised_from_public_call
     def master(self, task_type: str | None = None, task_id: int | None = None,
                rpc_layer: str | None = None) -> str:
         """TF_CONFIG's ``session_master`` if set; ``''`` for a cluster of at most one task;

@@ -14,7 +14,7 @@ import time
 
 from ..addresses import abridged
 from ..cluster import Cluster
-from ..errors import ResolutionError, Speaker
+from ..errors import ResolutionError, Speaker, UnansweredError
 from .coordinator import Coordinator
 from .messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
 from .transport import Link
@@ -212,8 +212,10 @@ class Member:
             more = failure.missing_count - len(names)
             shown = ", ".join(names) + (f" and {more} more" if more > 0 and names else "")
             reason = (f"; {failure.reason}" if names else failure.reason) if failure.reason else ""
-            return ResolutionError(f"bootstrap: {failure.missing_count} of {n} tasks did not {what} within "
-                                   f"{timeout:g} s: {shown}{reason}", HINT)
+            where = self.cluster.placement
+            return UnansweredError(f"bootstrap: {failure.missing_count} of {n} tasks did not {what} within "
+                                   f"{timeout:g} s: {shown}{reason}", HINT,
+                                   missing={r: where.node_of(r) if where.exact else "" for r in failure.missing})
         others = f" ({failure.failed_count - 1} more tasks reported a failure)" if failure.failed_count > 1 else ""
         return ResolutionError(f"bootstrap: {failure.reason}{others}", "check the named task's output and network")
 

@@ -50,7 +50,7 @@ def test_global_options_work_before_and_after_the_command(cli: Any) -> None:
         assert "Traceback" in cli(*args, env=env).stderr, args
     for args in (["-v", "show"], ["show", "-v"], ["show", "--verbose"]):
         out = cli(*args, env=captured("srun_N3_n6")[0])
-        assert out.returncode == 0 and "port_base=8888 (default)" in out.stderr, (args, out.stderr)
+        assert out.returncode == 0 and "port_base: 8888 (default)" in out.stderr, (args, out.stderr)
     assert "port_base" not in cli("show", env=captured("srun_N3_n6")[0]).stderr
 
 

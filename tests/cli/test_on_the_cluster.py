@@ -74,6 +74,9 @@ def test_verbose_lines_begin_with_their_task_and_leave_grpc_out(slurm_cluster: d
     lines = said(out.stderr)
     assert lines and all(re.match(r"slurm-resolver: rank [0-3] node[1-4]: ", line) for line in lines), lines
     assert not any(word in out.stderr for word in ("_cygrpc", "Using selector", "POLLER", "Launch("))
+    settings = [line.split(": ", 2)[2] for line in lines if re.search(r": (jobs|port_base|exchange): ", line)]
+    assert sorted(set(settings)) == ["exchange: auto (default)", "jobs: not set (one job 'worker')",
+                                     "port_base: 8888 (default)"] and len(settings) == 12, settings  # no reprs
     decisions = [line for line in lines if ": bootstrap: " in line]
     assert len(decisions) == 4 and all(" s (" in line and "verified" in line for line in decisions), decisions
 

@@ -1,6 +1,7 @@
 """Failure detection after the bootstrap, on the real cluster: a task killed with SIGKILL is named
 to every other task within the bound, one that raises is named with its exception; a task that
-ends normally is no failure."""
+ends normally is no failure. Under ``bootstrap -- COMMAND`` a death ends the whole step and is said
+once for the job."""
 
 from __future__ import annotations
 
@@ -97,16 +98,23 @@ def test_a_task_that_ends_normally_is_no_failure(run_tasks: Callable[..., list[d
     assert sorted(r["rank"] for r in rows) == [0, 2] and all(r["failed"] == {} for r in rows), rows
 
 
-def test_the_bootstrap_command_ends_the_whole_step_naming_the_dead_task(slurm_cluster: dict[str, str]) -> None:
+@pytest.mark.parametrize("tasks", [4, 8])
+def test_the_bootstrap_command_ends_the_whole_step_naming_the_dead_task_once(slurm_cluster: dict[str, str],
+                                                                               tasks: int) -> None:
+    """Every surviving task ends, but the death is said once for the job, by the lowest live rank: the
+    lines said do not grow with the task count."""
+    victim = tasks - 1
     command = ("import os, signal, time; rank = int(os.environ['SLURM_PROCID']); time.sleep(2); "
-               "os.kill(os.getpid(), signal.SIGKILL) if rank == 3 else time.sleep(120)")
+               f"os.kill(os.getpid(), signal.SIGKILL) if rank == {victim} else time.sleep(120)")
     start = time.monotonic()
-    out = subprocess.run(["srun", "-N2", "-n4", sys.executable, "-m", "slurm_resolver", "bootstrap", "--",
+    out = subprocess.run(["srun", "-N2", f"-n{tasks}", sys.executable, "-m", "slurm_resolver", "bootstrap", "--",
                           sys.executable, "-c", command], capture_output=True, text=True, timeout=120)
     assert time.monotonic() - start < 30, "the others were left waiting"
     assert out.returncode != 0
-    named = [l for l in out.stderr.splitlines() if "worker:3 (rank 3) on node2: its command exited with signal 9" in l]
-    assert len(named) == 3, out.stderr  # ranks 0, 1 and 2 each end, naming rank 3
+    ours = [line for line in out.stderr.splitlines() if line.startswith("slurm-resolver")]
+    assert len(ours) == 1, out.stderr
+    assert ours[0].startswith(f"slurm-resolver: error: rank 0: bootstrap: worker:{victim} (rank {victim}) on node2: "
+                              "its command exited with signal 9"), out.stderr
     assert not json_objects(out.stdout)
 
 
@@ -126,6 +134,6 @@ def test_a_death_stops_every_child_of_the_other_tasks_shell_scripts(slurm_cluste
     assert out.returncode != 0
     assert took < 3 + 6, f"the step lasted {took:.1f} s after a death at 3 s:\n{out.stderr}"
     named = [l for l in out.stderr.splitlines() if "(rank 3) on node2: its command exited with signal 9" in l]
-    assert len(named) == 3, out.stderr
+    assert len(named) == 1 and named[0].startswith("slurm-resolver: error: rank 0: "), out.stderr  # said once
     left = subprocess.run(["pgrep", "-f", f"sleep 90.{os.getpid()}"], capture_output=True, text=True)
     assert not left.stdout.strip(), "a child of a script outlived its step"

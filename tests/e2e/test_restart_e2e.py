@@ -4,7 +4,9 @@ A task SIGKILLed mid-training: the step runs again on the same nodes and the job
 the uninterrupted result. A node that loses power mid-training (its slurmd, its slurmstepd and its
 tasks SIGKILLed at once: ``testcluster node-kill``): run ends the dead step itself, the next attempt
 runs on the spare node within 15 s of the loss, though Slurm would mark the node DOWN only after
-SlurmdTimeout (60 s here), and the job completes. An exception on every task: no restart, said once.
+SlurmdTimeout (60 s here), and the job completes; the same where the node's processes are frozen
+(``node-kill --silent``: no connection closes, and the frozen slurmd's kernel still completes a connection
+to its port). An exception on every task: no restart, said once.
 Restarts exhausted: every attempt's reason. Each restart's time from the death to the new step's
 tasks bootstrapped is printed.
 """
@@ -116,14 +118,23 @@ def slurmd_timeout() -> int:
 
 
 @pytest.fixture
-def lose_node2(slurm_cluster: dict[str, str]) -> Iterator[Callable[[], float]]:
+def lose_node2(slurm_cluster: dict[str, str]) -> Iterator[Callable[[bool], float]]:
     """A function that cuts node2's power (``testcluster node-kill``: its slurmd, its slurmstepds and every
-    process under them SIGKILLed at once) and returns when; node2 comes back after the test, whatever
-    happens (slurmd started, node resumed)."""
+    process under them SIGKILLed at once; ``silent``: frozen instead, so that their connections go quiet
+    without a FIN or RST, as across a network) and returns when; node2 comes back after the test, whatever
+    happens (frozen processes SIGKILLed, slurmd started, node resumed)."""
 
-    def lose() -> float:
+    def idle() -> bool:  # a job of an earlier loss may stay COMPLETING there for a while after node-start
+        out = subprocess.run(["sinfo", "-h", "-N", "-n", "node2", "-o", "%T"], capture_output=True, text=True)
+        return out.stdout.strip() == "idle" and not subprocess.run(
+            ["squeue", "-h", "-w", "node2"], capture_output=True, text=True).stdout.strip()
+
+    wait_until(idle, 180, "node2 idle, to be lost")
+
+    def lose(silent: bool) -> float:
         died = time.time()
-        subprocess.run([str(TESTCLUSTER), "node-kill", "node2"], check=True, capture_output=True)
+        subprocess.run([str(TESTCLUSTER), "node-kill", *(["--silent"] if silent else []), "node2"], check=True,
+                       capture_output=True)
         return died
 
     try:
@@ -132,28 +143,90 @@ def lose_node2(slurm_cluster: dict[str, str]) -> Iterator[Callable[[], float]]:
         subprocess.run([str(TESTCLUSTER), "node-start", "node2"], check=True, capture_output=True)
 
 
-def test_a_node_that_loses_power_is_replaced_by_the_spare_at_once(lose_node2: Callable[[], float],
-                                                                  tmp_path: Path) -> None:
+@pytest.mark.parametrize("silent", [False, True], ids=["its sockets closed", "silent"])
+def test_a_node_that_loses_power_is_replaced_by_the_spare_at_once(lose_node2: Callable[[bool], float],
+                                                                  tmp_path: Path, silent: bool) -> None:
+    """Silent: node2's tasks stop beating (patience 5 s) and its frozen slurmd's kernel still completes a
+    connection to its port; run must still find it lost and never place the next attempt there."""
     assert slurmd_timeout() >= 4 * LOST_GOAL, "Slurm must not find the lost node before run does"
     job, out = submit(tmp_path, restarts="3", spare_nodes="1", program=RESUMABLE,
-                      program_args="--steps 150 --step-time 0.1")
+                      program_args="--steps 250 --step-time 0.1")
     wait_until(said(out, "run 1: starting"), 120, "the first attempt")
     time.sleep(1.5)
     assert [argv for _, argv in processes(job, SLURMD_NODENAME="node2")], "tasks on node2 to lose"
-    died = lose_node2()
-    took = restart_time(out, 2, died, timeout=60)
-    print(f"restart after a node's power loss: {took:.1f} s from the loss to the new step's tasks bootstrapped "
-          f"on the spare (SlurmdTimeout {slurmd_timeout()} s)")
+    died = lose_node2(silent)
+    took = restart_time(out, 2, died, timeout=90)
+    print(f"restart after a node's {'silent ' * silent}power loss: {took:.1f} s from the loss to the new step's "
+          f"tasks bootstrapped on the spare (SlurmdTimeout {slurmd_timeout()} s)")
     wait_until(said(out, "slurm-resolver run: completed"), 120, "the second attempt's end")
     text = out.read_text()
     assert "node2 (its slurmd does not answer at 127.0.1.2:" in text and "left behind, with spare node3" in text
     assert "run 1, attempt 2: resuming at step" in text, text
-    assert "finished: 150 steps, model 11175 (expected 11175), after 0 requeue(s) and 1 restart(s)" in text, text
+    assert "finished: 250 steps, model 31125 (expected 31125), after 0 requeue(s) and 1 restart(s)" in text, text
     assert "step creation temporarily disabled" not in text, text
     assert text.rstrip().splitlines()[-1].startswith("slurm-resolver run: completed: attempt 2 on node[1,3] (")
     wait_until(lambda: job_state(job) != "RUNNING", 30, "the job's end")
     assert job_state(job) in ("COMPLETED", "COMPLETING"), text  # COMPLETING: until Slurm hears from node2
     assert took <= LOST_GOAL, text
+
+
+HOLD = """
+import os, pathlib, time
+if os.environ.get("SLURMD_NODENAME") == "node2" and os.environ.get("SLURM_RESOLVER_ATTEMPT") == "1" \\
+        and b"bootstrap" in pathlib.Path("/proc/self/cmdline").read_bytes().split(b"\\0"):
+    pathlib.Path(__file__).with_name("held-" + os.environ["SLURM_PROCID"]).touch()
+    time.sleep(600)
+"""
+"""A sitecustomize that holds node2's tasks of the first attempt before their bootstrap starts."""
+BOOTSTRAP_TIMEOUT = 60.0
+"""The bootstrap's default timeout: how long the first attempt's tasks wait for node2's."""
+
+
+def test_a_node_lost_during_the_bootstrap_is_replaced_by_the_spare(lose_node2: Callable[[bool], float],
+                                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    """node2 is lost (silently) while its tasks have not joined the bootstrap: node1's tasks fail theirs
+    after its timeout, and the next attempt runs on the spare within the goal of that, though node2's
+    slurmstepd never says that its tasks ended and Slurm would mark node2 DOWN only after SlurmdTimeout."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "sitecustomize.py").write_text(HOLD)
+    monkeypatch.setenv("PYTHONPATH", str(hold))
+    job, out = submit(tmp_path, restarts="3", spare_nodes="1", program=RESUMABLE,
+                      program_args="--steps 30 --step-time 0.1")
+    wait_until(lambda: len(list(hold.glob("held-*"))) == 2, 120, "node2's tasks held before their bootstrap")
+    died = lose_node2(True)
+    took = restart_time(out, 2, died, timeout=BOOTSTRAP_TIMEOUT + 90)
+    print(f"restart after a node's silent power loss in the bootstrap: {took:.1f} s from the loss to the new "
+          f"step's tasks bootstrapped on the spare (bootstrap timeout {BOOTSTRAP_TIMEOUT:g} s)")
+    wait_until(said(out, "slurm-resolver run: completed"), 120, "the second attempt's end")
+    text = out.read_text()
+    assert "worker:2 (rank 2) on node2 never answered in the bootstrap" in text, text
+    assert re.search(r"restart 1 of 3 on node\[1,3\]: node2 \((its slurmd does not answer at 127\.0\.1\.2:|Slurm "
+                     r"marks it \w+\+NOT_RESPONDING).* left behind, with spare node3", text), text
+    assert "step creation temporarily disabled" not in text and "cannot cancel" not in text, text
+    assert text.rstrip().splitlines()[-1].startswith("slurm-resolver run: completed: attempt 2 on node[1,3] (")
+    assert took <= BOOTSTRAP_TIMEOUT + LOST_GOAL, text
+
+
+def test_tasks_that_never_answer_the_bootstrap_are_recorded_by_the_root(slurm_cluster: dict[str, str],
+                                                                         tmp_path: Path) -> None:
+    """Under run, node2's tasks never bootstrap (as where node2 is lost before): rank 0, whose round waited
+    for them, records them as deaths heard on node2 (run then asks node2); rank 1 only heard it."""
+    from slurm_resolver.outcome import Recording, bootstrapped_step, read_all
+
+    skip = f"if [ $SLURM_NODEID = 0 ]; then {' '.join(CLI)} bootstrap --timeout 4 -- true; fi"
+    env = {**os.environ, **Recording(tmp_path, 1).variables()}
+    out = subprocess.run(["srun", "-N2", "-n4", "--ntasks-per-node=2", "bash", "-c", skip], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 1, out.stderr
+    outcomes = read_all(tmp_path)
+    assert list(outcomes) == [0], out.stderr
+    second = outcomes[0].heard[0].node if outcomes[0].heard else ""  # node2, where the cluster was idle
+    assert [(d.rank, d.node) for d in outcomes[0].heard] == [(2, second), (3, second)], outcomes
+    assert second and second != outcomes[0].node, outcomes
+    assert outcomes[0].heard[0].why == f"worker:2 (rank 2) on {second} never answered in the bootstrap"
+    assert bootstrapped_step(tmp_path) is not None, "the step to cancel"
 
 
 def test_an_exception_on_every_task_is_not_restarted_and_said_once(slurm_cluster: dict[str, str], tmp_path: Path

@@ -7,6 +7,9 @@ its agents in another order than Slurm's: the workers learn each other's nodes.
 
 from __future__ import annotations
 
+import socket
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +22,7 @@ from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 
-from ..conftest import captured, in_threads
+from ..conftest import captured, in_threads, require
 
 TWO_NODES = captured("srun_N2_torchrun_nproc2")
 STANDALONE = captured("srun_N1_torchrun_standalone3")
@@ -191,6 +194,55 @@ def test_two_torchrun_runs_beside_each_other_are_launches_of_their_own() -> None
     assert len(set(keys)) == len(runs) and all(len(k) < 80 and " " not in k for k in keys), keys
     restarted = resolve({**worker, "TORCHELASTIC_RUN_ID": runs[0], "TORCHELASTIC_RESTART_COUNT": "1"}, **quiet())
     assert restarted.launch.key not in keys
+
+
+def test_two_torchrun_runs_with_the_run_id_none_meeting_apart_are_launches_of_their_own() -> None:
+    """Two non-standalone torchrun runs in one allocation at once, without --rdzv-id (run id ``none``) and each
+    with its --master-port: each run's workers bootstrap apart (a launch key, so rendezvous ports and proofs, of
+    their own); the workers of one run share theirs."""
+    worker = {**TWO_NODES[0], "MASTER_ADDR": "node1"}
+    keys = {resolve({**worker, "MASTER_PORT": port}, **quiet()).launch.key for port in ("29500", "29501")}
+    assert len(keys) == 2 and all(len(k) < 80 and " " not in k for k in keys), keys
+    elsewhere = resolve({**worker, "MASTER_ADDR": "node2", "MASTER_PORT": "29500"}, **quiet()).launch.key
+    odd = resolve({**worker, "MASTER_ADDR": "n" * 300 + " x", "MASTER_PORT": "29500"}, **quiet()).launch.key
+    assert elsewhere not in keys and odd not in keys and len(odd) < 80 and " " not in odd
+    one_run = {resolve({**env, "MASTER_ADDR": "node1", "MASTER_PORT": "29500"}, **quiet()).launch.key
+               for env in TWO_NODES}
+    assert len(one_run) == 1 and one_run < keys
+
+
+TWO_RUNS_WORKER = """
+import json, os
+import slurm_resolver
+b = slurm_resolver.bootstrap(timeout=90)
+print(json.dumps({"run": os.environ["MASTER_PORT"], "rank": b.rank, "world_size": b.world_size,
+                  "key": b.cluster.launch.key, "cluster": b.cluster_spec().as_dict()}), flush=True)
+b.stop()
+"""
+
+
+@pytest.mark.slurm
+def test_two_torchrun_runs_on_other_master_ports_bootstrap_apart_on_the_real_cluster(run_tasks: Any) -> None:
+    """Two torchrun runs at once in one allocation's shell, run id ``none`` and each its --master-port: before
+    their launch keys told them apart, a worker of one run joined the other's bootstrap ('a second process
+    claims it') and the rest waited out the timeout."""
+    require("torch")
+    torchrun = Path(sys.executable).with_name("torchrun")
+    one = f'{torchrun} --nnodes=1 --nproc-per-node=2 --master-port={{}} --no-python "$@"'
+    script = f"{one.format(_free_port())} & first=$!; {one.format(_free_port())} & second=$!; " \
+             "wait $first && wait $second"
+    rows = run_tasks(["salloc", "-N1", "-n1", "bash", "-c", script, "torchrun"], TWO_RUNS_WORKER, timeout=240)
+    runs = {row["run"]: [r for r in rows if r["run"] == row["run"]] for row in rows}
+    assert len(runs) == 2 and len({row["key"] for row in rows}) == 2, rows
+    for workers in runs.values():
+        assert sorted(r["rank"] for r in workers) == [0, 1] and {r["world_size"] for r in workers} == {2}, rows
+        assert len({str(r["cluster"]) for r in workers}) == 1 and len({r["key"] for r in workers}) == 1, rows
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
 
 
 def torchrun_vars(rank: int, local: int, world: int, here: int) -> dict[str, str]:
