@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from . import template_schema
 from .cluster import Task
 from .environment import export, grpc_without_proxy, keep_grpc_off_proxies, snapshot, warn_of_grpc_proxy
 from .optional import import_optional
@@ -81,7 +82,7 @@ def shell_env(b: Bootstrapped) -> dict[str, str]:
             "SLURM_RESOLVER_ADDRESS": b.me.address}
 
 
-FORMATS = {"tf": tensorflow_env, "torch": torch_env, "jax": jax_env, "shell": shell_env}
+FORMATS = dict(zip(template_schema.FORMATS, (tensorflow_env, torch_env, jax_env, shell_env)))
 """Each ``--format`` of the command line and its adapter: ``tf``, ``torch``, ``jax``, ``shell``."""
 
 

@@ -41,12 +41,12 @@ class OwnNames(Mapping[str, str]):
         return node in self.nodes
 
 
-def first(items: Sequence[object], shown: int = 8) -> str:
+def abridged(items: Sequence[object], shown: int = 8) -> str:
     """At most ``shown`` items and a count of the rest: messages stay short whatever the job's size.
 
-    >>> first(["node2", "node3"])
+    >>> abridged(["node2", "node3"])
     'node2, node3'
-    >>> first([f"n{i}" for i in range(10)], 2)
+    >>> abridged([f"n{i}" for i in range(10)], 2)
     'n0, n1 and 8 more'
     """
     text = ", ".join(map(str, items[:shown]))
@@ -85,7 +85,7 @@ def address_map(
     found = node_addresses(failed)
     missing = [n for n in failed if not found.get(n) or found[n] == n]
     if missing:
-        others = f" (also {first(missing[1:])})" if len(missing) > 1 else ""
+        others = f" (also {abridged(missing[1:])})" if len(missing) > 1 else ""
         raise AddressError(
             f"node {missing[0]} has no reachable address: its name does not resolve and Slurm "
             f"gives no other NodeAddr{others}",

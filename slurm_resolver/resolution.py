@@ -248,7 +248,7 @@ def resolve(
     source = "SLURM_RESOLVER_EXCHANGE" if exchange is None and "SLURM_RESOLVER_EXCHANGE" in env else "exchange"
     mode = parse_mode(_setting("exchange", exchange, env, "SLURM_RESOLVER_EXCHANGE", str, "auto", _shown_exchange),
                       source)
-    launch = launchers.resolve(env)
+    launch = launchers.launch_of(env)
     log.debug("%s", _launch_line(launch))
     if tasks_per_node is not None:
         launch = _override_layout(launch, tasks_per_node)

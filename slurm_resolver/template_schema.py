@@ -15,7 +15,10 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 
-__all__ = ["Parameter", "Kind", "SCHEMA", "KINDS", "TemplateParameterError", "check", "named", "SHELL_TEXT"]
+__all__ = ["Parameter", "Kind", "SCHEMA", "KINDS", "TemplateParameterError", "check", "named", "SHELL_TEXT", "FORMATS"]
+
+FORMATS = ("tf", "torch", "jax", "shell")
+"""The sets of variables a task can export (``--format``; `slurm_resolver.adapters` makes each)."""
 
 
 class TemplateParameterError(ConfigurationError):
@@ -47,7 +50,7 @@ KINDS: dict[str, Kind] = {
     "jobs": Kind(rf"({_JOB}=\d{{1,6}}(,{_JOB}=\d{{1,6}})*|{_JOB}(,{_JOB})*)",
                  "name=count pairs such as ps=1,worker=3, or names per het component such as ps,worker",
                  "ps=1,worker=3"),
-    "format": Kind(r"tf|torch|jax|shell", "tf, torch, jax or shell", "torch"),
+    "format": Kind("|".join(FORMATS), f"{', '.join(FORMATS[:-1])} or {FORMATS[-1]}", "torch"),
     "flag": Kind(r"0|1", "0 or 1", "1"),
     "signal": Kind(r"(USR1|USR2|TERM|INT|HUP|QUIT|URG|XCPU|XFSZ|VTALRM|PROF|WINCH)@\d{1,5}",
                    "SIGNAL@SECONDS before the end, such as USR2@60 (empty: no warning)", "USR2@60"),

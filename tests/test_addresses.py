@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from slurm_resolver.addresses import address_map, first
+from slurm_resolver.addresses import abridged, address_map
 from slurm_resolver.errors import AddressError
 
 NODES = ["node1", "node1", "node2", "node3"]
@@ -45,4 +45,4 @@ def test_a_node_without_any_address_is_named_with_the_fix(known: dict[str, str])
 
 
 def test_messages_show_a_bounded_number_of_items() -> None:
-    assert first([f"n{i}" for i in range(10_000)]) == "n0, n1, n2, n3, n4, n5, n6, n7 and 9992 more"
+    assert abridged([f"n{i}" for i in range(10_000)]) == "n0, n1, n2, n3, n4, n5, n6, n7 and 9992 more"

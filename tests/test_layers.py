@@ -38,27 +38,27 @@ LAYERS: list[set[str]] = [
 
 LEVELS: list[set[str]] = [
     # 0
-    {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.loop", "rpc.messages", "rpc.transport", "training",
-    "training.delivery", "variables"},
+    {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages", "rpc.transport",
+     "training", "training.delivery", "variables"},
     # 1
-    {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.local", "rpc.ports",
-    "rpc.tree", "rpc.wire", "template_schema"},
+    {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.callers", "rpc.local",
+     "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.heartbeat", "rpc.rounds", "slurmctl", "templates",
-    "training.native_logs"},
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.identity", "rpc.rounds", "rpc.service",
+     "slurmctl", "templates", "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.coordinator", "rpc.server",
-    "submission"},
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.coordinator", "rpc.deaths",
+     "rpc.server", "submission"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-    "rpc.grpc_network", "rpc.options"},
+     "rpc.grpc_network", "rpc.options"},
     # 5
     {"gpus", "launchers"},
     # 6
     {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
     # 7
-    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.listen", "rpc.uplink",
-    "rpc.verify", "rpc.watch"},
+    {"rpc.view", "cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.uplink",
+     "rpc.verify", "rpc.watch"},
     # 8
     {"rpc.detector", "rpc.member"},
     # 9
@@ -69,7 +69,7 @@ LEVELS: list[set[str]] = [
     {"rpc.learn", "rpc.simulate", "srun_step", "training.task"},
     # 12
     {"resolvers.slurm", "restart", "rpc.loopback", "training.data_service", "training.ddp", "training.jax_job",
-    "training.parameter_server", "training.resumable"},
+     "training.parameter_server", "training.resumable"},
     # 13
     {"", "diagnostics", "resolvers"},
     # 14

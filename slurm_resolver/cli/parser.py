@@ -14,6 +14,7 @@ import math
 import textwrap
 from collections.abc import Callable
 
+from ..template_schema import FORMATS
 from .usage import Parser
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
@@ -83,7 +84,6 @@ def _global_options(parser: argparse.ArgumentParser, top: bool) -> None:
                                    "of an error"))
 
 
-_FORMATS = ("tf", "torch", "jax", "shell")
 _FORMAT_HELP = ("the variables to export: tf (TF_CONFIG), torch (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, "
                 "LOCAL_RANK...), jax (JAX_COORDINATOR_ADDRESS...), shell (SLURM_RESOLVER_*); default: %(default)s")
 _JOBS_HELP = ("the job layout: name=count pairs such as ps=1,worker=3 (filled in rank order, names sorted), or "
@@ -163,7 +163,7 @@ def _cluster_commands(command: Command) -> None:
 
     env = command("env", cluster.env, "export lines of a framework's variables, for a shell script",
                   "  eval \"$(slurm-resolver env --format torch)\"   in every task of srun", per_task=True)
-    env.add_argument("--format", choices=_FORMATS, default="shell", help=_FORMAT_HELP)
+    env.add_argument("--format", choices=FORMATS, default="shell", help=_FORMAT_HELP)
     env.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     env.add_argument("--port-base", type=_port, metavar="PORT", help=_PORT_HELP)
 
@@ -172,7 +172,7 @@ def _cluster_commands(command: Command) -> None:
                    "  srun -N2 -n4 slurm-resolver bootstrap --format torch -- python train.py\n"
                    "  srun -N2 -n4 slurm-resolver bootstrap      the verified cluster, printed by rank 0",
                    per_task=True)
-    boot.add_argument("--format", choices=_FORMATS, default="shell", help=_FORMAT_HELP)
+    boot.add_argument("--format", choices=FORMATS, default="shell", help=_FORMAT_HELP)
     boot.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     _bootstrap_options(boot)
     boot.add_argument("--overwrite", action="store_true", help="replace variables that are already set")
@@ -194,7 +194,7 @@ def _cluster_commands(command: Command) -> None:
                      help="the fewest nodes the program can run on (default: all the nodes it started on)")
     run.add_argument("--srun-args", default="", metavar="TEXT", help="more srun arguments, as shell words")
     run.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
-    run.add_argument("--format", choices=_FORMATS, default="shell", help=_FORMAT_HELP)
+    run.add_argument("--format", choices=FORMATS, default="shell", help=_FORMAT_HELP)
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
     check = command("check", cluster.check,

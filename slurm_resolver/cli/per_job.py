@@ -46,7 +46,7 @@ def task_rank(environ: Mapping[str, str] | None = None) -> int | None:
 
     env = snapshot(environ)
     try:
-        launch = launchers.resolve(env)
+        launch = launchers.launch_of(env)
     except SlurmResolverError:
         procid = env.get("SLURM_PROCID", "")
         return int(procid) if procid.isdigit() else None

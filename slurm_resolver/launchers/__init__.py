@@ -18,7 +18,7 @@ from .mpi import MpichHydra, OpenMPI, PMIx
 from .single import SingleProcess
 from .slurm import BatchStep, SallocShell, SrunStep
 
-__all__ = ["Launch", "Launcher", "LAUNCHERS", "detect", "resolve", "register", "by_name"]
+__all__ = ["Launch", "Launcher", "LAUNCHERS", "detect", "launch_of", "register", "by_name"]
 
 LAUNCHERS: list[type[Launcher]] = [OpenMPI, MpichHydra, PMIx, Torchrun, DeepSpeed, SpawnedBelow, SrunStep, BatchStep,
                                    SallocShell, SingleProcess]
@@ -56,6 +56,6 @@ def detect(env: Mapping[str, str]) -> type[Launcher]:
     return next(launcher for launcher in LAUNCHERS if launcher.detect(env))
 
 
-def resolve(env: Mapping[str, str]) -> Launch:
+def launch_of(env: Mapping[str, str]) -> Launch:
     """The job as the detected launcher describes it."""
     return detect(env).resolve(env)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
+from ..parsing import optional_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..munge import Munge  # libmunge loads only where MUNGE proves calls
@@ -71,7 +72,7 @@ class Purpose(enum.Enum):
     ANSWER = b"answer"
 
 
-class Verdict(enum.Enum):
+class SealVerdict(enum.Enum):
     """What the check of a seal concludes; protocol decisions read this, never `Checked.why`."""
 
     BELIEVED = "believed"
@@ -86,21 +87,21 @@ class Verdict(enum.Enum):
 class Checked:
     """The verdict on one seal, and why in words (for people: logs and errors)."""
 
-    verdict: Verdict
+    verdict: SealVerdict
     why: str = ""
 
     @property
     def believed(self) -> bool:
         """Whether the writer is a task of this job."""
-        return self.verdict is Verdict.BELIEVED
+        return self.verdict is SealVerdict.BELIEVED
 
     @classmethod
     def refused(cls, why: str) -> Checked:
         """Not believed, because ``why``."""
-        return cls(Verdict.REFUSED, why)
+        return cls(SealVerdict.REFUSED, why)
 
 
-BELIEVED = Checked(Verdict.BELIEVED)
+BELIEVED = Checked(SealVerdict.BELIEVED)
 """The verdict on a seal of this job."""
 
 
@@ -185,7 +186,7 @@ class Authority:
         if first_round and self.mode is AuthMode.NONE:
             return BELIEVED
         if self.key is None:
-            return Checked(Verdict.UNREADY, "this task does not know the launch's key yet")
+            return Checked(SealVerdict.UNREADY, "this task does not know the launch's key yet")
         if not seal:
             return Checked.refused("no seal: not a task of this launch, or of an older slurm_resolver")
         if not hmac.compare_digest(seal, hmac.digest(self.key, purpose.value + b"\0" + header, "sha256")):
@@ -227,8 +228,9 @@ def _secret(env: Mapping[str, str]) -> tuple[bytes | None, str]:
     """The job's secret and where it came from; None and why not."""
     text = env.get(SECRET)
     if text is not None:
-        if len(text) < 16:
-            raise ConfigurationError(f"{SECRET} holds {len(text)} characters: too short to be a secret",
+        if len(text.strip()) < 16:  # as a file's: whitespace is no secret
+            raise ConfigurationError(f"{SECRET} holds {len(text.strip())} characters besides white space: too short "
+                                     "to be a secret",
                                      "use 16 or more random characters, e.g. $(openssl rand -hex 24), or unset it")
         return text.encode(), f"a secret in {SECRET}"
     path = env.get(SECRET_FILE)
@@ -250,9 +252,17 @@ def _secret(env: Mapping[str, str]) -> tuple[bytes | None, str]:
     return data, f"a secret in {path}"
 
 
+def attempt_of(env: Mapping[str, str]) -> str:
+    """Which run of the job and attempt of ``slurm-resolver run`` this is (``SLURM_RESTART_COUNT``,
+    ``SLURM_RESOLVER_ATTEMPT``): a secret's seals are good for one, so that a call recorded in one
+    run is refused when replayed into the next (a requeued job numbers its steps from 0 again)."""
+    return f"{optional_int(env, 'SLURM_RESTART_COUNT') or 0}.{optional_int(env, 'SLURM_RESOLVER_ATTEMPT') or 1}"
+
+
 def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authority:
     """The authority of a task of ``launch`` for ``mode`` (default ``SLURM_RESOLVER_AUTH``, else
-    ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none)."""
+    ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none). A
+    secret's seals are good for this launch in this run of the job only (`attempt_of()`)."""
     mode = mode or env.get("SLURM_RESOLVER_AUTH") or "auto"
     if mode not in MODES:
         raise ConfigurationError(f"auth={mode!r} is not known", f"use one of {', '.join(MODES)}")
@@ -261,7 +271,7 @@ def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authorit
     if mode in ("auto", "secret"):
         secret, where = _secret(env)
         if secret is not None:
-            return Authority(AuthMode.SECRET, where, secret=secret, launch=launch)
+            return Authority(AuthMode.SECRET, where, secret=secret, launch=f"{launch} run {attempt_of(env)}")
         if mode == "secret":
             raise ConfigurationError(f"auth='secret' but {where}",
                                      f"export {SECRET} in the job (the templates do), or use auth='auto'")

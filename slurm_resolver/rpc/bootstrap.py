@@ -42,8 +42,10 @@ from ..placement import Placement
 from ..resolution import resolve
 from .auth import AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped, Exchanged
+from .callers import CALLS_SHARE, MOST_CALLS
 from .coordinator import Coordinator
 from .detector import FailureDetector
+from .identity import Identity
 from .loop import LoopThread
 from .member import Member
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
@@ -52,7 +54,6 @@ from .transport import Network, Served
 from .tree import Checking, Plan, checked_peers, plan_of
 from .uplink import Uplink
 from .verify import Inspection, check_peers
-from .wire import Identity
 
 __all__ = ["bootstrap", "bootstrap_async"]
 
@@ -81,7 +82,7 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
     chosen = BootstrapOptions.of(options, keywords)
     loop = LoopThread()
     try:
-        done = loop.run(_bootstrap(cluster, chosen, environ, network, loop))
+        bootstrapped = loop.run(_bootstrap(cluster, chosen, environ, network, loop))
     except SlurmResolverError as exc:
         loop.close()
         if log.isEnabledFor(logging.DEBUG):
@@ -92,9 +93,9 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
         loop.close()
         raise
     if chosen.heartbeat:
-        done.report_crashes()  # an uncaught exception is a failure, with its reason ...
-        atexit.register(done.stop)  # ... and an interpreter that ends normally leaves normally
-    return done
+        bootstrapped.report_crashes()  # an uncaught exception is a failure, with its reason ...
+        atexit.register(bootstrapped.stop)  # ... and an interpreter that ends normally leaves normally
+    return bootstrapped
 
 
 @dataclass
@@ -161,24 +162,25 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     if network is None:
         from .grpc_network import GrpcNetwork
 
-        _open_files()
+        _open_files(cluster, chosen.fanout)
         network = GrpcNetwork()  # imports grpc: timed apart, it is most of a small job's start-up
         lap("grpc")
     task = await _start(cluster, chosen, mode, network, proof, candidates)
     lap("server")
     try:
         table = await _exchange(task, chosen.timeout)
-        done = _settled(task.cluster, table)
-        member = task.member.settled(done)
+        settled = _settled(task.cluster, table)
+        member = task.member.settled(settled)
         lap("exchange")
         failure = Failure()
         if task.checks_later:
-            failure = await _verify(task, done, chosen)
+            failure = await _verify(task, settled, chosen)
             lap("verify")
         detector = None
         if chosen.heartbeat:
             above, link = member.above
-            detector = FailureDetector(done, task.plan, above, link, network, proof, chosen.heartbeat, chosen.patience)
+            detector = FailureDetector(settled, task.plan, above, link, network, proof, chosen.heartbeat,
+                                       chosen.patience)
         task.served.handlers.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
         if task.checks_later:
             await _agree(task, member, failure, chosen.timeout)
@@ -193,7 +195,7 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
         detector.start()
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", _decisions(task, member, chosen, lap.timings))
-    return Bootstrapped(done, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
+    return Bootstrapped(settled, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
                         Exchanged.MPI, proof.how, detector, loop)
 
 
@@ -236,19 +238,22 @@ def _authority(auth: str | None, env: Mapping[str, str], network: Network | None
     return found
 
 
-def _open_files() -> None:
+def _open_files(cluster: Cluster, fanout: int) -> None:
     """Raise this process's limit on open files to the hard limit, as servers do: a server must not
-    stop accepting its own tasks because strangers hold connections."""
+    stop accepting its own tasks because strangers hold connections. A hard limit too low for the
+    job's size (a leader's tasks and child leaders, and every stranger's share of calls) is said."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         except (ValueError, OSError):
             return
-    if hard != resource.RLIM_INFINITY and hard < 1024:
-        log.warning("slurm_resolver: this process may open only %d files; a node leader needs a few per task of "
-                    "its node and its tree, and strangers' connections count too: raise the hard limit "
-                    "(ulimit -Hn, or LimitNOFILE= of slurmd)", hard)
+    needed = 2 * MOST_CALLS + 8 * (max(cluster.placement.counts, default=1) + fanout)
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        log.warning("slurm_resolver: this process may open only %d files; a node leader of this job needs about %d "
+                    "(a few per task of its node and per child leader, and strangers' connections count too: "
+                    "each may hold %d calls): raise the hard limit (ulimit -Hn, or LimitNOFILE= of slurmd)",
+                    hard, needed, CALLS_SHARE)
 
 
 async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode | Exchange, network: Network,
@@ -346,10 +351,10 @@ def _learned(cluster: Cluster, table: Table) -> Placement:
     return Placement(nodes, cluster.placement.counts, tuple(nodes[p] for p in table.nodes))
 
 
-async def _verify(task: _Task, done: Cluster, options: BootstrapOptions) -> Failure:
+async def _verify(task: _Task, settled: Cluster, options: BootstrapOptions) -> Failure:
     """Ask the peers this task checks who they are, after the table; the first mismatch, as a failure."""
-    peers = checked_peers(task.plan.rank, done.world_size, options.checks)
-    return await check_peers(task.network, task.authority, done, task.plan.rank, peers, options.timeout)
+    peers = checked_peers(task.plan.rank, settled.world_size, options.checks)
+    return await check_peers(task.network, task.authority, settled, task.plan.rank, peers, options.timeout)
 
 
 async def _agree(task: _Task, member: Member, failure: Failure, timeout: float) -> None:

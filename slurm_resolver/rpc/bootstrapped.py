@@ -8,20 +8,18 @@ for barriers after the bootstrap, and says how long each phase took.
 from __future__ import annotations
 
 import enum
-import sys
-import weakref
 from collections.abc import Callable, Coroutine
-from functools import cached_property
 from typing import Any, TypeVar
 
-from ..cluster import Cluster, Task
-from ..cluster_spec import ClusterSpec
+from ..cluster import Cluster
 from ..errors import ConfigurationError
+from . import crashes
 from .detector import FailureDetector
 from .loop import LoopThread
 from .member import Member
 from .messages import NAME
 from .transport import Served
+from .view import ClusterView
 
 __all__ = ["Bootstrapped", "Coroutines", "Exchanged"]
 
@@ -48,19 +46,7 @@ def _round_name(name: str) -> str:
     return name
 
 
-_reporting: weakref.WeakSet[Bootstrapped] = weakref.WeakSet()  # tasks whose crash is a failure
-_previous_hook: Callable[..., Any] | None = None  # the excepthook before _report_crash
-
-
-def _report_crash(kind: type[BaseException], value: BaseException, traceback: Any) -> None:
-    """``sys.excepthook`` while a task reports crashes (see `report_crashes()`)."""
-    if not (hasattr(sys, "ps1") or sys.flags.interactive):
-        for task in list(_reporting):
-            task._crashed(kind, value)
-    (_previous_hook or sys.__excepthook__)(kind, value, traceback)
-
-
-class Bootstrapped:
+class Bootstrapped(ClusterView):
     """The verified cluster: every task's bound and spare port, and this task's running server.
 
     Attributes:
@@ -77,13 +63,10 @@ class Bootstrapped:
             (`bootstrap_async()`'s).
     """
 
-    rpc_layer = "grpc"
-    environment = ""
-
     def __init__(self, cluster: Cluster, member: Member | None, served: Served[Any] | None,
                  timings: dict[str, float] | None = None, exchanged: Exchanged | None = None, authenticated: str = "",
                  detector: FailureDetector | None = None, loop: LoopThread | None = None) -> None:
-        self.cluster = cluster
+        super().__init__(cluster)
         self.timings = dict(timings or {})
         self.exchanged = exchanged
         self.authenticated = authenticated
@@ -91,8 +74,6 @@ class Bootstrapped:
         self._served = served
         self._loop = loop
         self._detector = detector
-        assert cluster.rank is not None
-        self.rank: int = cluster.rank
         self.aio = Coroutines(self)
 
     @classmethod
@@ -104,82 +85,9 @@ class Bootstrapped:
         return cls(cluster.with_ports(cluster.ports, cluster.ports), None, None)
 
     @property
-    def me(self) -> Task:
-        """This task."""
-        return self.cluster.task(self.rank)
-
-    def task(self, rank: int) -> Task:
-        """The task of ``rank``."""
-        return self.cluster.task(rank)
-
-    @cached_property
-    def peers(self) -> tuple[Task, ...]:
-        """Every task, by rank (built on first use: prefer `task()` in large jobs)."""
-        return tuple(map(self.cluster.task, range(self.world_size)))
-
-    @property
-    def world_size(self) -> int:
-        """Number of tasks."""
-        return self.cluster.world_size
-
-    @property
-    def launcher(self) -> str:
-        """The launcher that started the tasks."""
-        return self.cluster.launcher
-
-    @property
-    def job_key(self) -> str:
-        """What names this launch."""
-        return self.cluster.launch.key
-
-    @property
     def server(self) -> Served[Any] | None:
         """This task's running server (its ``port``), until `stop()`."""
         return self._served
-
-    @property
-    def task_type(self) -> str:
-        """This task's job name."""
-        return self.me.job
-
-    @property
-    def task_id(self) -> int:
-        """This task's index within its job."""
-        return self.me.index
-
-    def cluster_spec(self) -> ClusterSpec:
-        """Job names to the addresses the servers bound, in task order."""
-        return self.cluster.spec()
-
-    def framework_spec(self) -> ClusterSpec:
-        """The same cluster on each task's spare port: where a framework's servers listen
-        (TensorFlow's, through TF_CONFIG) while ours keep serving coordination."""
-        c = self.cluster
-        assert c.spare_ports is not None
-        hosts = c.hosts
-        return ClusterSpec._trusted(c.packing.grouped(
-            [f"{hosts[n]}:{p}" for n, p in zip(c.placement.all_hosts, c.spare_ports)]))
-
-    def master(self, task_type: str | None = None, task_id: int | None = None, rpc_layer: str | None = None) -> str:
-        """The URL of a task, this one by default."""
-        task_type = self.task_type if task_type is None else task_type
-        task_id = self.task_id if task_id is None else task_id
-        address = self.cluster_spec().task_address(task_type, task_id)
-        layer = rpc_layer or self.rpc_layer
-        return f"{layer}://{address}" if layer else address
-
-    def num_accelerators(self, task_type: str | None = None, task_id: int | None = None,
-                         config_proto: Any = None) -> dict[str, int]:
-        """``{'GPU': n}`` for a task's GPUs; ``{}`` for none."""
-        del config_proto
-        rank = self.cluster.rank_of(self.task_type if task_type is None else task_type,
-                                    self.task_id if task_id is None else task_id)
-        count = self.cluster.gpu_count(rank)
-        return {"GPU": count} if count else {}
-
-    def describe(self) -> dict[str, Any]:
-        """This task and the cluster as plain data (``SLURM_RESOLVER_TASK``, ``show --bootstrapped``)."""
-        return self.cluster.describe()
 
     # After the bootstrap: rounds through the same tree.
 
@@ -264,12 +172,10 @@ class Bootstrapped:
         and its peers would never hear that it failed. At an interactive prompt (``python -i``,
         a REPL in ``srun --pty``) an exception ends nothing, and is not reported.
         """
-        global _previous_hook
-        _reporting.add(self)
-        if sys.excepthook is not _report_crash:
-            _previous_hook, sys.excepthook = sys.excepthook, _report_crash
+        crashes.report(self)
 
-    def _crashed(self, kind: type[BaseException], value: BaseException) -> None:
+    def crashed(self, kind: type[BaseException], value: BaseException) -> None:
+        """This process raised ``value`` and ends (`report_crashes()`): tell every task."""
         if self._detector is not None:
             try:
                 self.fail(f"{self.me.label} raised {kind.__name__}: {str(value)[:300]}")
@@ -280,9 +186,7 @@ class Bootstrapped:
         """Stop this task's server and its event loop; calls in flight get ``grace`` seconds."""
         if self._loop is None:
             return
-        _reporting.discard(self)  # stopped: an exception from here on is no failure of the job's
-        if not _reporting and sys.excepthook is _report_crash:
-            sys.excepthook = _previous_hook or sys.__excepthook__
+        crashes.forget(self)  # stopped: an exception from here on is no failure of the job's
         try:
             self._loop.run(self.aio.stop(grace))
         finally:

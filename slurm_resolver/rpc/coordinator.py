@@ -16,26 +16,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
-from ..addresses import first
-from .auth import Authority, Checked, Purpose, Verdict
+from ..addresses import abridged
+from .auth import Authority, Checked, Purpose, SealVerdict
+from .beats import Beat, decode_beat, encode_first_event
+from .identity import Identity, decode_who, encode_identity
 from .messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
 from .rounds import Conflict, Rounds, RoundsFull, RoundState, wait_until
 from .transport import Refusal, Refused
-from .wire import (
-    Beat,
-    Call,
-    Identity,
-    Outcome,
-    decide,
-    decode_beat,
-    decode_call,
-    decode_who,
-    encode_answer,
-    encode_first_event,
-    encode_identity,
-    read_records,
-    unwrap,
-)
+from .wire import Call, Decision, decision, decode_call, encode_answer, read_records, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -75,7 +63,7 @@ class Coordinator:
 
     def __init__(self, identity: Identity, world_size: int, sources: Iterable[Source], root: bool,
                  authority: Authority, port: int,
-                 ask_above: Callable[[Round, float], Awaitable[Outcome]] | None = None,
+                 ask_above: Callable[[Round, float], Awaitable[Decision]] | None = None,
                  inspect: Callable[[Source, int, Records], None] | None = None) -> None:
         self.identity = identity
         self.world_size = world_size
@@ -127,7 +115,7 @@ class Coordinator:
             self.authority.check(Purpose.CALL, header, seal, first_round)
         if checked.believed:
             return
-        if checked.verdict is Verdict.UNREADY:
+        if checked.verdict is SealVerdict.UNREADY:
             raise Refused(Refusal.UNREADY, f"rank {self.identity.rank} cannot check seals yet: ask again")
         reason = checked.why
         self.refused += 1
@@ -169,7 +157,7 @@ class Coordinator:
                 self._rounds.announced(call.round.heard)
             except RoundsFull as exc:
                 raise Refused(Refusal.INVALID, str(exc)) from None
-            return call.round.heard, self._answer(call, decide(Failure()))
+            return call.round.heard, self._answer(call, decision(Failure()))
         source = call.source_at(self.sources)
         try:
             this = self._rounds.for_caller(call.round, 2 * len(self.sources) + 8)
@@ -198,7 +186,7 @@ class Coordinator:
         assert this.result is not None
         return call.round, self._answer(call, this.result)
 
-    def _answer(self, call: Call, outcome: Outcome) -> list[bytes]:
+    def _answer(self, call: Call, outcome: Decision) -> list[bytes]:
         first_round = call.round.kind.first
         return encode_answer(outcome, call.nonce, self.identity.rank,
                              lambda header: self.authority.seal(Purpose.ANSWER, header, first_round))
@@ -209,7 +197,7 @@ class Coordinator:
 
     # This server's own task: what it asks of its rounds.
 
-    def publish(self, round: Round, outcome: Outcome) -> None:
+    def publish(self, round: Round, outcome: Decision) -> None:
         """The result of ``round``: every caller waiting for it here gets it."""
         self._rounds.publish(round, outcome)
 
@@ -221,7 +209,7 @@ class Coordinator:
         """Whether ``round`` has its result here."""
         return self._rounds.decided(round)
 
-    async def result(self, round: Round, deadline: float) -> Outcome | None:
+    async def result(self, round: Round, deadline: float) -> Decision | None:
         """The result of ``round`` for this task, once decided here; None if not before ``deadline``."""
         return await self._rounds.result(round, deadline)
 
@@ -248,7 +236,7 @@ class Coordinator:
         missing = sorted(self.sources - set(this.received))
         ranks = [s.number for s in missing if s.kind is SourceKind.TASK]
         nodes = [s.number for s in missing if s.kind is SourceKind.NODE]
-        parts = ([f"ranks {first(ranks)}"] if ranks else []) + ([f"the leaders of node positions {first(nodes)}"]
+        parts = ([f"ranks {abridged(ranks)}"] if ranks else []) + ([f"the leaders of node positions {abridged(nodes)}"]
                                                              if nodes else [])
         return (f"{self.identity.label}, which gathers {round.label} for "
                 f"{len(self.sources)} tasks, " + ("had not reached it itself" if not this.started else

@@ -1,8 +1,8 @@
 """Failure detection of one task after the bootstrap: its watch of the tasks below, its call up.
 
 `FailureDetector` puts the two sides together (`slurm_resolver.rpc.watch`, the
-leader's; `slurm_resolver.rpc.listen`, the task's own) over the deaths they share
-(`slurm_resolver.rpc.heartbeat`), and says how the task ends: it fails (everyone is
+leader's; `slurm_resolver.rpc.heartbeat`, the task's own) over the deaths they share
+(`slurm_resolver.rpc.deaths`), and says how the task ends: it fails (everyone is
 told why) or it leaves normally (its silence is no failure, and a leader hands its place to
 a task of its node).
 """
@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 from ..cluster import Cluster
 from .auth import Authority
-from .heartbeat import Deaths
-from .listen import Listener
+from .beats import encode_event
+from .deaths import Deaths
+from .heartbeat import Heartbeat
 from .messages import HandOver, News
 from .transport import Link, Network
 from .tree import Plan
 from .watch import Watch
-from .wire import encode_event
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -41,8 +41,8 @@ class FailureDetector:
                  authority: Authority, heartbeat: float, patience: float) -> None:
         self.deaths = Deaths(plan.rank)
         self.watch = Watch(self.deaths, cluster, plan, heartbeat, patience)
-        self.listener = Listener(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
-                                 heartbeat, patience, self.watch.take_over)
+        self.heartbeat = Heartbeat(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
+                                   heartbeat, patience, self.watch.take_over)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -56,7 +56,7 @@ class FailureDetector:
 
     def start(self) -> None:
         """Start beating and watching (on the running event loop)."""
-        self._task = asyncio.ensure_future(self.listener.run())
+        self._task = asyncio.ensure_future(self.heartbeat.run())
         self.watch.start()
 
     async def fail(self, why: str) -> None:
@@ -72,7 +72,7 @@ class FailureDetector:
         self.deaths.leaving = True
         self.deaths.up.put_nowait(News(leaving=True))
         successor = self.watch.successor()
-        hand_over = None if successor is None else HandOver(successor[0], self.listener.above, successor[1])
+        hand_over = None if successor is None else HandOver(successor[0], self.heartbeat.above, successor[1])
         self.deaths.tell_below(encode_event(leaving=True, hand_over=hand_over))
         await asyncio.sleep(min(grace, 0.2))  # let the last beat and events go out
         await self.watch.stop()

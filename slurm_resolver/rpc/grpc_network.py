@@ -8,17 +8,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Generic
 
 from .messages import WireError
-from .server import (
-    JOIN_BUNDLED_METHOD,
-    JOIN_METHOD,
-    LEAN_OPTIONS,
-    SERVICE,
-    WATCH_METHOD,
-    WHO_METHOD,
-    bindable,
-    grpc_module,
-    open_server,
-)
+from .server import LEAN_OPTIONS, bindable, grpc_module, open_server
+from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
 from .transport import Failed, H, Link, LinkError, Refusal, Served
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 

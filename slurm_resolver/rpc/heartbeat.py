@@ -1,88 +1,199 @@
-"""What both sides of failure detection share: the deaths a task knows, where news goes, and the clock.
+"""A task's own side of failure detection: its watch call to the task above.
 
-Every task keeps one long call (``Watch``) to the task above it and beats on it; a leader
-watches the calls of the tasks below it (`slurm_resolver.rpc.watch`), and a task
-follows its own call up (`slurm_resolver.rpc.listen`). Both sides learn of deaths and
-tell each other through `Deaths`: a death found below goes up (in this task's next
-beat) and down (to every task below); a death heard from above goes down only.
+The call carries this task's beats up and brings the events down (deaths, an empty event
+when there is no news). Its first event must carry a seal of this job for the call's nonce:
+a server that is not a task of the job cannot answer it. Silence from above for
+``patience`` seconds, or a broken call, is the death of the task above. When the task above
+leaves normally it names a successor, a task of its own node that watches in its place: the
+successor takes its sources over and watches on the task it watched on, and the others move
+their call to the successor, so that failure detection outlives a leader whose work is done
+(see `slurm_resolver.rpc.watch`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
 
-from .messages import SHOWN, News, Source
-from .wire import encode_event
+from ..cluster import Cluster
+from .auth import Authority, Purpose
+from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
+from .deaths import Deaths, stood_still
+from .messages import HandOver, News, Source, WireError
+from .transport import Failed, Link, LinkError, Network, end_call
+from .wire import NONCE, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 
 
-def stood_still(now: float, last: float, heartbeat: float) -> float:
-    """Seconds this process stood still (SIGSTOP, a long pause) between two wake-ups due
-    ``heartbeat`` apart; 0 for an ordinary delay. Nobody's silence is counted over that time.
-
-    >>> stood_still(10.0, 9.0, 1.0), stood_still(10.0, 4.0, 1.0)
-    (0.0, 5.0)
-    """
-    late = now - last
-    return late - heartbeat if late > 2 * heartbeat + 0.5 else 0.0
+class _Silent(Exception):
+    """Nothing came from above for the patience."""
 
 
-def _call(callback: Callable[[int, str], None], rank: int, reason: str) -> None:
-    try:
-        callback(rank, reason)
-    except Exception:  # noqa: BLE001 - a user's callback must not stop the watch
-        log.exception("slurm_resolver: a failure callback raised")
+class _Stranger(Exception):
+    """What answered the watch is not a task of this job."""
 
 
-class Deaths:
-    """Every task this one knows to have died, and where the news goes.
+class Heartbeat:
+    """One task's call up, and the calls that follow it when the task above hands over.
 
-    Attributes:
-        failed: the dead, by rank, with why.
-        up: the news this task's call up carries next (deaths found below, its own end).
-        below: one queue of events per task below that watches here, by its source.
-        leaving: this task ends (normally or not): a call breaking is no news any more.
+    Args:
+        deaths: what this task knows of deaths, and where news goes.
+        cluster: the bootstrapped cluster (bound ports, names).
+        rank: this task; ``node``: its node's position.
+        above: the rank it watches on first (None at the top of the tree).
+        link: the link to ``above`` (the rounds' connection), or None to make one.
+        network: to reach the tasks it may move to.
+        authority: seals the first beat and checks the first event.
+        heartbeat: seconds between beats; ``patience``: silence from above that is its death.
+        take_over: called with the sources that left when this task becomes the successor.
     """
 
-    def __init__(self, rank: int) -> None:
+    def __init__(self, deaths: Deaths, cluster: Cluster, rank: int, node: int, above: int | None, link: Link | None,
+                 network: Network, authority: Authority, heartbeat: float, patience: float,
+                 take_over: Callable[[frozenset[Source]], None]) -> None:
+        self.deaths = deaths
+        self.cluster = cluster
         self.rank = rank
-        self.failed: dict[int, str] = {}
-        self.callbacks: list[Callable[[int, str], None]] = []
-        self.up: asyncio.Queue[News] = asyncio.Queue()
-        self.below: dict[Source, asyncio.Queue[bytes]] = {}
-        self.leaving = False
+        self.node = node
+        self.above = above
+        """The rank this task watches on now (None: nobody)."""
+        self._first = (above, link)
+        self.network = network
+        self.authority = authority
+        self.heartbeat = heartbeat
+        self.patience = patience
+        self._take_over = take_over
+        self.calls = 0
+        """How many watch calls this task has made up (the beats of an earlier one stop)."""
 
-    def declare(self, ranks: list[int], reason: str, *, from_above: bool = False) -> None:
-        """Record ``ranks`` as dead: tell the tasks below, the task above (unless it told us), the callbacks."""
-        new = [r for r in ranks if r not in self.failed and r != self.rank]
-        if not new:
-            return
-        for rank in new:
-            self.failed[rank] = reason
-        for start in range(0, len(new), SHOWN):
-            self.tell_below(encode_event(new[start:start + SHOWN], reason))
-            if not from_above:
-                self.up.put_nowait(News(tuple(new[start:start + SHOWN]), reason))
-        for rank in new:
-            for callback in list(self.callbacks):
-                _call(callback, rank, reason)
+    async def _beats(self, port: int, nonce: bytes) -> AsyncIterator[bytes]:
+        """This task's beats on one call; they end (and so does the call) once it follows another call."""
+        self.calls += 1
+        mine = self.calls
+        first = Beat(self.cluster.launch.key, self.rank, self.node, nonce, port)
+        yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
+        while self.calls == mine:  # a call left behind takes no beat from the one that follows it
+            try:
+                news = await asyncio.wait_for(self.deaths.up.get(), self.heartbeat)
+            except asyncio.TimeoutError:
+                news = News()
+            if self.calls != mine:  # taken while the next call started: it is that call's to carry
+                if news:
+                    self.deaths.up.put_nowait(news)
+                return
+            yield encode_beat(news.failed, news.reason, news.leaving)
+            if news.leaving:
+                return
 
-    def tell_below(self, event: bytes) -> None:
-        """Send ``event`` down every call of a task below."""
-        for queue in self.below.values():
-            queue.put_nowait(event)
+    def _call(self, above: int, nonce: bytes) -> AsyncIterator[bytes]:
+        bound = self.cluster.bound_ports
+        assert bound is not None
+        first_above, link = self._first
+        if above != first_above or link is None:
+            link = self.network.connect(self.cluster.hosts[self.cluster.placement.node_of(above)], bound[above])
+        return link.watch(self._beats(bound[above], nonce))
 
-    def add_callback(self, callback: Callable[[int, str], None]) -> None:
-        """Call ``callback(rank, why)`` for every death: at once for those known, later for the others."""
-        for rank, reason in list(self.failed.items()):
-            _call(callback, rank, reason)
-        self.callbacks.append(callback)
+    async def _follow_one(self, above: int) -> Event | None:
+        """Follow one call to ``above`` until it ends: its last event if it left normally, else None
+        (a death declared, or this task leaving). Raises as the call broke."""
+        nonce = secrets.token_bytes(NONCE)
+        events = self._call(above, nonce).__aiter__()
+        pending: asyncio.Future[bytes] | None = None
+        heard = last = time.monotonic()
+        world = self.cluster.world_size
+        opened = False
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(events.__anext__())
+                done, _ = await asyncio.wait({pending}, timeout=self.heartbeat)
+                now = time.monotonic()
+                heard += stood_still(now, last, self.heartbeat)  # the silence before a pause still counts
+                last = now
+                if not done:
+                    if now - heard > self.patience:
+                        raise _Silent
+                    continue
+                try:
+                    data, pending, heard = pending.result(), None, now
+                except StopAsyncIteration:
+                    return None
+                if not opened:
+                    self._check_first(data, nonce)
+                    opened = True
+                    continue
+                event = decode_event(data, world)
+                if event.leaving:
+                    return event
+                self.deaths.declare(list(event.failed), event.reason or "reported dead", from_above=True)
+        finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
+            if pending is not None:
+                pending.cancel()
+                await asyncio.wait({pending})
+            await end_call(events)
 
-    def missed(self) -> list[bytes]:
-        """What a task that starts watching here missed (the first deaths, one event each)."""
-        return [encode_event([rank], reason) for rank, reason in list(self.failed.items())[:SHOWN]]
+    def _check_first(self, data: bytes, nonce: bytes) -> None:
+        try:
+            header, seal = unwrap(data)
+            first = decode_event(header, self.cluster.world_size)
+        except WireError as exc:
+            raise _Stranger(f"a malformed first event ({exc})") from None
+        checked = self.authority.check(Purpose.ANSWER, header, seal)
+        why = checked.why if not checked.believed else "" if first.nonce == nonce else "an answer to another call"
+        if why:
+            raise _Stranger(why)
+
+    async def run(self) -> None:
+        """Watch on the task above, and on its successors, until this task or the top of the tree leaves."""
+        try:
+            await self._follow()
+        finally:
+            self.above = None  # watching on nobody: a successor of this task is the top of its tree
+
+    async def _follow(self) -> None:
+        above = self._first[0]
+        moved_at = 0.0  # when the call last moved to a successor: it may not be ready for a moment
+        while above is not None and not self.deaths.leaving:
+            self.above = above
+            try:
+                event = await self._follow_one(above)
+            except Exception as exc:  # noqa: BLE001 - refused, malformed, silent, broken: the call is over
+                if self.deaths.leaving:
+                    return
+                if isinstance(exc, LinkError) and time.monotonic() - moved_at < self.patience:
+                    await asyncio.sleep(0.05)  # a successor that has not taken over yet, or a parent that
+                    continue  # has not yet seen its predecessor leave: ask again
+                self.deaths.declare([above], self._why(above, exc))
+                return
+            if event is None or event.hand_over is None:
+                return  # the task above ends normally and nobody takes over
+            await asyncio.sleep(self.heartbeat)  # where the whole job ends together, nobody moves: no new call
+            if self.deaths.leaving:
+                return
+            above = self._move(above, event.hand_over)
+            moved_at = time.monotonic()
+            log.debug("slurm_resolver: rank %d watches on rank %s from now on", self.rank, above)
+
+    def _move(self, above: int, hand_over: HandOver) -> int | None:
+        """Whom to watch on after ``above`` handed over: its successor, or (for the successor) its parent."""
+        if hand_over.successor == self.rank:
+            self._take_over(hand_over.gone | {Source.task(above)})
+            return hand_over.above
+        return hand_over.successor
+
+    def _why(self, above: int, exc: BaseException) -> str:
+        who = self.cluster.label(above)
+        log.debug("slurm_resolver: the watch to %s ended: %r", who, exc)
+        if isinstance(exc, _Silent):
+            return f"{who} stopped answering: nothing for {self.patience:g} s (hung, or its node gone)"
+        if isinstance(exc, _Stranger):
+            return f"what answers at {who}'s address is not a task of this job ({exc})"
+        if isinstance(exc, LinkError) and exc.kind is Failed.REFUSED:
+            return f"{who} refused the watch of rank {self.rank}: {exc.detail}"
+        return f"{who} died: its connection to rank {self.rank} closed"

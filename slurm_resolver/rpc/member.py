@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from ..addresses import first
+from ..addresses import abridged
 from ..cluster import Cluster
 from ..errors import ResolutionError, Speaker, UnansweredError
 from .coordinator import Coordinator
@@ -21,7 +21,7 @@ from .transport import Link
 from .tree import Plan
 from .uplink import HINT, Uplink
 from .verify import Inspection
-from .wire import Outcome, decide
+from .wire import Decision, decision
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -74,7 +74,7 @@ class Member:
 
     # Rounds.
 
-    async def round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table]:
+    async def round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Decision, Table]:
         """Run ``round``; its outcome and table (the root decides both), or a ResolutionError."""
         start = time.monotonic()
         try:
@@ -100,7 +100,7 @@ class Member:
         says = where.ranks_on(1)[0] if len(where.nodes) > 1 else where.ranks_on(0)[1]
         return Speaker.TASK if self.rank == says else Speaker.ANOTHER
 
-    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Outcome, Table, Speaker]:
+    async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Decision, Table, Speaker]:
         """The outcome and table of ``round``, and who says a failure (ABOVE: this task heard it from above)."""
         start = time.monotonic()
         plan = self.plan
@@ -120,7 +120,7 @@ class Member:
             try:
                 outcome, table = await self.uplink.join(round, merged, give_up, timeout)
             except ResolutionError as exc:  # tell the tasks below (their error says "bootstrap: " once)
-                outcome = Outcome(Failure.of(exc.message.removeprefix("bootstrap: ")))
+                outcome = Decision(Failure.of(exc.message.removeprefix("bootstrap: ")))
                 speaker = exc.speaker if exc.speaker is Speaker.ABOVE else self._speaker(give_up)
         self.coordinator.publish(round, outcome)
         if outcome.failure or not round.kind.carries_table:
@@ -130,10 +130,10 @@ class Member:
         # they start their failure detection.
         return outcome, table, speaker
 
-    def _decide(self, round: Round, merged: Contribution) -> tuple[Outcome, Table]:
+    def _decide(self, round: Round, merged: Contribution) -> tuple[Decision, Table]:
         """The root: the outcome of a round, from every contribution."""
         if merged.failure or not round.kind.carries_table:
-            return decide(merged.failure, votes=merged.votes), Table()
+            return decision(merged.failure, votes=merged.votes), Table()
         n = self.cluster.world_size
         records = merged.records
         ports, spares = [0] * n, [0] * n
@@ -141,13 +141,13 @@ class Member:
             ports[rank], spares[rank] = port, spare
         if len(records.ranks) != n or 0 in ports:
             missing = [r for r in range(n) if not ports[r]]
-            return decide(Failure.missing_ranks(missing).merge(Failure.of(f"{len(records.ranks)} records for {n} "
+            return decision(Failure.missing_ranks(missing).merge(Failure.of(f"{len(records.ranks)} records for {n} "
                                                                           "tasks"))), Table()
         nodes = [0] * n if records.nodes else []
         for rank, node in zip(records.ranks, records.nodes):
             nodes[rank] = node
         table = Table(tuple(ports), tuple(spares), dict(records.gpus), tuple(nodes))
-        return decide(Failure(), table, self.coordinator.table_key()), table
+        return decision(Failure(), table, self.coordinator.table_key()), table
 
     def _next(self, kind: RoundKind, name: str) -> int:
         count = self._counts.get((kind, name), 0)
@@ -175,7 +175,7 @@ class Member:
             share = self.plan.tree.report_at(self.plan.position) if self.is_root else 1.0
             self.coordinator.want(notice, deadline)
             outcome = await self.coordinator.result(notice, time.monotonic() + timeout * share) or \
-                Outcome(Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
+                Decision(Failure.of(f"nobody announced {name!r} within {timeout:g} s"))
             if self.is_root and outcome.failure:
                 self.coordinator.publish(notice, outcome)  # the root gives up first, and says why
         else:
@@ -188,7 +188,7 @@ class Member:
         notice = Round.notice(name)
         if not self.is_root and not self.coordinator.decided(notice):
             await self.uplink.tell_root(Round.announce(name), timeout)
-        self.coordinator.publish(notice, decide(Failure()))  # this task's own waiters (the root's: every task's)
+        self.coordinator.publish(notice, decision(Failure()))  # this task's own waiters (the root's: every task's)
 
     # Errors.
 
@@ -202,7 +202,7 @@ class Member:
             return Failure.missing_ranks([r for p in positions for r in where.ranks_on(p)])
         nodes = [where.nodes[p] for p in positions]
         return Failure(missing_count=sum(where.counts[p] for p in positions),
-                       reason=f"no task of node {first(nodes)} joined (their leader never reported)")
+                       reason=f"no task of node {abridged(nodes)} joined (their leader never reported)")
 
     def error(self, failure: Failure, what: str, timeout: float) -> ResolutionError:
         """The error every task raises for a failed round."""

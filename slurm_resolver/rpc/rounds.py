@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from .messages import Contribution, Failure, Round, Source
-from .wire import Outcome, decide
+from .wire import Decision, decision
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -32,7 +32,7 @@ class RoundState:
     """Each source's contribution."""
     closed: bool = False
     """Whether this task gathered the round (later contributions are not counted)."""
-    result: Outcome | None = None
+    result: Decision | None = None
     forwarded: bool = False
     """Whether this leader already asked upward for the round's result (notices)."""
     started: bool = False
@@ -149,7 +149,7 @@ class Rounds:
         `RoundsFull` where a new notice would pass `MOST_ROUNDS`."""
         if notice not in self._rounds and len(self._rounds) >= MOST_ROUNDS:
             raise RoundsFull(f"{MOST_ROUNDS} rounds and notices are known here already")
-        self.publish(notice, decide(Failure()))
+        self.publish(notice, decision(Failure()))
         self.wait(notice)
 
     def wait(self, name: Round) -> RoundState:
@@ -194,13 +194,13 @@ class Rounds:
         found = self._rounds.get(name)
         return found is not None and found.result is not None
 
-    async def result(self, name: Round, deadline: float) -> Outcome | None:
+    async def result(self, name: Round, deadline: float) -> Decision | None:
         """The result of round ``name`` for this server's own task, once it is decided here; None if
         not before ``deadline`` (the task is in the round: its callers giving up do not forget it)."""
         this = self.start(name)
         return this.result if await wait_until(this.decided, deadline) else None
 
-    def publish(self, name: Round, result: Outcome) -> None:
+    def publish(self, name: Round, result: Decision) -> None:
         """The result of round ``name``: every caller waiting for it gets it."""
         this = self.get(name)
         if this.result is None:

@@ -1,27 +1,16 @@
-"""A gRPC server per task, shaped like ``tf.train.Server``, and the bounds it holds for any caller.
+"""A gRPC server per task, shaped like ``tf.train.Server``, and gRPC's settings for the bootstrap.
 
-It serves gRPC health checking (``grpc.health.v1.Health/Check``, open to any client: it
-answers ``SERVING``) and the coordination service of ``coordination.proto`` through generic
-handlers on raw bytes, so that the same `Handlers` (the
-coordinator) answer here and in the in-process network. Any other method (a framework's) is
-answered ``UNAVAILABLE``. The server is gRPC's asyncio server, on an event loop thread
-(`LoopThread`); grpc is imported when a server is made.
-
-Whoever connects meets bounds: the first message of a call within `FIRST_MESSAGE`
-seconds and at most ``MAX_MESSAGE`` bytes, at most `MOST_UNPROVEN` calls at once that
-have not yet proven they come from the job, and nothing more of a call read before its first
-message is checked. Refused calls are counted, not logged one by one.
+The server is gRPC's asyncio server, on an event loop thread (`LoopThread`), answering the
+coordination service (`slurm_resolver.rpc.service`, which holds the bounds every caller meets);
+grpc is imported, with `GRPC_DEFAULTS` set, when a server or a network is made.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import socket
 import sys
-import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from ..addresses import port_in_use
@@ -29,29 +18,15 @@ from ..cluster_spec import ClusterSpec
 from ..environment import export_defaults, grpc_without_proxy, snapshot
 from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
+from .callers import MOST_CALLS
 from .loop import LoopThread
-from .messages import WireError
-from .transport import H, Handlers, Refusal, Refused, end_call
-from .wire import MAX_MESSAGE, bundle, most_chunks, unbundle
+from .service import generic_handlers
+from .transport import H, Handlers, Refusal, Refused
+from .wire import MAX_MESSAGE
 
 __all__ = ["Server"]
 
 log = logging.getLogger("slurm_resolver")
-
-SERVICE = "slurm_resolver.v4.Coordination"
-JOIN_METHOD = f"/{SERVICE}/Join"
-JOIN_BUNDLED_METHOD = f"/{SERVICE}/JoinBundled"
-WHO_METHOD = f"/{SERVICE}/WhoAreYou"
-WATCH_METHOD = f"/{SERVICE}/Watch"
-HEALTH_METHOD = "/grpc.health.v1.Health/Check"
-_SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
-
-MOST_UNPROVEN = 32
-"""Calls at once, on one server, that have not yet proven they come from the job; beyond, ``busy``."""
-FIRST_MESSAGE = 5.0
-"""Seconds a caller has to send a call's first message (and each further one)."""
-MOST_CALLS = 512
-"""Calls at once on one server, whoever makes them (gRPC answers RESOURCE_EXHAUSTED beyond)."""
 
 LEAN_OPTIONS = (
     # No bandwidth probes: a receiver pings its peer as data comes in, to size its windows for bulk
@@ -127,133 +102,6 @@ def bindable(host: str) -> str:
     return f"[{ip}]" if info[0] == socket.AF_INET6 else ip
 
 
-class _Guard:
-    """The bounds of one server on calls not yet proven: how many at once, and refusals counted."""
-
-    def __init__(self) -> None:
-        self.unproven = 0
-        self.refused = 0
-
-    @contextlib.contextmanager
-    def proving(self) -> Iterator[None]:
-        """Around the reading of a call not yet proven: BUSY where `MOST_UNPROVEN` are read already."""
-        if self.unproven >= MOST_UNPROVEN:
-            raise Refused(Refusal.BUSY, f"{MOST_UNPROVEN} calls not yet proven wait here: ask again")
-        self.unproven += 1
-        try:
-            yield
-        finally:
-            self.unproven -= 1
-
-    def refuse(self, what: str) -> None:
-        self.refused += 1
-        if self.refused in (1, 10, 100) or self.refused % 10_000 == 0:
-            log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
-
-
-def _handlers(grpc: Any, handlers: Handlers) -> Any:
-    status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
-              Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
-              Refusal.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
-              Refusal.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
-              Refusal.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
-              Refusal.UNREADY: grpc.StatusCode.UNAVAILABLE,
-              Refusal.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED}
-    guard = _Guard()
-
-    def deadline(context: Any) -> float:
-        left = context.time_remaining()
-        return time.monotonic() + (3600.0 if left is None else max(0.0, left))
-
-    async def refuse(context: Any, exc: Refused) -> None:
-        guard.refuse(exc.detail)
-        await context.abort(status[exc.code], f"{exc.code.value}: {exc.detail}")
-
-    async def next_message(requests: AsyncIterator[bytes], what: str) -> bytes:
-        try:
-            return await asyncio.wait_for(requests.__anext__(), FIRST_MESSAGE)
-        except asyncio.TimeoutError:
-            raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
-        except StopAsyncIteration:
-            raise Refused(Refusal.INVALID, f"the call ended before its {what}") from None
-
-    async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        round = None
-        try:
-            with guard.proving():
-                call = handlers.open_call(await next_message(requests, "first message"))
-            more = [await next_message(requests, "announced chunk") for _ in call.chunks]
-            round, answer = await handlers.join(call, more, deadline(context))
-        except Refused as exc:
-            await refuse(context, exc)
-        try:
-            for message in answer:
-                yield message
-        finally:
-            handlers.sent(round)
-
-    async def join_bundled(request: bytes, context: Any) -> bytes:
-        round = None
-        try:
-            with guard.proving():
-                try:
-                    messages = unbundle(request, most_chunks(handlers.world_size) + 1)
-                    call = handlers.open_call(messages[0])
-                except WireError as exc:
-                    raise Refused(Refusal.INVALID, str(exc)) from None
-            if len(messages) != 1 + len(call.chunks):
-                raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
-            round, answer = await handlers.join(call, messages[1:], deadline(context))
-            return bundle(answer)
-        except Refused as exc:
-            await refuse(context, exc)
-            raise  # pragma: no cover - abort raises
-        finally:
-            if round is not None:
-                handlers.sent(round)
-
-    async def who(request: bytes, context: Any) -> bytes:
-        try:
-            return await handlers.who(request, deadline(context))
-        except Refused as exc:
-            await refuse(context, exc)
-            raise  # pragma: no cover - abort raises
-
-    async def health(request: bytes, context: Any) -> bytes:
-        if len(request) > 256:  # a HealthCheckRequest names a service, no more
-            guard.refuse("an oversized health check")
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: not a health check")
-        return _SERVING
-
-    async def reject(request: bytes, context: Any) -> bytes:  # a framework's method, before its server
-        await context.abort(grpc.StatusCode.UNAVAILABLE, "not served here yet (slurm_resolver's bootstrap server)")
-        raise AssertionError  # pragma: no cover - abort raises
-
-    async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        events: Any = None
-        try:
-            events = handlers.watch(requests)
-            async for event in events:
-                yield event
-        except Refused as exc:
-            await refuse(context, exc)
-        finally:  # a cancelled call ends the watch at once (its end is the news)
-            await end_call(events)
-
-    methods = {JOIN_METHOD: grpc.stream_stream_rpc_method_handler(join),
-               JOIN_BUNDLED_METHOD: grpc.unary_unary_rpc_method_handler(join_bundled),
-               WHO_METHOD: grpc.unary_unary_rpc_method_handler(who),
-               WATCH_METHOD: grpc.stream_stream_rpc_method_handler(watch),
-               HEALTH_METHOD: grpc.unary_unary_rpc_method_handler(health)}
-    other = grpc.unary_unary_rpc_method_handler(reject)
-
-    class Generic(grpc.GenericRpcHandler):  # type: ignore[misc]
-        def service(self, details: Any) -> Any:
-            return methods.get(details.method, other)
-
-    return Generic()
-
-
 async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> tuple[Any, int, H]:
     """A started gRPC asyncio server on the first free port of ``ports``, the port, and the
     handlers made for the port it bound (which it answers with)."""
@@ -264,14 +112,16 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
     for port in ports:
         if port and port_in_use(address.strip("[]"), port):
             continue  # taken (another launch's leader, a squatter): passed over without gRPC's error line
-        server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=MOST_CALLS)
+        # gRPC's own bound is a backstop: every call of the protocol meets `MOST_CALLS` (and its
+        # caller's share) as it opens, in _Guard; a stranger's calls beyond its share end at once.
+        server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=4 * MOST_CALLS)
         try:
             bound = server.add_insecure_port(f"{address}:{port}")
         except RuntimeError:
             bound = 0
         if bound:
             made = handlers(bound)
-            server.add_generic_rpc_handlers((_handlers(grpc, made),))
+            server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]")),))
             await server.start()
             return server, bound, made
     raise ResolutionError(f"no port among {list(ports)[:8]} could be bound on {host} ({address})",

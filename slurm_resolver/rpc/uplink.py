@@ -17,18 +17,22 @@ import secrets
 import time
 from collections.abc import Sequence
 
-from ..addresses import first
+from ..addresses import abridged
 from ..cluster import Cluster
 from ..errors import ResolutionError, Speaker
 from .auth import AuthMode, Authority, Purpose
 from .messages import Contribution, Failure, Round, Table, WireError
 from .transport import Failed, Link, LinkError, Network, Refusal, retrying
 from .tree import Plan
-from .wire import NONCE, Call, Outcome, decode_answer, encode_call, read_table, unwrap
+from .wire import NONCE, Call, Decision, decode_answer, encode_call, read_table, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
+
+UNPROVEN_WAIT = 3.0
+"""Seconds the search for the leader above waits on a call to a server that has not proven itself
+before it tries the other candidate ports too (the call stays open)."""
 
 HINT = ("check those tasks' output for an earlier error; every task must call bootstrap(); raise timeout if "
         "they start slowly")
@@ -89,7 +93,7 @@ class Uplink:
     # Calls.
 
     async def join(self, round: Round, brought: Contribution, deadline: float, timeout: float
-                   ) -> tuple[Outcome, Table]:
+                   ) -> tuple[Decision, Table]:
         """Contribute to ``round`` at the task above; its outcome and table (empty but for the table)."""
         if self.link is not None:
             link, port = self.link, self.port
@@ -103,22 +107,67 @@ class Uplink:
         return await self._find(round, brought, deadline, timeout)
 
     async def _find(self, round: Round, brought: Contribution, deadline: float, timeout: float
-                    ) -> tuple[Outcome, Table]:
+                    ) -> tuple[Decision, Table]:
         """The first round: the first candidate port is called at once (where the leader almost always
-        listens); then every candidate is probed (a bare connect first) until the leader above answers."""
-        pause, last, strangers = 0.02, None, {}
-        started = time.monotonic()
+        listens); then every candidate is probed (a bare connect first) until the leader above answers.
+
+        Nothing that answers here has proven itself before its answer comes with this job's seal: a
+        refusal (``invalid``, ``deadline``, ``unauthenticated``) from it counts for nothing but "not
+        here" (a squatter may refuse too), and is said only if no leader answered by the deadline;
+        and a call that has no answer after `UNPROVEN_WAIT` stays open (a leader answers once the
+        round ends) while the search goes on past it (a silent squatter never answers)."""
+        host = self.host or ""
+        pause, strangers = 0.02, dict[int, str]()
+        said: list[tuple[int, LinkError]] = []  # refusals from servers that proved nothing
+        calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]] = {}
         direct = True
-        while True:
-            for port in self._ports():
-                if time.monotonic() >= deadline:
-                    break
-                if not direct and not await self.network.listening(self.host or "", port):
-                    continue
-                link = self.network.connect(self.host or "", port)
+        try:
+            while True:
+                for port in self._ports():
+                    if time.monotonic() >= deadline:
+                        break
+                    if any(p == port for p, _, _ in calls.values()):
+                        continue  # its call is still open
+                    if not direct and not await self.network.listening(host, port):
+                        continue
+                    link = self.network.connect(host, port)
+                    calls[asyncio.ensure_future(self._call(link, port, round, brought, deadline - time.monotonic(),
+                                                           probe=True, expected=self.rank))] = (port, link, direct)
+                    direct = False
+                    found = await self._answered(calls, min(deadline, time.monotonic() + UNPROVEN_WAIT), strangers,
+                                                 said)
+                    if found is not None:
+                        return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._not_found(strangers, said, timeout, round)
+                wait = min(left, pause * random.uniform(0.5, 1.5))  # jitter: no herd on a late leader
+                if calls:  # open calls may answer meanwhile
+                    found = await self._answered(calls, time.monotonic() + wait, strangers, said)
+                    if found is not None:
+                        return found
+                else:
+                    await asyncio.sleep(wait)
+                pause = min(pause * 2, 1.0 if calls else 0.25)
+        finally:
+            for call in calls:
+                call.cancel()
+
+    async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]],
+                        until: float, strangers: dict[int, str], said: list[tuple[int, LinkError]]
+                        ) -> tuple[Decision, Table] | None:
+        """The answer of the first of ``calls`` that brings one with this job's seal before ``until``
+        (then this link is the task above's); None if none did. The calls that ended otherwise are
+        taken out, and what they tell kept: who is a stranger, what was refused."""
+        while calls:
+            done, _ = await asyncio.wait(calls, timeout=max(0.0, until - time.monotonic()),
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                return None
+            for call in done:
+                port, link, direct = calls.pop(call)
                 try:
-                    found = await self._call(link, port, round, brought, deadline - time.monotonic(), probe=True,
-                                             expected=self.rank)
+                    found = call.result()
                 except _Impostor as exc:
                     if port not in strangers:
                         log.warning("slurm_resolver: rank %d skipped port %d on %s: what answers there is not a "
@@ -128,36 +177,39 @@ class Uplink:
                 except LinkError as exc:
                     if direct and exc.kind is Failed.UNAVAILABLE:  # not up yet: probe from now on, and call it
                         await self.network.discard(self.host or "", port)  # on a channel with no backoff
-                    elif exc.code is Refusal.UNAUTHENTICATED and time.monotonic() - started < 2.0:
-                        last = exc  # a squatter may refuse too: look further before believing it
-                    elif exc.code in (Refusal.FOREIGN, Refusal.NOT_LEADER) or exc.again:
-                        last = last if last and last.code is Refusal.UNAUTHENTICATED else exc
-                    else:
-                        raise self._error(exc, timeout, round) from None
+                    elif not exc.again:  # unproven: not believed, but said if nothing better comes
+                        said.append((port, exc))
                     continue
-                finally:
-                    direct = False
                 self.link, self.port = link, port
                 return found
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if strangers and (last is None or last.code is not Refusal.UNAUTHENTICATED):
-                    raise ResolutionError(
-                        f"bootstrap: the leader of {self.node} was not found on {self.host} within {timeout:g} s; "
-                        f"what answered there is not a task of this job ({'; '.join(list(strangers.values())[:3])})",
-                        "another user's process may hold the launch's rendezvous ports: set "
-                        "SLURM_RESOLVER_RENDEZVOUS_PORTS (or rendezvous=) to other ports, or use a secret "
-                        "(SLURM_RESOLVER_SECRET) or MUNGE so that its answers are refused at once")
-                raise self._error(last or LinkError(Failed.UNAVAILABLE, "nothing answered"), timeout, round)
-            await asyncio.sleep(min(left, pause * random.uniform(0.5, 1.5)))  # jitter: no herd on a late leader
-            pause = min(pause * 2, 0.25)
+        return None
+
+    def _not_found(self, strangers: dict[int, str], said: list[tuple[int, LinkError]], timeout: float,
+                   round: Round) -> ResolutionError:
+        """Why no leader answered by the deadline: what refused (a leader's list of who is missing
+        first), or what answered without a seal, or nothing."""
+        order = (Refusal.DEADLINE, Refusal.UNAUTHENTICATED, Refusal.INVALID, Refusal.NOT_LEADER, Refusal.FOREIGN)
+        said.sort(key=lambda refused: order.index(refused[1].code) if refused[1].code in order else len(order))
+        telling = [(port, exc) for port, exc in said if exc.code not in (Refusal.FOREIGN, Refusal.NOT_LEADER)]
+        if strangers and not telling:
+            return ResolutionError(
+                f"bootstrap: the leader of {self.node} was not found on {self.host} within {timeout:g} s; "
+                f"what answered there is not a task of this job ({'; '.join(list(strangers.values())[:3])})",
+                "another user's process may hold the launch's rendezvous ports: set "
+                "SLURM_RESOLVER_RENDEZVOUS_PORTS (or rendezvous=) to other ports, or use a secret "
+                "(SLURM_RESOLVER_SECRET) or MUNGE so that its answers are refused at once")
+        if not said:
+            return self._error(LinkError(Failed.UNAVAILABLE, "nothing answered"), timeout, round)
+        port, exc = said[0]
+        return self._error(LinkError(exc.kind, f"{exc.detail} (said on port {port}, by a server not proven to be "
+                                               "the leader)", exc.code), timeout, round)
 
     def _ports(self) -> Sequence[int]:
         """Where the task above listens: its bound port once known, else the candidates."""
         return [self.port] if self.port else self.candidates
 
     async def _call(self, link: Link, port: int, round: Round, brought: Contribution, timeout: float,
-                    probe: bool = False, expected: int | None = None) -> tuple[Outcome, Table]:
+                    probe: bool = False, expected: int | None = None) -> tuple[Decision, Table]:
         """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
         this job (from rank ``expected``, where known)."""
         first_round = round.kind.first
@@ -184,7 +236,7 @@ class Uplink:
             table = read_table(answer, reply[1:], world) if answer.total else Table()
         except WireError as exc:
             raise _Impostor(f"a malformed answer ({exc})") from None
-        return answer.outcome(reply[1:]), table
+        return answer.decision(reply[1:]), table
 
     async def tell_root(self, announcement: Round, timeout: float) -> None:
         """Tell the root of the tree ``announcement`` (after the bootstrap: its port is known)."""
@@ -201,7 +253,7 @@ class Uplink:
                                   f"root of the tree: {getattr(exc, 'detail', exc)}",
                                   "check that task's output; it may have ended") from None
 
-    async def notice(self, notice: Round, deadline: float) -> Outcome:
+    async def notice(self, notice: Round, deadline: float) -> Decision:
         """For the tasks below that wait for ``notice``: ask above, within this leader's share of the
         time (a failure found above reaches it first), and pass on the answer or why there is none."""
         timeout = deadline - time.monotonic()
@@ -209,7 +261,7 @@ class Uplink:
         try:
             outcome, _ = await self.join(notice, Contribution(), give_up, timeout)
         except ResolutionError as exc:
-            return Outcome(Failure.of(exc.message))  # tell the tasks below why
+            return Decision(Failure.of(exc.message))  # tell the tasks below why
         return outcome
 
     def _error(self, exc: LinkError, timeout: float, round: Round) -> ResolutionError:
@@ -231,7 +283,7 @@ class Uplink:
             return ResolutionError(f"bootstrap: {above} refused rank {self.plan.rank}'s call to {round.label} on "
                                    f"{self.host}: {exc.detail}", "every task of the step must run the same "
                                    "slurm_resolver; check that task's output")
-        ports = first(list(self._ports()), 4)
+        ports = abridged(list(self._ports()), 4)
         return ResolutionError(
             f"bootstrap: {above} did not answer on {self.host} (ports {ports}) within {timeout:g} s: {exc.detail}",
             "check that task's output for an error; make sure every task calls bootstrap(); raise timeout")

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from ..cluster import Cluster
 from .auth import Authority, Purpose
+from .identity import Identity, Question, decode_identity, encode_who
 from .messages import Failure, Records, Source, SourceKind, WireError
 from .transport import LinkError, Network, Refusal, retrying
 from .tree import Plan
-from .wire import NONCE, Identity, Question, decode_identity, encode_who, unwrap
+from .wire import NONCE, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -46,10 +47,10 @@ class Expected:
         return f"{self.host}:{self.port}"
 
     @classmethod
-    def of(cls, done: Cluster, rank: int) -> Expected:
-        """The server of ``rank`` in the bootstrapped cluster ``done``."""
-        peer = done.task(rank)
-        return cls(peer.host, peer.port, Identity(done.launch.key, rank, peer.node, peer.job, peer.index))
+    def of(cls, settled: Cluster, rank: int) -> Expected:
+        """The server of ``rank`` in the bootstrapped cluster ``settled``."""
+        peer = settled.task(rank)
+        return cls(peer.host, peer.port, Identity(settled.launch.key, rank, peer.node, peer.job, peer.index))
 
 
 async def ask(network: Network, authority: Authority, asker: int, peer: Expected, deadline: float,
@@ -144,10 +145,10 @@ class Inspection:
         return failure
 
 
-async def check_peers(network: Network, authority: Authority, done: Cluster, rank: int, peers: list[int],
+async def check_peers(network: Network, authority: Authority, settled: Cluster, rank: int, peers: list[int],
                       timeout: float) -> Failure:
-    """Ask ``peers`` of the bootstrapped cluster ``done`` who they are; the first mismatch, as a failure."""
+    """Ask ``peers`` of the bootstrapped cluster ``settled`` who they are; the first mismatch, as a failure."""
     deadline = time.monotonic() + min(timeout, 30.0)
-    reasons = await asyncio.gather(*(ask(network, authority, rank, Expected.of(done, peer), deadline)
+    reasons = await asyncio.gather(*(ask(network, authority, rank, Expected.of(settled, peer), deadline)
                                      for peer in peers))
     return next((Failure.of(f"rank {rank} could not verify a peer: {r}") for r in reasons if r), Failure())

@@ -6,7 +6,7 @@ once a task below whose call breaks (its process died: the kernel closes its con
 and within ``patience`` seconds one that stops beating (hung, or its node gone); it declares
 the dead (up its own call, down every call here), and sends an empty event when it has no
 news, so that a task below whose leader hangs or vanishes finds out too
-(`slurm_resolver.rpc.listen`). No server hears from more than its node's tasks and its
+(`slurm_resolver.rpc.heartbeat`). No server hears from more than its node's tasks and its
 child leaders.
 
 A task that leaves normally says so first: its silence is no failure. A leader that leaves
@@ -24,11 +24,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..cluster import Cluster
-from .heartbeat import Deaths, stood_still
+from .beats import Beat, decode_beat
+from .deaths import Deaths, stood_still
 from .messages import Source, SourceKind, WireError
 from .transport import Refusal, Refused
 from .tree import Plan
-from .wire import Beat, decode_beat
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

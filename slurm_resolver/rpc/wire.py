@@ -1,4 +1,5 @@
-"""Every message of the bootstrap, built and read here (and nowhere else), bounded and checked.
+"""The bootstrap's envelopes and the messages of its rounds, built and read here (the watch's in
+`slurm_resolver.rpc.beats`, WhoAreYou's in `slurm_resolver.rpc.identity`; nowhere else), bounded and checked.
 
 The messages are those of ``coordination.proto``. Every call and every answer opens with an
 envelope: a header and its seal (`slurm_resolver.rpc.auth` makes and checks seals; this
@@ -21,7 +22,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from . import coordination_pb2 as pb
-from .messages import REASON, SHOWN, Failure, HandOver, Records, Round, RoundKind, Source, SourceKind, Table, WireError
+from .messages import REASON, SHOWN, Failure, Records, Round, RoundKind, Source, Table, WireError
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -35,8 +36,13 @@ MAX_ANSWER = 64 * 1024 * 1024
 """The largest bundled answer a caller reads from the server it called: a table of millions of tasks."""
 NONCE = 16
 """Bytes of a call's nonce."""
+MOST_NONCE = 64
+"""Bytes of a nonce a message may carry (this package's are `NONCE`; room for a longer one later)."""
+MOST_KEY = 64
+"""Bytes of a launch's key an answer may carry (this package's are 32)."""
 _GPU_TEXT = 800
-_NAME = 256
+MOST_NAME = 256
+"""Characters of a launch's key, a node's or a job's name a message may carry."""
 _SEAL = 4096
 _DIGEST = 16
 
@@ -48,7 +54,7 @@ def _digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()[:_DIGEST]
 
 
-def _parse(message: Any, data: object, limit: int = MAX_MESSAGE) -> Any:
+def parse_message(message: Any, data: object, limit: int = MAX_MESSAGE) -> Any:
     if not isinstance(data, bytes) or len(data) > limit:
         raise WireError("a message larger than any this protocol sends")
     try:
@@ -66,7 +72,7 @@ def bundle(messages: Sequence[bytes]) -> bytes:
 def unbundle(data: object, most: int, limit: int = MAX_MESSAGE) -> list[bytes]:
     """The messages of a bundle of at most ``limit`` bytes, at most ``most`` of them, each a
     message this protocol may send."""
-    found = _parse(pb.Bundle(), data, limit)
+    found = parse_message(pb.Bundle(), data, limit)
     if not 0 < len(found.messages) <= most or any(len(m) > MAX_MESSAGE for m in found.messages):
         raise WireError(f"a bundle of {len(found.messages)} messages")
     return [bytes(m) for m in found.messages]
@@ -74,13 +80,13 @@ def unbundle(data: object, most: int, limit: int = MAX_MESSAGE) -> list[bytes]:
 
 def unwrap(data: object) -> tuple[bytes, bytes]:
     """An envelope's header (bytes, for its seal to be checked) and seal."""
-    envelope = _parse(pb.Envelope(), data)
+    envelope = parse_message(pb.Envelope(), data)
     if len(envelope.seal) > _SEAL:
         raise WireError("a seal larger than any")
     return bytes(envelope.header), bytes(envelope.seal)
 
 
-def _envelope(header: Any, seal: Seal) -> bytes:
+def envelope(header: Any, seal: Seal) -> bytes:
     data = header.SerializeToString()
     return bytes(pb.Envelope(header=data, seal=seal(data)).SerializeToString())
 
@@ -203,14 +209,14 @@ def encode_call(call: Call, records: Records, seal: Seal) -> list[bytes]:
                      nonce=call.nonce, port=call.port, failure=_failure_pb(call.failure),
                      records=_records_pb(records, *spans[0], True), chunks=[_digest(c) for c in more],
                      votes=call.votes)
-    return [_envelope(header, seal), *more]
+    return [envelope(header, seal), *more]
 
 
 def decode_call(header: bytes, world_size: int) -> Call:
     """A call's first message (its header, unwrapped), checked against a job of ``world_size`` tasks."""
-    message = _parse(pb.Call(), header)
-    if len(message.job_key) > _NAME or message.source >= world_size or message.node >= world_size \
-            or len(message.nonce) > 64 or len(message.chunks) > most_chunks(world_size) \
+    message = parse_message(pb.Call(), header)
+    if len(message.job_key) > MOST_NAME or message.source >= world_size or message.node >= world_size \
+            or len(message.nonce) > MOST_NONCE or len(message.chunks) > most_chunks(world_size) \
             or any(len(d) != _DIGEST for d in message.chunks) or message.port > 65535 \
             or message.votes > world_size:
         raise WireError("a call that names no task of this job")
@@ -229,7 +235,7 @@ def read_records(call: Call, more: Iterable[bytes], world_size: int) -> Records:
     for data in more:
         if count >= len(call.chunks) or _digest(data) != call.chunks[count]:
             raise WireError("a chunk the call did not announce")
-        message = _parse(pb.Records(), data)
+        message = parse_message(pb.Records(), data)
         _check_records(message, world_size, listed=True)
         _add(records, message)
         count += 1
@@ -245,7 +251,7 @@ def read_records(call: Call, more: Iterable[bytes], world_size: int) -> Records:
 # Join: the answer.
 
 @dataclass(frozen=True)
-class Outcome:
+class Decision:
     """A round's result as a server keeps it: what went wrong, and the table's chunks (encoded
     once, and sent as they are to every caller)."""
 
@@ -260,13 +266,13 @@ class Outcome:
     """The chunks' digests, worked out once (every answer announces them)."""
 
 
-def decide(failure: Failure, table: Table | None = None, key: bytes = b"", votes: int = 0) -> Outcome:
+def decision(failure: Failure, table: Table | None = None, key: bytes = b"", votes: int = 0) -> Decision:
     """A round's outcome: its failure, the table in rank order (where it has one), the yes votes."""
     if table is None or not table.ports:
-        return Outcome(failure, key=key, votes=votes)
+        return Decision(failure, key=key, votes=votes)
     records = Records([], list(table.ports), list(table.spares), dict(table.gpus), list(table.nodes))
     chunks = tuple(_records_pb(records, s, e, False).SerializeToString() for s, e in _spans(records))
-    return Outcome(failure, chunks, len(table.ports), key, votes, tuple(map(_digest, chunks)))
+    return Decision(failure, chunks, len(table.ports), key, votes, tuple(map(_digest, chunks)))
 
 
 @dataclass(frozen=True)
@@ -281,24 +287,24 @@ class Answer:
     key: bytes
     votes: int
 
-    def outcome(self, chunks: Sequence[bytes]) -> Outcome:
+    def decision(self, chunks: Sequence[bytes]) -> Decision:
         """The outcome this answer (with its ``chunks``) tells, to pass on to the tasks below."""
-        return Outcome(self.failure, tuple(chunks), self.total, self.key, self.votes, self.chunks)
+        return Decision(self.failure, tuple(chunks), self.total, self.key, self.votes, self.chunks)
 
 
-def encode_answer(outcome: Outcome, nonce: bytes, source: int, seal: Seal) -> list[bytes]:
+def encode_answer(outcome: Decision, nonce: bytes, source: int, seal: Seal) -> list[bytes]:
     """The messages that answer the call of ``nonce`` with ``outcome``, from rank ``source``."""
     header = pb.Answer(nonce=nonce, source=source, failure=_failure_pb(outcome.failure), total=outcome.total,
                        chunks=outcome.digests, key=outcome.key, votes=outcome.votes)
-    return [_envelope(header, seal), *outcome.chunks]
+    return [envelope(header, seal), *outcome.chunks]
 
 
 def decode_answer(header: bytes, world_size: int) -> Answer:
     """An answer's first message (its header, unwrapped), checked."""
-    message = _parse(pb.Answer(), header)
+    message = parse_message(pb.Answer(), header)
     if message.total not in (0, world_size) or len(message.chunks) > most_chunks(world_size) \
-            or any(len(d) != _DIGEST for d in message.chunks) or len(message.key) > 64 \
-            or message.source >= world_size or len(message.nonce) > 64 or message.votes > world_size:
+            or any(len(d) != _DIGEST for d in message.chunks) or len(message.key) > MOST_KEY \
+            or message.source >= world_size or len(message.nonce) > MOST_NONCE or message.votes > world_size:
         raise WireError("an answer for another job's size")
     return Answer(bytes(message.nonce), message.source, _failure(message.failure, world_size), message.total,
                   tuple(message.chunks), bytes(message.key), message.votes)
@@ -319,7 +325,7 @@ def _table(chunks: tuple[bytes, ...], digests: tuple[bytes, ...], total: int, wo
         raise WireError("chunks the answer did not announce")
     records = Records()
     for data in chunks:
-        message = _parse(pb.Records(), data)
+        message = parse_message(pb.Records(), data)
         _check_records(message, world_size, listed=False)
         if message.first != len(records.ports):
             raise WireError("result chunks out of order")
@@ -327,155 +333,3 @@ def _table(chunks: tuple[bytes, ...], digests: tuple[bytes, ...], total: int, wo
     if len(records.ports) != total or len(records.nodes) not in (0, total):
         raise WireError("an incomplete result")
     return Table(tuple(records.ports), tuple(records.spares), records.gpus, tuple(records.nodes))
-
-
-# WhoAreYou.
-
-@dataclass(frozen=True)
-class Identity:
-    """Who a server belongs to: its launch and task."""
-
-    job_key: str
-    rank: int
-    node: str
-    job: str
-    index: int
-
-    @property
-    def label(self) -> str:
-        """How messages name the task, as `Task.label` does."""
-        return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
-
-
-@dataclass(frozen=True)
-class Question:
-    """A WhoAreYou call: who asks, which server, and in which part of the bootstrap."""
-
-    job_key: str
-    source: int
-    """The rank asking."""
-    nonce: bytes
-    port: int
-    """The port of the server asked."""
-    early: bool = False
-    """Asked in the first round (by the leader the server's task joins it at): sealed as that
-    round's calls and answers are, before anyone knows the launch's key."""
-
-
-def encode_who(question: Question, seal: Seal) -> bytes:
-    """A question to the server on ``question.port``."""
-    return _envelope(pb.Who(job_key=question.job_key, source=question.source, nonce=question.nonce,
-                            port=question.port, early=question.early), seal)
-
-
-def decode_who(header: bytes, world_size: int) -> Question:
-    """A question, checked."""
-    message = _parse(pb.Who(), header)
-    if len(message.job_key) > _NAME or message.source >= world_size or len(message.nonce) > 64:
-        raise WireError("a question from no task of this job")
-    return Question(message.job_key, message.source, bytes(message.nonce), message.port, message.early)
-
-
-def encode_identity(identity: Identity, nonce: bytes, seal: Seal) -> bytes:
-    """What a server says of itself, to the question of ``nonce``."""
-    return _envelope(pb.Identity(job_key=identity.job_key, rank=identity.rank, node=identity.node,
-                                 job=identity.job, index=identity.index, nonce=nonce), seal)
-
-
-def decode_identity(header: bytes) -> tuple[Identity, bytes]:
-    """A server's identity and the nonce it answers, checked."""
-    message = _parse(pb.Identity(), header)
-    if max(len(message.job_key), len(message.node), len(message.job)) > _NAME or len(message.nonce) > 64:
-        raise WireError("an identity with overlong names")
-    return Identity(message.job_key, message.rank, message.node, message.job, message.index), bytes(message.nonce)
-
-
-# Watch: beats up, events down.
-
-@dataclass(frozen=True)
-class Beat:
-    """A heartbeat: the first of a call says who beats; later ones may carry news."""
-
-    job_key: str = ""
-    source: int = 0
-    node: int = 0
-    nonce: bytes = b""
-    port: int = 0
-    failed: tuple[int, ...] = ()
-    reason: str = ""
-    leaving: bool = False
-
-
-@dataclass(frozen=True)
-class Event:
-    """What the task above tells: the first of a call answers the first beat; later ones carry news."""
-
-    nonce: bytes = b""
-    source: int = 0
-    failed: tuple[int, ...] = ()
-    reason: str = ""
-    leaving: bool = False
-    hand_over: HandOver | None = None
-
-
-def _news(failed: Sequence[int], reason: str, world_size: int) -> tuple[tuple[int, ...], str]:
-    if len(failed) > SHOWN or any(r >= world_size for r in failed) or len(reason) > REASON:
-        raise WireError("news naming more than a job has")
-    return tuple(failed), reason
-
-
-def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
-    """A watch call's first beat: who beats, to which server."""
-    return _envelope(pb.Beat(job_key=beat.job_key, source=beat.source, node=beat.node, nonce=beat.nonce,
-                             port=beat.port), seal)
-
-
-def encode_beat(failed: Sequence[int] = (), reason: str = "", leaving: bool = False) -> bytes:
-    """A later beat: ranks found dead below (at most `SHOWN`), or that this task leaves."""
-    return bytes(pb.Beat(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving).SerializeToString())
-
-
-def decode_beat(data: bytes, world_size: int) -> Beat:
-    """A beat (a first beat's header, unwrapped, or a later beat), checked."""
-    message = _parse(pb.Beat(), data)
-    if len(message.job_key) > _NAME or message.source >= world_size or message.node >= world_size \
-            or len(message.nonce) > 64:
-        raise WireError("a heartbeat from no task of this job")
-    failed, reason = _news(message.failed, message.reason, world_size)
-    return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
-                message.leaving)
-
-
-def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:
-    """A watch call's first event: rank ``source`` watches the caller of ``nonce``."""
-    return _envelope(pb.Event(nonce=nonce, source=source), seal)
-
-
-def encode_event(failed: Sequence[int] = (), reason: str = "", leaving: bool = False,
-                 hand_over: HandOver | None = None) -> bytes:
-    """A later event: deaths (at most `SHOWN`), or that the task above leaves (and who takes over)."""
-    event = pb.Event(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving)
-    if hand_over is not None:
-        gone = sorted(hand_over.gone)[:1024]
-        event.hand_over.CopyFrom(pb.HandOver(
-            successor=hand_over.successor, above=hand_over.above,
-            gone_ranks=[s.number for s in gone if s.kind is SourceKind.TASK],
-            gone_nodes=[s.number for s in gone if s.kind is SourceKind.NODE]))
-    return bytes(event.SerializeToString())
-
-
-def decode_event(data: bytes, world_size: int) -> Event:
-    """An event (a first event's header, unwrapped, or a later event), checked."""
-    message = _parse(pb.Event(), data)
-    failed, reason = _news(message.failed, message.reason, world_size)
-    if message.source >= world_size or len(message.nonce) > 64:
-        raise WireError("an event from no task of this job")
-    hand_over = None
-    if message.HasField("hand_over"):
-        h = message.hand_over
-        named = [h.successor, *([h.above] if h.HasField("above") else []), *h.gone_ranks, *h.gone_nodes]
-        if len(h.gone_ranks) + len(h.gone_nodes) > 1024 or any(r >= world_size for r in named):
-            raise WireError("a hand-over naming more than a job has")
-        hand_over = HandOver(h.successor, h.above if h.HasField("above") else None,
-                             frozenset([*map(Source.task, h.gone_ranks), *map(Source.node, h.gone_nodes)]))
-    return Event(bytes(message.nonce), message.source, failed, reason, message.leaving, hand_over)

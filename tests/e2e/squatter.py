@@ -1,7 +1,9 @@
 """A squatter: another user's gRPC server on a port a launch's tasks probe, answering every call
-with a forged table that names itself as every task (what a task must never believe).
+with a forged table that names itself as every task (what a task must never believe), or (MODE)
+refusing it as a leader would (``invalid``, ``deadline``, ``unauthenticated``), or holding it
+without a word (``silent``).
 
-    python squatter.py HOST PORT WORLD_SIZE LOG
+    python squatter.py HOST PORT WORLD_SIZE LOG [MODE]
 
 Runs as another user, with only grpcio, protobuf and slurm_resolver's generated messages.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
@@ -23,21 +26,31 @@ SERVICE = "/slurm_resolver.v4.Coordination"
 
 def main() -> None:
     host, port, world, log = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    mode = sys.argv[5] if len(sys.argv) > 5 else "forge"
+    refusals = {"invalid": (grpc.StatusCode.INVALID_ARGUMENT, "invalid: a malformed call (DecodeError)"),
+                "deadline": (grpc.StatusCode.DEADLINE_EXCEEDED, "deadline: worker:0 (rank 0) on node1, which gathers "
+                             "the bootstrap for 4 tasks, still waited for ranks 2"),
+                "unauthenticated": (grpc.StatusCode.UNAUTHENTICATED, "unauthenticated: a seal not made with this "
+                                    "launch's key: not a task of this launch")}
 
-    def forged(first: bytes) -> list[bytes]:
+    def forged(first: bytes, context: Any) -> list[bytes]:
         call = pb.Call.FromString(pb.Envelope.FromString(first).header)
         with open(log, "a") as f:
             f.write(f"call from rank {call.source} for {call.round.kind}\n")
+        if mode == "silent":
+            threading.Event().wait(120)
+        if mode in refusals:
+            context.abort(*refusals[mode])
         chunk = pb.Records(ports=[port] * world, spare_ports=[port] * world, first=0).SerializeToString()
         answer = pb.Answer(nonce=call.nonce, source=0, total=world, chunks=[hashlib.sha256(chunk).digest()[:16]],
                            key=b"k" * 32)
         return [pb.Envelope(header=answer.SerializeToString(), seal=b"forged" * 5).SerializeToString(), chunk]
 
     def bundled(request: bytes, context: Any) -> bytes:
-        return pb.Bundle(messages=forged(pb.Bundle.FromString(request).messages[0])).SerializeToString()
+        return pb.Bundle(messages=forged(pb.Bundle.FromString(request).messages[0], context)).SerializeToString()
 
     def streamed(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
-        yield from forged(next(requests))
+        yield from forged(next(requests), context)
 
     methods = {f"{SERVICE}/JoinBundled": grpc.unary_unary_rpc_method_handler(bundled),
                f"{SERVICE}/Join": grpc.stream_stream_rpc_method_handler(streamed)}
@@ -46,7 +59,7 @@ def main() -> None:
         def service(self, details: Any) -> Any:
             return methods.get(details.method)
 
-    server = grpc.server(futures.ThreadPoolExecutor(4), options=[("grpc.so_reuseport", 0)])
+    server = grpc.server(futures.ThreadPoolExecutor(64), options=[("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((Handlers(),))
     server.add_insecure_port(f"{host}:{port}")
     server.start()

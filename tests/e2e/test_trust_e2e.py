@@ -71,7 +71,7 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
 
     from slurm_resolver.rpc import coordination_pb2 as pb
     from slurm_resolver.rpc.messages import Round, RoundKind
-    from slurm_resolver.rpc.server import JOIN_METHOD
+    from slurm_resolver.rpc.service import JOIN_METHOD
 
     from ..rpc.forge import join_call
 
@@ -92,7 +92,7 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
                 answers[round.kind.value] = f"{exc.code().name}: {exc.details()}"
     # A leader's first-round question "who are you?" (answered under MUNGE with a credential that
     # carries the launch's key, while a task has no table yet), asked of a task that holds the table.
-    from slurm_resolver.rpc.server import WHO_METHOD
+    from slurm_resolver.rpc.service import WHO_METHOD
 
     from ..rpc.forge import who_call
 
@@ -238,3 +238,51 @@ def test_a_squatter_on_the_first_rendezvous_port_is_named_and_its_table_refused(
     assert "for table" in met, "the tasks never met the squatter"
     assert f"skipped port {first} on node1: what answers there is not a task of this job" in out.stderr
     assert "Address already in use" not in out.stderr  # the leader passed the squatted port over quietly
+
+
+LATE_LEADER = textwrap.dedent("""
+    import json, os, time
+    from slurm_resolver import bootstrap
+    if os.environ["SLURM_PROCID"] == "0":
+        time.sleep(3)  # the leader comes late: the squatter has the tasks to itself for a while
+    b = bootstrap(timeout=30, auth="secret")
+    print(json.dumps({"rank": b.rank, "port": b.me.port}), flush=True)
+    b.stop()
+""")
+
+
+@pytest.mark.parametrize("mode", ["invalid", "deadline", "unauthenticated", "silent"])
+def test_a_squatters_refusal_or_silence_sends_the_tasks_on_to_the_leader(
+        slurm_cluster: dict[str, str], tmp_path: Path, intruder: str, strangers_python: tuple[str, Path],
+        mode: str) -> None:
+    """Another user on the first rendezvous port refuses every call as a leader would (``invalid``,
+    ``deadline: ... still waited for ranks 2``, ``unauthenticated``) or holds it without a word; the
+    leader comes 3 s late on the next port. A refusal counts only from a server that proved itself,
+    and a silent one is left after a few seconds: every task bootstraps with the real leader."""
+    python, site = strangers_python
+    first, second = _free_port("127.0.1.1"), _free_port("127.0.1.1")
+    log = site / f"squatter-{mode}.log"
+    log.touch()
+    log.chmod(0o666)
+    squatter = subprocess.Popen(["runuser", "-u", intruder, "--", "env", f"PYTHONPATH={site}", python,
+                                 str(site / "squatter.py"), "127.0.1.1", str(first), "4", str(log), mode],
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline().strip() == "ready"
+        script = tmp_path / "task.py"
+        script.write_text(LATE_LEADER)
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "SLURM_RESOLVER_SECRET": os.urandom(24).hex(),
+               "SLURM_RESOLVER_RENDEZVOUS_PORTS": f"{first},{second}"}
+        started = time.monotonic()
+        out = subprocess.run(["srun", "-w", "node[1-2]", "-N2", "-n4", sys.executable, str(script)], env=env,
+                             capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - started
+    finally:  # runuser passes no signal on: the squatter itself, in runuser's process group, is killed
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(squatter.pid, signal.SIGKILL)
+        squatter.wait()
+    assert out.returncode == 0, out.stderr
+    rows = json_objects(out.stdout)
+    assert len(rows) == 4 and {r["rank"]: r["port"] for r in rows}[0] == second, out.stderr
+    assert "for table" in log.read_text(), "the tasks never met the squatter"
+    assert took < 25, took  # not the bootstrap's timeout (30 s)

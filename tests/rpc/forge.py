@@ -7,9 +7,11 @@ import time
 from collections.abc import Sequence
 
 from slurm_resolver.rpc.auth import Authority, Purpose
+from slurm_resolver.rpc.beats import Beat, encode_first_beat
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.identity import Question, encode_who
 from slurm_resolver.rpc.messages import Failure, Records, Round
-from slurm_resolver.rpc.wire import Beat, Call, Question, encode_call, encode_first_beat, encode_who
+from slurm_resolver.rpc.wire import Call, encode_call
 
 
 def _sealer(authority: Authority | None, first_round: bool = False):  # type: ignore[no-untyped-def]

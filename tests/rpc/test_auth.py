@@ -9,7 +9,7 @@ import pytest
 
 from slurm_resolver.environment import snapshot
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.rpc.auth import SECRET, SECRET_FILE, AuthMode, Purpose, Verdict, authority
+from slurm_resolver.rpc.auth import SECRET, SECRET_FILE, AuthMode, Purpose, SealVerdict, authority
 
 NO_MUNGED = {"SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent/munge.socket"}
 SECRET_ENV = {**NO_MUNGED, SECRET: "s" * 24}
@@ -20,7 +20,7 @@ def test_without_a_secret_or_munged_auto_proves_nothing_and_says_why() -> None:
     assert auto.mode is AuthMode.NONE and "does not exist" in auto.how and not auto.proves_callers
     assert auto.check(Purpose.CALL, b"header", b"", first_round=True).believed  # the first round: believed
     unready = auto.check(Purpose.CALL, b"header", b"")
-    assert unready.verdict is Verdict.UNREADY and "does not know the launch's key" in unready.why
+    assert unready.verdict is SealVerdict.UNREADY and "does not know the launch's key" in unready.why
     with pytest.raises(ConfigurationError, match="auth='munge' but munged's socket /nonexistent"):
         authority("munge", NO_MUNGED, "5.0")
     with pytest.raises(ConfigurationError, match="auth='secret' but no secret"):
@@ -42,7 +42,7 @@ def test_a_secret_seals_every_header_for_one_launch_and_one_purpose() -> None:
     stranger = authority("auto", {**NO_MUNGED, SECRET: "t" * 24}, "5.0")
     assert "not made" in peer.check(Purpose.CALL, b"header", stranger.seal(Purpose.CALL, b"header")).why
     assert "no seal" in peer.check(Purpose.CALL, b"header", b"").why
-    assert peer.check(Purpose.CALL, b"header", b"").verdict is Verdict.REFUSED
+    assert peer.check(Purpose.CALL, b"header", b"").verdict is SealVerdict.REFUSED
 
 
 def test_a_secret_too_short_or_in_a_file_others_read_is_refused(tmp_path: Path) -> None:
@@ -79,3 +79,26 @@ def test_munge_proves_the_first_round_and_carries_the_launch_key(slurm_cluster: 
     assert caller.key == key and os.getuid() == root.uid
     later = caller.seal(Purpose.CALL, b"a barrier")
     assert root.check(Purpose.CALL, b"a barrier", later).believed
+
+
+@pytest.mark.parametrize("secret", [" " * 16, " " * 48, "\t\n" * 12, " " * 10 + "abc" + "\n" * 10])
+def test_a_secret_of_white_space_is_refused_as_its_file_would_be(secret: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="too short to be a secret"):
+        authority("auto", {SECRET: secret}, "5.0")
+    path = tmp_path / "secret"
+    path.write_text(secret)
+    path.chmod(0o600)
+    with pytest.raises(ConfigurationError, match="too short to be a secret"):
+        authority("auto", {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
+
+
+@pytest.mark.parametrize("later", [{"SLURM_RESTART_COUNT": "1"}, {"SLURM_RESOLVER_ATTEMPT": "2"}])
+def test_a_secrets_seal_recorded_in_one_run_is_refused_in_the_next(later: dict[str, str]) -> None:
+    """The secret is the job's, the same after a requeue, whose steps are numbered from 0 again: a
+    call a squatter recorded in the first run must not open the same step of the next."""
+    first = authority("auto", SECRET_ENV, "5.0")
+    recorded = first.seal(Purpose.CALL, b"a barrier")
+    assert authority("auto", {**SECRET_ENV, "SLURM_RESTART_COUNT": "0"}, "5.0").check(
+        Purpose.CALL, b"a barrier", recorded).believed  # the same run: the same seals
+    replayed = authority("auto", {**SECRET_ENV, **later}, "5.0").check(Purpose.CALL, b"a barrier", recorded)
+    assert replayed.verdict is SealVerdict.REFUSED

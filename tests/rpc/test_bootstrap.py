@@ -15,11 +15,11 @@ from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.ports import rendezvous_ports
 from slurm_resolver.rpc.server import Server
 from slurm_resolver.rpc.tree import ONCE, checked_peers
-from slurm_resolver.rpc.wire import Identity
 
 
 def env(rank: int, size: int, step: str = "0", nodes: int = 1) -> dict[str, str]:
@@ -277,33 +277,6 @@ def test_any_task_may_wait_for_a_notice_its_leader_does_not_wait_for() -> None:
         return "done"
 
     assert run_all(3, then=run, timeout=20, step="10") == ["done", "done", "heard"]
-
-
-def test_an_uncaught_exception_is_reported_only_while_the_task_runs_and_not_at_a_prompt(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import sys
-    import weakref
-
-    from slurm_resolver.rpc import bootstrapped
-
-    monkeypatch.setattr(bootstrapped, "_reporting", weakref.WeakSet())  # apart from other tests' tasks
-    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
-    before = sys.excepthook
-    b = bootstrap(environ=env(0, 1, "41"), timeout=10)
-    reported: list[str] = []
-    monkeypatch.setattr(b, "fail", reported.append)
-    try:
-        assert sys.excepthook is not before
-        monkeypatch.setattr(sys, "ps1", ">>> ", raising=False)  # an interactive prompt: the process goes on
-        sys.excepthook(ValueError, ValueError("a typo"), None)
-        assert reported == []
-        monkeypatch.delattr(sys, "ps1")
-        sys.excepthook(ValueError, ValueError("a bad batch"), None)  # the interpreter ends: a failure
-        assert reported == ["worker:0 (rank 0) on localhost raised ValueError: a bad batch"]
-    finally:
-        b.stop()
-    assert sys.excepthook is before
-    assert "a bad batch" in capsys.readouterr().err  # the traceback still shows
 
 
 def test_a_job_whose_tasks_prove_nothing_says_so_once(caplog: pytest.LogCaptureFixture) -> None:

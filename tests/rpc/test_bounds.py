@@ -19,8 +19,9 @@ import pytest
 
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.auth import AuthMode, Authority
+from slurm_resolver.rpc.callers import MOST_UNPROVEN
 from slurm_resolver.rpc.messages import TABLE_ROUND, Records, Round
-from slurm_resolver.rpc.server import JOIN_BUNDLED_METHOD, JOIN_METHOD, MOST_UNPROVEN
+from slurm_resolver.rpc.service import JOIN_BUNDLED_METHOD, JOIN_METHOD, WHO_METHOD
 
 from ..conftest import ROOT
 from .forge import join_call
@@ -31,7 +32,7 @@ from slurm_resolver.rpc.auth import Authority, AuthMode
 from slurm_resolver.rpc.coordinator import Coordinator
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.server import Server
-from slurm_resolver.rpc.wire import Identity
+from slurm_resolver.rpc.identity import Identity
 authority = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
 server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, handlers=lambda port: Coordinator(
     Identity("9.0", 0, "localhost", "worker", 0), 100000, map(Source.task, range(1, 8)), True, authority, port))
@@ -152,6 +153,159 @@ def test_calls_that_never_send_their_first_message_are_cut_off_and_few_wait(
     assert all(took < 8 for took in cut) and all(took < 3 for took in busy), outcomes
 
 
+def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _literal(name: str, value: str) -> bytes:  # HPACK: a literal header, not indexed, no Huffman
+    return b"\x00" + bytes([len(name)]) + name.encode() + bytes([len(value)]) + value.encode()
+
+
+def drip(port: int, method: str, seconds: float) -> float | None:
+    """Open a call of ``method`` over raw HTTP/2 and send its message one byte a second: when the
+    server ended the call (None: not within ``seconds``)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0))
+        headers = b"".join(_literal(n, v) for n, v in [
+            (":method", "POST"), (":scheme", "http"), (":path", method), (":authority", f"127.0.0.1:{port}"),
+            ("content-type", "application/grpc"), ("te", "trailers")])
+        sock.sendall(_frame(1, 4, 1, headers) + _frame(0, 0, 1, b"\x00" + (64).to_bytes(4, "big")))  # 64 bytes due
+        start, received = time.monotonic(), b""
+        sock.settimeout(1.0)
+        while time.monotonic() - start < seconds:
+            try:
+                sock.sendall(_frame(0, 0, 1, b"x"))
+                data = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return time.monotonic() - start
+            if not data:
+                return time.monotonic() - start
+            received += data
+            while len(received) >= 9 and len(received) >= 9 + int.from_bytes(received[:3], "big"):
+                kind, stream = received[3], int.from_bytes(received[5:9], "big") & 0x7FFFFFFF
+                received = received[9 + int.from_bytes(received[:3], "big"):]
+                if (stream == 1 and kind in (1, 3)) or kind == 7:  # its trailers, RST_STREAM, or GOAWAY
+                    return time.monotonic() - start
+    return None
+
+
+@pytest.mark.parametrize("method", [JOIN_METHOD, JOIN_BUNDLED_METHOD, WHO_METHOD])
+def test_a_first_message_dripped_a_byte_a_second_is_cut_off_in_every_kind_of_call(
+        leader: tuple[subprocess.Popen[str], int], method: str) -> None:
+    """Unary calls too: gRPC calls a unary handler only once its message came, so the server reads
+    JoinBundled and WhoAreYou as streams of one message, each due within 5 s."""
+    _, port = leader
+    took = drip(port, method, 14.0)
+    assert took is not None and took < 9, took
+
+
+FLOOD = """
+import socket, sys, threading, time
+port, connections, streams, seconds = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+def frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+def literal(name, value):
+    return b"\\x00" + bytes([len(name)]) + name.encode() + bytes([len(value)]) + value.encode()
+def headers(method):
+    return b"".join(literal(n, v) for n, v in [(":method", "POST"), (":scheme", "http"), (":path", method),
+        (":authority", "127.0.0.1:%d" % port), ("content-type", "application/grpc"), ("te", "trailers")])
+def flood(method):
+    # Calls that open and never send their message, opened again as soon as the server ends one.
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port))
+        except OSError:
+            time.sleep(0.1)
+            continue
+        sock.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(4, 0, 0))
+        ids = iter(range(1, 1 << 30, 2))
+        for _ in range(streams):
+            sock.sendall(frame(1, 4, next(ids), headers(method)))
+        sock.settimeout(0.5)
+        data = b""
+        while time.monotonic() < end:
+            try:
+                got = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not got:
+                break
+            data += got
+            while len(data) >= 9 and len(data) >= 9 + int.from_bytes(data[:3], "big"):
+                size, kind, flags = int.from_bytes(data[:3], "big"), data[3], data[4]
+                stream, payload, data = int.from_bytes(data[5:9], "big") & 0x7FFFFFFF, data[9:9 + size], data[9 + size:]
+                if kind == 4 and not flags & 1:
+                    sock.sendall(frame(4, 1, 0))
+                elif kind == 6 and not flags & 1:
+                    sock.sendall(frame(6, 1, 0, payload))
+                elif stream and (kind == 3 or (kind == 1 and flags & 1)):  # that call ended: another
+                    sock.sendall(frame(1, 4, next(ids), headers(method)))
+        sock.close()
+threads = [threading.Thread(target=flood, args=(method,)) for method in sys.argv[5:] for _ in range(connections)]
+for t in threads:
+    t.start()
+print("flooding", flush=True)
+for t in threads:
+    t.join()
+"""
+
+
+@pytest.fixture(scope="module")
+def stranger() -> str:
+    """Another user of this host (the tests run as root, which may make one)."""
+    import os
+    import pwd
+
+    if os.getuid() != 0:
+        pytest.skip("needs root, to run a stranger's flood as another user")
+    try:
+        pwd.getpwnam("srtest-intruder")
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        "srtest-intruder"], check=True, capture_output=True)
+    return "srtest-intruder"
+
+
+def test_one_strangers_flood_costs_only_its_share_of_a_server(leader: tuple[subprocess.Popen[str], int],
+                                                              stranger: str) -> None:
+    """Another user keeps 600 silent Join and JoinBundled calls open (re-opened as soon as they are
+    cut off): more than every slot for calls not yet proven (32) and every call a server takes
+    (512). Each caller is held to its share of both, so the job's own calls still get in."""
+    import os
+    import signal
+
+    _, port = leader
+    flood = subprocess.Popen(["runuser", "-u", stranger, "--", "/usr/bin/python3", "-c", FLOOD, str(port), "5",
+                              "60", "25", JOIN_METHOD, JOIN_BUNDLED_METHOD], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    mine = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
+    codes = []
+    try:
+        assert flood.stdout is not None and flood.stdout.readline().strip() == "flooding"
+        time.sleep(3.0)  # every call of the flood is open
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            for count in range(6):
+                real = join_call("9.0", Round.barrier("flooded", count), 1, port=port, authority=mine)
+                try:
+                    channel.unary_unary(JOIN_BUNDLED_METHOD)(pb.Bundle(messages=real).SerializeToString(), timeout=1.5)
+                    codes.append("OK")
+                except grpc.RpcError as exc:
+                    codes.append(exc.code().name if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED else
+                                 f"{exc.code().name}: {exc.details()}")
+    finally:  # runuser passes no signal on: the flood's process group is killed
+        os.killpg(flood.pid, signal.SIGKILL)
+        flood.wait()
+    # The barrier's other tasks never come: a call that got in is answered with who is missing.
+    assert codes.count("DEADLINE_EXCEEDED") >= 5, codes  # not RESOURCE_EXHAUSTED (busy)
+
+
 CROWDED = """
 import os, resource, sys, threading
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -213,3 +367,21 @@ def test_idle_connections_do_not_use_up_the_open_files_a_leader_needs() -> None:
         proc.kill()
         proc.wait()
     assert said.startswith("[(0, 'Bootstrapped'), (1, 'Bootstrapped')]") and not said.split()[-1] == "256", said
+
+
+@pytest.mark.parametrize("hard, said", [(1024, True), (1 << 20, False)])
+def test_a_hard_limit_of_open_files_too_low_for_the_jobs_size_is_said(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, hard: int, said: bool) -> None:
+    """1,100 connections of one stranger used to exhaust a hard limit of 1,024 without a word: a
+    leader needs a few files per task of its node and child leader, and each stranger may hold its
+    share of calls."""
+    import resource
+
+    from slurm_resolver.resolution import resolve
+    from slurm_resolver.rpc import bootstrap as phases
+    from slurm_resolver.rpc.simulate import srun_environ
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (hard, hard))
+    cluster = resolve(srun_environ(4, 8), resolves=lambda name: True)
+    phases._open_files(cluster, 8)
+    assert ("may open only 1024 files; a node leader of this job needs about" in caplog.text) is said, caplog.text

@@ -9,9 +9,10 @@ import pytest
 
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Records, Round, Source
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.wire import Identity, Outcome, decide, decode_answer, unwrap
+from slurm_resolver.rpc.wire import Decision, decision, decode_answer, unwrap
 
 from .forge import call_at, join_call
 
@@ -62,7 +63,7 @@ def test_a_server_that_does_not_know_the_key_yet_says_so_and_is_asked_again() ->
 
 
 def test_a_round_gathers_its_callers_and_this_tasks_own_and_answers_every_caller() -> None:
-    async def scenario() -> tuple[Contribution, list[Outcome], int]:
+    async def scenario() -> tuple[Contribution, list[Decision], int]:
         coordinator = _coordinator()
         barrier = Round.vote("v", 0)
         callers = [asyncio.ensure_future(call_at(coordinator, join_call("5.0", barrier, rank, node=node, port=8000,
@@ -70,14 +71,14 @@ def test_a_round_gathers_its_callers_and_this_tasks_own_and_answers_every_caller
                    for rank, node in ((1, 0), (2, 1))]
         merged = await coordinator.gather(barrier, Contribution(votes=1), time.monotonic() + 5,
                                           lambda source: Failure.missing_ranks([source.number]))
-        coordinator.publish(barrier, decide(Failure(), votes=merged.votes))
+        coordinator.publish(barrier, decision(Failure(), votes=merged.votes))
         answers = await asyncio.gather(*callers)
         delivered = await coordinator.delivered(barrier, time.monotonic() + 1)
-        return merged, [decode_answer(unwrap(a[0])[0], 4).outcome(a[1:]) for a in answers], int(delivered)
+        return merged, [decode_answer(unwrap(a[0])[0], 4).decision(a[1:]) for a in answers], int(delivered)
 
     merged, outcomes, delivered = asyncio.run(scenario())
     assert merged.votes == 1 and not merged.failure
-    assert all(o == decide(Failure(), votes=1) for o in outcomes) and delivered == 1
+    assert all(o == decision(Failure(), votes=1) for o in outcomes) and delivered == 1
 
 
 def test_a_source_that_never_comes_is_covered_and_its_callers_hear_who_is_missing() -> None:
@@ -86,7 +87,7 @@ def test_a_source_that_never_comes_is_covered_and_its_callers_hear_who_is_missin
         barrier = Round.barrier("b", 0)
         merged = await coordinator.gather(barrier, Contribution(), time.monotonic() + 0.1,
                                           lambda source: Failure.missing_ranks([1 if source == Source.task(1) else 3]))
-        coordinator.publish(barrier, decide(merged.failure))
+        coordinator.publish(barrier, decision(merged.failure))
         later = Round.barrier("b", 1)
         gathering = asyncio.ensure_future(coordinator.gather(later, Contribution(), time.monotonic() + 5,
                                                              lambda source: Failure()))
@@ -123,25 +124,25 @@ def test_a_second_process_claiming_a_source_with_other_records_is_refused() -> N
 
 
 def test_an_announcement_at_the_root_decides_the_notice_for_its_waiters() -> None:
-    async def scenario() -> tuple[Outcome | None, Outcome | None, bool]:
+    async def scenario() -> tuple[Decision | None, Decision | None, bool]:
         coordinator = _coordinator()
         notice = Round.notice("go")
         missing = await coordinator.result(notice, time.monotonic() + 0.05)
         await call_at(coordinator, join_call("5.0", Round.announce("go"), 1, port=8000, authority=_keyed()), 1)
         return missing, await coordinator.result(notice, time.monotonic() + 1), coordinator.decided(notice)
 
-    assert asyncio.run(scenario()) == (None, decide(Failure()), True)
+    assert asyncio.run(scenario()) == (None, decision(Failure()), True)
 
 
 def test_a_leader_asks_above_once_for_all_its_notices_waiters() -> None:
     asked: list[Round] = []
 
-    async def above(notice: Round, deadline: float) -> Outcome:
+    async def above(notice: Round, deadline: float) -> Decision:
         asked.append(notice)
         await asyncio.sleep(0.05)
-        return decide(Failure())
+        return decision(Failure())
 
-    async def scenario() -> list[Outcome | None]:
+    async def scenario() -> list[Decision | None]:
         coordinator = Coordinator(_identity(), 4, [Source.task(1)], False, _keyed(), 8000, above)
         notice = Round.notice("go")
         coordinator.want(notice, time.monotonic() + 5)
@@ -149,9 +150,9 @@ def test_a_leader_asks_above_once_for_all_its_notices_waiters() -> None:
         waiter = call_at(coordinator, join_call("5.0", notice, 1, port=8000, authority=_keyed()), 5)
         own = coordinator.result(notice, time.monotonic() + 5)
         answer, result = await asyncio.gather(waiter, own)
-        return [decode_answer(unwrap(answer[0])[0], 4).outcome(answer[1:]), result]
+        return [decode_answer(unwrap(answer[0])[0], 4).decision(answer[1:]), result]
 
-    assert asyncio.run(scenario()) == [decide(Failure()), decide(Failure())] and asked == [Round.notice("go")]
+    assert asyncio.run(scenario()) == [decision(Failure()), decision(Failure())] and asked == [Round.notice("go")]
 
 
 @pytest.mark.parametrize("mode, shown", [(AuthMode.NONE, True), (AuthMode.SECRET, False)])

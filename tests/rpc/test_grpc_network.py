@@ -15,8 +15,9 @@ import pytest
 
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.grpc_network import GrpcNetwork, channel_target
+from slurm_resolver.rpc.identity import decode_identity
 from slurm_resolver.rpc.transport import LinkError, Refusal
-from slurm_resolver.rpc.wire import decode_identity, unwrap
+from slurm_resolver.rpc.wire import unwrap
 
 from .forge import who_call
 
@@ -25,7 +26,7 @@ import threading
 from slurm_resolver.rpc.auth import Authority, AuthMode
 from slurm_resolver.rpc.coordinator import Coordinator
 from slurm_resolver.rpc.server import Server
-from slurm_resolver.rpc.wire import Identity
+from slurm_resolver.rpc.identity import Identity
 authority = Authority(AuthMode.NONE, "a test")
 authority.learn(b"k" * 32)
 server = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: Coordinator(

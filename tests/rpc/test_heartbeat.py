@@ -1,57 +1,67 @@
-"""What both sides of failure detection share: the deaths a task knows, where their news goes, the clock."""
+"""A task's side of the watch: it follows its call up, declares a silent or vanished task above dead, blames
+nobody for its own pause, and moves its call when the task above hands over."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
-from slurm_resolver.rpc.heartbeat import Deaths, stood_still
-from slurm_resolver.rpc.messages import SHOWN, News, Source
-from slurm_resolver.rpc.wire import decode_event
+from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.messages import Source
 
-
-def test_a_process_that_stood_still_is_told_apart_from_a_late_wake_up() -> None:
-    assert stood_still(10.0, 9.0, 1.0) == 0.0 and stood_still(10.0, 8.0, 1.0) == 0.0
-    assert stood_still(10.0, 4.0, 1.0) == 5.0
+from .test_watch import run, until
 
 
-def test_a_death_found_here_goes_up_and_down_once_and_to_every_callback() -> None:
-    async def scenario() -> tuple[list[News], list[tuple[int, ...]], list[tuple[int, str]], dict[int, str]]:
-        deaths = Deaths(rank=0)
-        below: asyncio.Queue[bytes] = asyncio.Queue()
-        deaths.below[Source.task(1)] = below
-        heard: list[tuple[int, str]] = []
-        deaths.add_callback(lambda rank, why: heard.append((rank, why)))
-        deaths.declare([3, 0, *range(10, 10 + SHOWN)], "killed")  # this task itself is never declared
-        deaths.declare([3], "again")  # known: no news
-        up = [deaths.up.get_nowait() for _ in range(deaths.up.qsize())]
-        down = [decode_event(below.get_nowait(), 100).failed for _ in range(below.qsize())]
-        return up, down, heard, deaths.failed
+def test_a_hung_leader_is_declared_dead_by_the_tasks_below_it() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        detector = tasks[4]._detector  # leads node 3 (rank 5 below it): hangs, sends nothing up or down
+        detector.heartbeat.heartbeat = detector.watch.heartbeat = 3600.0
+        detector.deaths.declare = lambda *args, **kwargs: None
+        took = await until(lambda: 4 in tasks[5].failures(), 8.0)  # as above: about the patience
+        assert "stopped answering" in tasks[5].failures()[4] and 0.5 < took < 8.0, tasks[5].failures()
 
-    up, down, heard, failed = asyncio.run(scenario())
-    assert up == [News((3, *range(10, 10 + SHOWN - 1)), "killed"), News((10 + SHOWN - 1,), "killed")]
-    assert down == [n.failed for n in up] and len(heard) == SHOWN + 1 and set(failed) == {3, *range(10, 10 + SHOWN)}
+    run(scenario)
 
 
-def test_a_death_heard_from_above_goes_down_only_and_late_callbacks_hear_the_known() -> None:
-    async def scenario() -> tuple[int, list[tuple[int, str]], int]:
-        deaths = Deaths(rank=4)
-        deaths.declare([7], "node lost", from_above=True)
-        heard: list[tuple[int, str]] = []
-        deaths.add_callback(lambda rank, why: heard.append((rank, why)))
-        return deaths.up.qsize(), heard, len(deaths.missed())
+def test_a_process_stopped_longer_than_the_patience_blames_nobody() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> dict[int, str]:
+        time.sleep(3.5)  # every task's loop stops (SIGSTOP, a long GIL hold) for over twice the patience
+        await asyncio.sleep(2.0)
+        return {r: why for t in tasks for r, why in t.failures().items()}
 
-    assert asyncio.run(scenario()) == (0, [(7, "node lost")], 1)
+    assert run(scenario) == {}
 
 
-def test_a_callback_that_raises_stops_nothing() -> None:
-    async def scenario() -> dict[int, str]:
-        deaths = Deaths(rank=0)
+def test_when_a_leader_leaves_normally_its_successor_watches_in_its_place() -> None:
+    """Node 2's leader (rank 4) ends its work early; rank 5, on its node, takes its place: a
+    later death of rank 5 is still known to everyone."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: Source.task(5) in tasks[4]._detector.deaths.below, 4.0)  # rank 5 watches on its leader
+        await tasks[4].aio.stop(1.0)
+        await until(lambda: tasks[5]._detector.heartbeat.above == 0, 4.0)  # 5 now watches on the root, for node 2
+        await asyncio.sleep(2.0)  # longer than the patience: a successor is no failure, and beats
+        assert all(t.failures() == {} for t in tasks if t.rank != 4)
+        await tasks[5].aio.fail("out of memory after the leader left")
+        others = [t for t in tasks if t.rank not in (4, 5)]
+        await until(lambda: all(5 in t.failures() for t in others), 4.0)
+        assert tasks[0].failures()[5] == "out of memory after the leader left"
 
-        def broken(rank: int, why: str) -> None:
-            raise RuntimeError("a user's bug")
+    run(scenario)
 
-        deaths.add_callback(broken)
-        deaths.declare([2], "gone")
-        return deaths.failed
 
-    assert asyncio.run(scenario()) == {2: "gone"}
+def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        leader = tasks[4]  # leads node 3: rank 5 below it, reports to the root
+        served, leader._served, detector, leader._detector = leader._served, None, leader._detector, None
+        detector.deaths.leaving = True  # its process dies: it says nothing, every call to it and from it breaks
+        await detector.watch.stop()
+        assert detector._task is not None
+        detector._task.cancel()
+        await served.stop(0)
+        others = [t for t in tasks if t.rank != 4]
+        took = await until(lambda: all(4 in t.failures() for t in others), 3.0)
+        assert "died" in tasks[5].failures()[4] and took < 3.0
+
+    run(scenario)
+
+

@@ -7,6 +7,7 @@ import itertools
 import socket
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -19,12 +20,13 @@ from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Records, Round, Source
 from slurm_resolver.rpc.ports import rendezvous_ports
 from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS
-from slurm_resolver.rpc.server import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
+from slurm_resolver.rpc.service import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.wire import MAX_MESSAGE, Identity, decide
+from slurm_resolver.rpc.wire import MAX_MESSAGE, decision
 
 from .forge import call_at, first_beat, join_call, who_call
 from .test_bootstrap import env, run_all, stop
@@ -290,7 +292,7 @@ def test_callers_cannot_open_rounds_or_wait_without_bound() -> None:
         rounds = await asyncio.gather(*(call(Round.barrier("r", i), 0.5) for i in range(MOST_OPEN_ROUNDS + 50)))
         refused = sum("rounds are open" in r for r in rounds)
         # The abandoned rounds are forgotten: a real round still opens and completes.
-        coordinator.publish(Round.barrier("later", 0), decide(Failure()))
+        coordinator.publish(Round.barrier("later", 0), decision(Failure()))
         answered = await call(Round.barrier("later", 0), 1.0)
         return crowded, refused, coordinator.open_rounds, int(answered == "answered")
 
@@ -374,3 +376,72 @@ def test_without_the_secret_nobody_opens_rounds_watches_or_announces() -> None:
 
     codes, still_open, known, counted = asyncio.run(scenario())
     assert codes == {Refusal.UNAUTHENTICATED} and still_open == 0 and known == 0 and counted
+
+
+class Squatter:
+    """Another user's server on the first rendezvous port: it refuses every call as ``code`` says,
+    or (None) accepts it and never answers."""
+
+    world_size = 3
+
+    def __init__(self, code: Refusal | None, detail: str) -> None:
+        self.code, self.detail = code, detail
+
+    def open_call(self, first: bytes) -> Any:
+        if self.code is not None:
+            raise Refused(self.code, self.detail)
+        return SimpleNamespace(chunks=())
+
+    async def join(self, call: Any, more: Any, deadline: float) -> Any:
+        await asyncio.Event().wait()  # silent: holds the call
+
+    def sent(self, round: Any) -> None:
+        pass
+
+    async def who(self, message: bytes, deadline: float) -> bytes:
+        raise Refused(Refusal.INVALID, self.detail)
+
+    async def watch(self, beats: Any) -> Any:
+        raise Refused(Refusal.INVALID, self.detail)
+        yield b""  # pragma: no cover
+
+
+@pytest.mark.parametrize("code, detail, late", [
+    (Refusal.INVALID, "a malformed call (DecodeError)", 0.0),
+    (Refusal.DEADLINE, "worker:0 (rank 0) on node1, which gathers the bootstrap for 3 tasks, still waited for "
+                       "ranks 2", 0.0),
+    (Refusal.UNAUTHENTICATED, "a seal not made with this launch's key: not a task of this launch", 3.0),
+    (None, "", 0.0),  # silent
+])
+def test_a_squatters_refusal_or_silence_on_the_first_port_only_sends_the_tasks_to_the_next(
+        code: Refusal | None, detail: str, late: float) -> None:
+    """A refusal counts only from a server that proved itself (as an answer does): from a squatter on
+    the first rendezvous port it means "not here", and a silent one is left after a few seconds; the
+    leader, on the next port (and a few seconds late), is found by every task."""
+    from slurm_resolver.resolution import resolve
+    from slurm_resolver.rpc.bootstrap import bootstrap_async
+    from slurm_resolver.rpc.local import LocalNetwork
+    from slurm_resolver.rpc.simulate import srun_environ
+
+    base = resolve(srun_environ(1, 3), resolves=lambda name: True)
+    host, ports = base.hosts[base.placement.nodes[0]], [31101, 31102, 31103]
+    env = {"SLURM_RESOLVER_RENDEZVOUS_PORTS": ",".join(map(str, ports))}
+
+    async def scenario() -> tuple[list[Any], float]:
+        network = LocalNetwork()
+        await network.serve(host, ports[:1], lambda port: Squatter(code, detail))
+
+        async def task(rank: int) -> Any:
+            await asyncio.sleep(late if rank == 0 else 0.0)
+            return await bootstrap_async(base.as_rank(rank), exchange="rendezvous", timeout=20, environ=env,
+                                         network=network, heartbeat=None, auth="none")
+
+        started = time.monotonic()
+        done = await asyncio.gather(*(task(r) for r in range(3)), return_exceptions=True)
+        took = time.monotonic() - started
+        await asyncio.gather(*(b.aio.stop(0) for b in done if isinstance(b, Bootstrapped)))
+        return list(done), took
+
+    done, took = asyncio.run(scenario())
+    assert all(isinstance(b, Bootstrapped) for b in done), done
+    assert [b.me.port for b in done][0] == ports[1] and took < late + 10, took

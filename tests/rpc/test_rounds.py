@@ -10,9 +10,9 @@ import pytest
 
 from slurm_resolver.rpc.messages import Contribution, Failure, Round, RoundKind, Source
 from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS, MOST_ROUNDS, Conflict, Rounds, RoundsFull
-from slurm_resolver.rpc.wire import Outcome, decide
+from slurm_resolver.rpc.wire import Decision, decision
 
-DONE = decide(Failure())
+DONE = decision(Failure())
 
 
 def test_a_round_is_claimed_once_and_not_once_decided() -> None:
@@ -65,13 +65,13 @@ def test_a_result_and_its_delivery_are_awaited_with_a_deadline() -> None:
         loop = asyncio.get_running_loop()
         late, soon = Round.barrier("late", 0), Round.barrier("soon", 0)
         missing = await rounds.result(late, loop.time() + 0.05)
-        loop.call_later(0.05, rounds.publish, soon, Outcome(Failure.of("r")))
+        loop.call_later(0.05, rounds.publish, soon, Decision(Failure.of("r")))
         found = await rounds.result(soon, loop.time() + 2)
         rounds.wait(soon)
         loop.call_later(0.05, rounds.sent, soon)
         return missing, found, await rounds.delivered(soon, loop.time() + 2)
 
-    assert asyncio.run(scenario()) == (None, Outcome(Failure.of("r")), True)
+    assert asyncio.run(scenario()) == (None, Decision(Failure.of("r")), True)
 
 
 def test_a_round_counts_each_sources_contribution_once_until_it_is_closed() -> None:

@@ -12,13 +12,14 @@ from slurm_resolver.errors import ResolutionError
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.local import LocalNetwork
 from slurm_resolver.rpc.messages import Contribution, Failure, Round
 from slurm_resolver.rpc.simulate import srun_environ
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.uplink import Uplink
-from slurm_resolver.rpc.wire import Identity, decide
+from slurm_resolver.rpc.wire import decision
 
 CLUSTER = resolve(srun_environ(1, 2), resolves=lambda name: True)
 HOST = CLUSTER.hosts[CLUSTER.placement.nodes[0]]
@@ -76,7 +77,7 @@ def test_the_leader_is_found_past_another_launchs_server_and_its_port_kept() -> 
 
         async def decide_it() -> None:
             merged = await leader.gather(barrier, Contribution(), time.monotonic() + 5, lambda s: Failure())
-            leader.publish(barrier, decide(merged.failure))
+            leader.publish(barrier, decision(merged.failure))
 
         outcome, _ = (await asyncio.gather(uplink.join(barrier, Contribution(), time.monotonic() + 5, 5),
                                            decide_it()))[0]

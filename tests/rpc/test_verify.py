@@ -17,13 +17,14 @@ from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.auth import SECRET, AuthMode, Authority, Purpose, authority
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.identity import Identity, decode_identity, decode_who
 from slurm_resolver.rpc.local import LocalNetwork
 from slurm_resolver.rpc.messages import Source, SourceKind
 from slurm_resolver.rpc.simulate import srun_environ
 from slurm_resolver.rpc.transport import Failed, Handlers, LinkError, Refusal, Refused, Served
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.verify import Expected, Inspection, ask
-from slurm_resolver.rpc.wire import Identity, decode_identity, decode_who, unwrap
+from slurm_resolver.rpc.wire import unwrap
 
 from .forge import first_beat, who_call
 

@@ -45,7 +45,7 @@ async def until(predicate: Callable[[], bool], seconds: float) -> float:
 
 def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> None:
-        tasks[3]._detector.listener.heartbeat = 3600.0  # hung: its call stays open, its beats stop
+        tasks[3]._detector.heartbeat.heartbeat = 3600.0  # hung: its call stays open, its beats stop
         others = [t for t in tasks if t.rank != 3]
         # About the patience (1.5 s); a loaded machine's late wake-ups are forgiven as pauses, so allow more.
         took = await until(lambda: all(3 in t.failures() for t in others), 8.0)
@@ -61,16 +61,16 @@ def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
     async def scenario(tasks: list[Bootstrapped]) -> None:
         await until(lambda: all(len(t._detector.deaths.below) == len(t._detector.watch.sources) for t in tasks), 4.0)
         await tasks[0].aio.stop(1.0)
-        await until(lambda: tasks[3]._detector.listener.above == 1 and tasks[2]._detector.listener.above == 1, 4.0)
+        await until(lambda: tasks[3]._detector.heartbeat.above == 1 and tasks[2]._detector.heartbeat.above == 1, 4.0)
         await tasks[3].aio.stop(1.0)
-        await until(lambda: tasks[6]._detector.listener.above == 4 and tasks[5]._detector.listener.above == 4, 4.0)
-        assert tasks[4]._detector.listener.above == 1
+        await until(lambda: tasks[6]._detector.heartbeat.above == 4 and tasks[5]._detector.heartbeat.above == 4, 4.0)
+        assert tasks[4]._detector.heartbeat.above == 1
         await asyncio.sleep(2.0)
         assert all(t.failures() == {} for t in tasks[4:]) and tasks[1].failures() == {}
         await tasks[8].aio.fail("a bad batch on node 2")
         left = [t for t in tasks if t.rank not in (0, 3, 8)]
         await until(lambda: all(8 in t.failures() for t in left), 4.0)
-        tasks[2]._detector.listener.heartbeat = 3600.0  # a task on node 0, watched by rank 1 now, hangs
+        tasks[2]._detector.heartbeat.heartbeat = 3600.0  # a task on node 0, watched by rank 1 now, hangs
         await until(lambda: all(2 in t.failures() for t in left if t.rank != 2), 8.0)
         assert "stopped beating" in tasks[7].failures()[2]
 

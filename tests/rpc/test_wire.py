@@ -7,29 +7,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_resolver.rpc import coordination_pb2 as pb
-from slurm_resolver.rpc.messages import SHOWN, Failure, HandOver, Records, Round, RoundKind, Source, Table, WireError
+from slurm_resolver.rpc.beats import decode_beat, decode_event
+from slurm_resolver.rpc.identity import decode_identity, decode_who
+from slurm_resolver.rpc.messages import SHOWN, Failure, Records, Round, RoundKind, Table, WireError
 from slurm_resolver.rpc.wire import (
     CHUNK,
     CHUNK_BYTES,
-    Beat,
     Call,
-    Identity,
-    Question,
-    decide,
+    decision,
     decode_answer,
-    decode_beat,
     decode_call,
-    decode_event,
-    decode_identity,
-    decode_who,
     encode_answer,
-    encode_beat,
     encode_call,
-    encode_event,
-    encode_first_beat,
-    encode_first_event,
-    encode_identity,
-    encode_who,
     read_records,
     read_table,
     unwrap,
@@ -70,7 +59,7 @@ def test_long_gpu_lists_make_smaller_chunks() -> None:
 
 def test_an_answer_round_trips_and_its_chunks_are_checked() -> None:
     n = CHUNK + 1
-    outcome = decide(Failure(), Table(tuple(range(1, n + 1)), (5,) * n, {n - 1: "GPU-x"}), key=b"k")
+    outcome = decision(Failure(), Table(tuple(range(1, n + 1)), (5,) * n, {n - 1: "GPU-x"}), key=b"k")
     messages = encode_answer(outcome, b"nonce", 3, unsealed)
     answer = decode_answer(unwrap(messages[0])[0], n)
     assert (answer.nonce, answer.source, answer.key, answer.total) == (b"nonce", 3, b"k", n)
@@ -89,7 +78,7 @@ def test_failures_stay_bounded_whatever_the_size() -> None:
     failure = failure.merge(Failure.of("x" * 10_000))
     assert failure.missing == tuple(range(SHOWN)) and failure.missing_count == 100_000
     assert len(failure.reason) == 1000 and failure.failed_count == 1
-    assert len(encode_answer(decide(failure), b"n" * 16, 0, unsealed)[0]) < 1200
+    assert len(encode_answer(decision(failure), b"n" * 16, 0, unsealed)[0]) < 1200
 
 
 def _call_bytes(**fields: object) -> bytes:
@@ -147,27 +136,3 @@ def test_every_valid_call_round_trips(rows: list[tuple[int, int, int]], round_: 
     messages = encode_call(call(round_, 0), records, unsealed)
     back = decode_call(unwrap(messages[0])[0], 100)
     assert back.round == round_ and read_records(back, messages[1:], 100) == records
-
-
-def test_identity_and_who_round_trip_with_their_seal() -> None:
-    identity = Identity("1.0", 3, "node2", "ps", 1)
-    header, seal = unwrap(encode_identity(identity, b"nonce", lambda h: b"S" + h[:3]))
-    assert decode_identity(header) == (identity, b"nonce") and seal == b"S" + header[:3]
-    header, _ = unwrap(encode_who(Question("1.0", 2, b"nonce", 8001), unsealed))
-    assert decode_who(header, 4) == Question("1.0", 2, b"nonce", 8001, early=False)
-    header, _ = unwrap(encode_who(Question("1.0", 2, b"nonce", 8001, early=True), unsealed))
-    assert decode_who(header, 4).early
-
-
-def test_beats_and_events_round_trip_with_a_hand_over() -> None:
-    first = Beat("1.0", 2, 1, b"nonce", 8001)
-    assert decode_beat(unwrap(encode_first_beat(first, unsealed))[0], 4) == first
-    assert decode_beat(encode_beat([3], "gone"), 4).failed == (3,) and encode_beat() == b""
-    assert decode_event(unwrap(encode_first_event(b"nonce", 1, unsealed))[0], 4).nonce == b"nonce"
-    over = HandOver(2, None, frozenset({Source.task(3), Source.node(1)}))
-    assert decode_event(encode_event(leaving=True, hand_over=over), 4).hand_over == over
-    assert decode_event(encode_event(leaving=True, hand_over=HandOver(2, 0)), 4).hand_over == HandOver(2, 0)
-    with pytest.raises(WireError, match="more than a job"):
-        decode_event(encode_event(leaving=True, hand_over=HandOver(9, None)), 4)
-    with pytest.raises(WireError, match="more than a job"):
-        decode_beat(encode_beat([7], "x"), 4)

@@ -1,0 +1,76 @@
+"""The messages of WhoAreYou: a question to a server, and what it says of itself (built and read here).
+
+Like every message of the bootstrap (`slurm_resolver.rpc.wire`), each is an envelope sealed by
+its writer, checked before it is believed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import coordination_pb2 as pb
+from .messages import WireError
+from .wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a server belongs to: its launch and task."""
+
+    job_key: str
+    rank: int
+    node: str
+    job: str
+    index: int
+
+    @property
+    def label(self) -> str:
+        """How messages name the task, as `Task.label` does."""
+        return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A WhoAreYou call: who asks, which server, and in which part of the bootstrap."""
+
+    job_key: str
+    source: int
+    """The rank asking."""
+    nonce: bytes
+    port: int
+    """The port of the server asked."""
+    early: bool = False
+    """Asked in the first round (by the leader the server's task joins it at): sealed as that
+    round's calls and answers are, before anyone knows the launch's key."""
+
+
+def encode_who(question: Question, seal: Seal) -> bytes:
+    """A question to the server on ``question.port``."""
+    return envelope(pb.Who(job_key=question.job_key, source=question.source, nonce=question.nonce,
+                            port=question.port, early=question.early), seal)
+
+
+def decode_who(header: bytes, world_size: int) -> Question:
+    """A question, checked."""
+    message = parse_message(pb.Who(), header)
+    if len(message.job_key) > MOST_NAME or message.source >= world_size or len(message.nonce) > MOST_NONCE:
+        raise WireError("a question from no task of this job")
+    return Question(message.job_key, message.source, bytes(message.nonce), message.port, message.early)
+
+
+def encode_identity(identity: Identity, nonce: bytes, seal: Seal) -> bytes:
+    """What a server says of itself, to the question of ``nonce``."""
+    return envelope(pb.Identity(job_key=identity.job_key, rank=identity.rank, node=identity.node,
+                                 job=identity.job, index=identity.index, nonce=nonce), seal)
+
+
+def decode_identity(header: bytes) -> tuple[Identity, bytes]:
+    """A server's identity and the nonce it answers, checked."""
+    message = parse_message(pb.Identity(), header)
+    if max(len(message.job_key), len(message.node), len(message.job)) > MOST_NAME or len(message.nonce) > MOST_NONCE:
+        raise WireError("an identity with overlong names")
+    return Identity(message.job_key, message.rank, message.node, message.job, message.index), bytes(message.nonce)
+
+

@@ -1,0 +1,191 @@
+"""The coordination service over gRPC: its methods, and the bounds every caller meets as its call opens.
+
+It serves gRPC health checking (``grpc.health.v1.Health/Check``, open to any client: it answers
+``SERVING``) and the methods of ``coordination.proto`` through generic handlers on raw bytes, so
+that the same `Handlers` (the coordinator) answer here and in the in-process network. Any other
+method (a framework's) is answered ``UNAVAILABLE``.
+
+Whoever connects meets bounds: the first message of a call (a unary call's only one) within
+`FIRST_MESSAGE` seconds, at most `MOST_UNPROVEN` calls at once that have not yet proven they come
+from the job and `MOST_CALLS` calls in all, each caller (a local user, or a host) at most its share
+of both (`slurm_resolver.rpc.callers`), and nothing more of a call read before its first message
+is checked. Refused calls are counted, not logged one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from .callers import CALLS_SHARE, MOST_CALLS, MOST_UNPROVEN, UNPROVEN_SHARE, Bound, Callers
+from .messages import WireError
+from .transport import Handlers, Refusal, Refused, end_call
+from .wire import bundle, most_chunks, unbundle
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+log = logging.getLogger("slurm_resolver")
+
+SERVICE = "slurm_resolver.v4.Coordination"
+JOIN_METHOD = f"/{SERVICE}/Join"
+JOIN_BUNDLED_METHOD = f"/{SERVICE}/JoinBundled"
+WHO_METHOD = f"/{SERVICE}/WhoAreYou"
+WATCH_METHOD = f"/{SERVICE}/Watch"
+HEALTH_METHOD = "/grpc.health.v1.Health/Check"
+_SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
+
+FIRST_MESSAGE = 5.0
+"""Seconds a caller has to send a call's first message (and each further one): a unary call's too."""
+
+class _Guard:
+    """The bounds of one server, per caller (`slurm_resolver.rpc.callers`): calls at once, calls not
+    yet proven; and refusals counted."""
+
+    def __init__(self, own: str) -> None:
+        callers = Callers(own)
+        self.calls = Bound(callers, MOST_CALLS, CALLS_SHARE, "calls")
+        self.unproven = Bound(callers, MOST_UNPROVEN, UNPROVEN_SHARE, "calls not yet proven")
+        self.refused = 0
+
+    @contextlib.contextmanager
+    def admitted(self, context: Any, proving: bool = True) -> Iterator[None]:
+        """Around a call of ``context``'s peer (``proving``: one not yet proven): ``busy`` where the
+        server, or that caller's share of it, is full."""
+        peer = str(context.peer() or "")
+        with self.calls.holding(peer):
+            if not proving:
+                yield
+                return
+            with self.unproven.holding(peer):
+                yield
+
+    def refuse(self, what: str) -> None:
+        self.refused += 1
+        if self.refused in (1, 10, 100) or self.refused % 10_000 == 0:
+            log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
+
+
+def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
+    """gRPC's generic handler of the service, answering with ``handlers``, for a server on ``own``."""
+    status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
+              Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
+              Refusal.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+              Refusal.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+              Refusal.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
+              Refusal.UNREADY: grpc.StatusCode.UNAVAILABLE,
+              Refusal.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED}
+    guard = _Guard(own)
+
+    def deadline(context: Any) -> float:
+        left = context.time_remaining()
+        return time.monotonic() + (3600.0 if left is None else max(0.0, left))
+
+    async def refuse(context: Any, exc: Refused) -> None:
+        guard.refuse(exc.detail)
+        await context.abort(status[exc.code], f"{exc.code.value}: {exc.detail}")
+
+    async def next_message(requests: AsyncIterator[bytes], what: str) -> bytes:
+        try:
+            return await asyncio.wait_for(requests.__anext__(), FIRST_MESSAGE)
+        except asyncio.TimeoutError:
+            raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
+        except StopAsyncIteration:
+            raise Refused(Refusal.INVALID, f"the call ended before its {what}") from None
+
+    async def only_message(context: Any, what: str) -> bytes:
+        """A unary call's message, read as a stream's (``context.read()``: gRPC's iterator over the
+        requests holds twice the memory a flood of large calls takes)."""
+        try:
+            message = await asyncio.wait_for(context.read(), FIRST_MESSAGE)
+        except asyncio.TimeoutError:
+            raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
+        if not isinstance(message, bytes):  # grpc.aio.EOF
+            raise Refused(Refusal.INVALID, f"the call ended before its {what}")
+        return message
+
+    async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        round = None
+        try:
+            with guard.admitted(context, proving=False):
+                with guard.unproven.holding(str(context.peer() or "")):
+                    call = handlers.open_call(await next_message(requests, "first message"))
+                more = [await next_message(requests, "announced chunk") for _ in call.chunks]
+                round, answer = await handlers.join(call, more, deadline(context))
+        except Refused as exc:
+            await refuse(context, exc)
+        try:
+            for message in answer:
+                yield message
+        finally:
+            handlers.sent(round)
+
+    # The unary calls are served as streams of one message, so that their message, like a Join's
+    # first, must come within FIRST_MESSAGE seconds (gRPC calls a unary handler only once it came).
+
+    async def join_bundled(requests: AsyncIterator[bytes], context: Any) -> bytes:
+        round = None
+        try:
+            with guard.admitted(context, proving=False):
+                with guard.unproven.holding(str(context.peer() or "")):
+                    try:
+                        messages = unbundle(await only_message(context, "call"), most_chunks(handlers.world_size) + 1)
+                        call = handlers.open_call(messages[0])
+                    except WireError as exc:
+                        raise Refused(Refusal.INVALID, str(exc)) from None
+                if len(messages) != 1 + len(call.chunks):
+                    raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
+                round, answer = await handlers.join(call, messages[1:], deadline(context))
+                return bundle(answer)
+        except Refused as exc:
+            await refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+        finally:
+            if round is not None:
+                handlers.sent(round)
+
+    async def who(requests: AsyncIterator[bytes], context: Any) -> bytes:
+        try:
+            with guard.admitted(context):
+                return await handlers.who(await only_message(context, "question"), deadline(context))
+        except Refused as exc:
+            await refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+
+    async def health(request: bytes, context: Any) -> bytes:
+        if len(request) > 256:  # a HealthCheckRequest names a service, no more
+            guard.refuse("an oversized health check")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: not a health check")
+        return _SERVING
+
+    async def reject(request: bytes, context: Any) -> bytes:  # a framework's method, before its server
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "not served here yet (slurm_resolver's bootstrap server)")
+        raise AssertionError  # pragma: no cover - abort raises
+
+    async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        events: Any = None
+        try:
+            with guard.admitted(context, proving=False):
+                events = handlers.watch(requests)
+                async for event in events:
+                    yield event
+        except Refused as exc:
+            await refuse(context, exc)
+        finally:  # a cancelled call ends the watch at once (its end is the news)
+            await end_call(events)
+
+    methods = {JOIN_METHOD: grpc.stream_stream_rpc_method_handler(join),
+               JOIN_BUNDLED_METHOD: grpc.stream_unary_rpc_method_handler(join_bundled),
+               WHO_METHOD: grpc.stream_unary_rpc_method_handler(who),
+               WATCH_METHOD: grpc.stream_stream_rpc_method_handler(watch),
+               HEALTH_METHOD: grpc.unary_unary_rpc_method_handler(health)}
+    other = grpc.unary_unary_rpc_method_handler(reject)
+
+    class Generic(grpc.GenericRpcHandler):  # type: ignore[misc]
+        def service(self, details: Any) -> Any:
+            return methods.get(details.method, other)
+
+    return Generic()
