@@ -7,12 +7,13 @@ never skipped: if the cluster cannot start, they fail with the reason.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,18 @@ def slurm_cluster() -> dict[str, str]:
     variables = dict(item.split("=", 1) for item in exported)
     os.environ.update(variables)  # SLURM_CONF, and OMPI_MCA_btl=self,tcp (see testcluster env)
     return variables
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """The command line run in-process (``main(["-q", ...])``) sets the slurm_resolver logger's level
+    and the root's handlers: put them back, so that a later test's warnings still reach caplog."""
+    ours, root = logging.getLogger("slurm_resolver"), logging.getLogger()
+    level, root_level, handlers = ours.level, root.level, list(root.handlers)
+    yield
+    ours.setLevel(level)
+    root.setLevel(root_level)
+    root.handlers[:] = handlers
 
 
 @pytest.fixture(autouse=True)
