@@ -31,8 +31,20 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 log = logging.getLogger("slurm_resolver")
 
 UNPROVEN_WAIT = 3.0
-"""Seconds the search for the leader above waits on a call to a server that has not proven itself
-before it tries the other candidate ports too (the call stays open)."""
+"""Seconds, at least, the search for the leader above waits on a call to a server that has not proven
+itself before it tries the other candidate ports too (the call stays open); a quarter of the round's
+timeout where that is longer: a real leader answers once its whole subtree has joined (about 4 s at
+4,096 tasks on a loaded machine), and probing every candidate port each second from every task that
+waits longer doubled the bootstrap's CPU at that size."""
+
+
+def unproven_wait(timeout: float) -> float:
+    """How long a call to an unproven server is waited on alone, in a round of ``timeout`` seconds.
+
+    >>> unproven_wait(10), unproven_wait(60)
+    (3.0, 15.0)
+    """
+    return max(UNPROVEN_WAIT, timeout / 4)
 
 HINT = ("check those tasks' output for an earlier error; every task must call bootstrap(); raise timeout if "
         "they start slowly")
@@ -114,9 +126,10 @@ class Uplink:
         Nothing that answers here has proven itself before its answer comes with this job's seal: a
         refusal (``invalid``, ``deadline``, ``unauthenticated``) from it counts for nothing but "not
         here" (a squatter may refuse too), and is said only if no leader answered by the deadline;
-        and a call that has no answer after `UNPROVEN_WAIT` stays open (a leader answers once the
+        and a call that has no answer after `unproven_wait()` stays open (a leader answers once the
         round ends) while the search goes on past it (a silent squatter never answers)."""
         host = self.host or ""
+        alone = unproven_wait(timeout)
         pause, strangers = 0.02, dict[int, str]()
         said: list[tuple[int, LinkError]] = []  # refusals from servers that proved nothing
         calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]] = {}
@@ -134,7 +147,7 @@ class Uplink:
                     calls[asyncio.ensure_future(self._call(link, port, round, brought, deadline - time.monotonic(),
                                                            probe=True, expected=self.rank))] = (port, link, direct)
                     direct = False
-                    found = await self._answered(calls, min(deadline, time.monotonic() + UNPROVEN_WAIT), strangers,
+                    found = await self._answered(calls, min(deadline, time.monotonic() + alone), strangers,
                                                  said)
                     if found is not None:
                         return found
