@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from ..cluster import Cluster
 from ..environment import snapshot
-from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, Speaker, alone
+from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, Speaker, alone, trimmed
 from ..exchange import Exchange, ExchangeMode, mpi_exchange
 from ..gpus import format_devices, parse_devices
 from ..placement import Placement
@@ -85,10 +85,10 @@ def bootstrap(cluster: Cluster | None = None, options: BootstrapOptions | None =
         bootstrapped = loop.run(_bootstrap(cluster, chosen, environ, network, loop))
     except SlurmResolverError as exc:
         loop.close()
-        if log.isEnabledFor(logging.DEBUG):
-            raise  # the whole way down, for whoever debugs it
-        # From the caller's frame (the line below is all a user sees of ours): the message says it all.
-        raise exc.with_traceback(None) from None
+        short = trimmed(exc)  # from the caller's frame (this line is all a user sees of ours); None at DEBUG
+        if short is None:
+            raise
+        raise short from None
     except BaseException:
         loop.close()
         raise
