@@ -22,7 +22,7 @@ from .beats import Beat, decode_beat, encode_first_event
 from .identity import Identity, decode_who, encode_identity
 from .messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
 from .rounds import Conflict, Rounds, RoundsFull, RoundState, wait_until
-from .transport import Refusal, Refused
+from .transport import Refusal, Refused, within
 from .wire import Call, Decision, decision, decode_call, encode_answer, read_records, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -288,7 +288,7 @@ class Coordinator:
         if self._watching.is_set() and self._watched is None:
             raise Refused(Refusal.NOT_LEADER, f"rank {self.identity.rank} watches no task")
         try:
-            header, seal = unwrap(await asyncio.wait_for(beats.__anext__(), FIRST_BEAT))
+            header, seal = unwrap(await within(beats.__anext__(), FIRST_BEAT))
             beat = decode_beat(header, self.world_size)
         except (StopAsyncIteration, WireError, asyncio.TimeoutError) as exc:
             raise Refused(Refusal.INVALID, f"a watch without a first beat within {FIRST_BEAT:g} s "

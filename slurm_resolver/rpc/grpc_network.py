@@ -10,7 +10,7 @@ from typing import Any, Generic
 from .messages import WireError
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server
 from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
-from .transport import Failed, H, Link, LinkError, Refusal, Served
+from .transport import Failed, H, Link, LinkError, Refusal, Served, within
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -148,7 +148,7 @@ class GrpcNetwork:
         with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
             sock.setblocking(False)
             try:  # a bare connect: no transport, no protocol, closed at once
-                await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (address, port)), 2.0)
+                await within(asyncio.get_running_loop().sock_connect(sock, (address, port)), 2.0)
             except (OSError, asyncio.TimeoutError):
                 return False
         return True

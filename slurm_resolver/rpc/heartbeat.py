@@ -23,7 +23,7 @@ from .auth import Authority, Purpose
 from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
 from .deaths import Deaths, stood_still
 from .messages import HandOver, News, Source, WireError
-from .transport import Failed, Link, LinkError, Network, end_call
+from .transport import Failed, Link, LinkError, Network, end_call, within
 from .wire import NONCE, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -80,7 +80,7 @@ class Heartbeat:
         yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
         while self.calls == mine:  # a call left behind takes no beat from the one that follows it
             try:
-                news = await asyncio.wait_for(self.deaths.up.get(), self.heartbeat)
+                news = await within(self.deaths.up.get(), self.heartbeat)
             except asyncio.TimeoutError:
                 news = News()
             if self.calls != mine:  # taken while the next call started: it is that call's to carry

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -54,6 +54,9 @@ class Policy:
     """Whether a call of this kind goes straight to the root of the tree (not to the task above)."""
 
 
+_POLICY_FIELDS = tuple(f.name for f in fields(Policy))
+
+
 class RoundKind(enum.Enum):
     """What a round is for: its name on the wire and its `Policy`.
 
@@ -62,11 +65,23 @@ class RoundKind(enum.Enum):
     """
 
     policy: Policy
+    verb: str
+    named: bool
+    counted: bool
+    first: bool
+    carries_table: bool
+    asks_above: bool
+    kept: bool
+    to_root: bool
+    # Its policy's fields, each also an attribute of the kind (see `Policy`): they are read for
+    # every message, and a property costs a call each time.
 
     def __new__(cls, value: str, policy: Policy) -> RoundKind:
         member = object.__new__(cls)
         member._value_ = value
         member.policy = policy
+        for name in _POLICY_FIELDS:
+            setattr(member, name, getattr(policy, name))
         return member
 
     TABLE = "table", Policy(verb="join", named=False, first=True, carries_table=True)
@@ -86,50 +101,14 @@ class RoundKind(enum.Enum):
     @classmethod
     def read(cls, value: str) -> RoundKind:
         """The kind called ``value`` on the wire; ValueError if there is none."""
-        for kind in cls:
-            if kind.value == value:
-                return kind
-        raise ValueError(f"no kind of round is called {value[:32]!r}")
+        found = _KINDS.get(value)
+        if found is None:
+            raise ValueError(f"no kind of round is called {value[:32]!r}")
+        return found
 
-    @property
-    def counted(self) -> bool:
-        """See `Policy.counted`."""
-        return self.policy.counted
 
-    @property
-    def named(self) -> bool:
-        """See `Policy.named`."""
-        return self.policy.named
-
-    @property
-    def first(self) -> bool:
-        """See `Policy.first`."""
-        return self.policy.first
-
-    @property
-    def to_root(self) -> bool:
-        """See `Policy.to_root`."""
-        return self.policy.to_root
-
-    @property
-    def asks_above(self) -> bool:
-        """See `Policy.asks_above`."""
-        return self.policy.asks_above
-
-    @property
-    def kept(self) -> bool:
-        """See `Policy.kept`."""
-        return self.policy.kept
-
-    @property
-    def carries_table(self) -> bool:
-        """See `Policy.carries_table`."""
-        return self.policy.carries_table
-
-    @property
-    def verb(self) -> str:
-        """See `Policy.verb`."""
-        return self.policy.verb
+_KINDS = {kind.value: kind for kind in RoundKind}
+"""Every kind by its name on the wire (read for every message: a dict, not a walk of the enum)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from .messages import Contribution, Failure, Round, Source
+from .transport import within
 from .wire import Decision, decision
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -52,13 +53,8 @@ async def wait_until(event: asyncio.Event, deadline: float) -> bool:
     caller's own task (no task of its own per wait: thousands wait at once in a simulation)."""
     if event.is_set():
         return True
-    timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
     try:
-        if timeout is None:  # pragma: no cover - Python 3.10
-            await asyncio.wait_for(event.wait(), max(0.0, deadline - time.monotonic()))
-        else:
-            async with timeout(max(0.0, deadline - time.monotonic())):
-                await event.wait()
+        await within(event.wait(), deadline - time.monotonic())
     except asyncio.TimeoutError:
         return event.is_set()
     return True

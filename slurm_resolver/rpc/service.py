@@ -23,7 +23,7 @@ from typing import Any
 
 from .callers import CALLS_SHARE, MOST_CALLS, MOST_UNPROVEN, UNPROVEN_SHARE, Bound, Callers
 from .messages import WireError
-from .transport import Handlers, Refusal, Refused, end_call
+from .transport import Handlers, Refusal, Refused, end_call, within
 from .wire import bundle, most_chunks, unbundle
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -90,7 +90,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
 
     async def next_message(requests: AsyncIterator[bytes], what: str) -> bytes:
         try:
-            return await asyncio.wait_for(requests.__anext__(), FIRST_MESSAGE)
+            return await within(requests.__anext__(), FIRST_MESSAGE)
         except asyncio.TimeoutError:
             raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
         except StopAsyncIteration:
@@ -100,7 +100,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
         """A unary call's message, read as a stream's (``context.read()``: gRPC's iterator over the
         requests holds twice the memory a flood of large calls takes)."""
         try:
-            message = await asyncio.wait_for(context.read(), FIRST_MESSAGE)
+            message = await within(context.read(), FIRST_MESSAGE)
         except asyncio.TimeoutError:
             raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
         if not isinstance(message, bytes):  # grpc.aio.EOF

@@ -15,14 +15,15 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from ..addresses import abridged
 from ..cluster import Cluster
 from ..errors import ResolutionError, Speaker
 from .auth import AuthMode, Authority, Purpose
 from .messages import Contribution, Failure, Round, Table, WireError
-from .transport import Failed, Link, LinkError, Network, Refusal, retrying
+from .transport import Failed, Link, LinkError, Network, Refusal, retrying, within
 from .tree import Plan
 from .wire import NONCE, Call, Decision, decode_answer, encode_call, read_table, unwrap
 
@@ -130,72 +131,103 @@ class Uplink:
         round ends) while the search goes on past it (a silent squatter never answers)."""
         host = self.host or ""
         alone = unproven_wait(timeout)
-        pause, strangers = 0.02, dict[int, str]()
+        strangers: dict[int, str] = {}
         said: list[tuple[int, LinkError]] = []  # refusals from servers that proved nothing
-        calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]] = {}
-        direct = True
+        calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]] = {}
+
+        def call(link: Link, port: int) -> Coroutine[Any, Any, tuple[Decision, Table]]:
+            return self._call(link, port, round, brought, deadline - time.monotonic(), probe=True,
+                              expected=self.rank)
+
+        pause, direct = 0.02, True
         try:
             while True:
                 for port in self._ports():
                     if time.monotonic() >= deadline:
                         break
-                    if any(p == port for p, _, _ in calls.values()):
+                    if any(p == port for p, _ in calls.values()):
                         continue  # its call is still open
                     if not direct and not await self.network.listening(host, port):
                         continue
                     link = self.network.connect(host, port)
-                    calls[asyncio.ensure_future(self._call(link, port, round, brought, deadline - time.monotonic(),
-                                                           probe=True, expected=self.rank))] = (port, link, direct)
+                    until = min(deadline, time.monotonic() + alone)
+                    if calls:  # beside the calls still open
+                        calls[asyncio.ensure_future(call(link, port))] = (port, link)
+                        answer = await self._answered(calls, until, strangers, said)
+                    else:  # in this task (no task of its own: this is where the leader is, almost always)
+                        answer = await self._alone(call, link, port, until, direct, calls, strangers, said)
                     direct = False
-                    found = await self._answered(calls, min(deadline, time.monotonic() + alone), strangers,
-                                                 said)
-                    if found is not None:
-                        return found
+                    if answer is not None:
+                        return answer
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self._not_found(strangers, said, timeout, round)
                 wait = min(left, pause * random.uniform(0.5, 1.5))  # jitter: no herd on a late leader
                 if calls:  # open calls may answer meanwhile
-                    found = await self._answered(calls, time.monotonic() + wait, strangers, said)
-                    if found is not None:
-                        return found
+                    answer = await self._answered(calls, time.monotonic() + wait, strangers, said)
+                    if answer is not None:
+                        return answer
                 else:
                     await asyncio.sleep(wait)
                 pause = min(pause * 2, 1.0 if calls else 0.25)
         finally:
-            for call in calls:
-                call.cancel()
+            for open_call in calls:
+                open_call.cancel()
 
-    async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]],
+    async def _alone(self, call: Callable[[Link, int], Coroutine[Any, Any, tuple[Decision, Table]]], link: Link,
+                     port: int, until: float, direct: bool,
+                     calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]],
+                     strangers: dict[int, str], said: list[tuple[int, LinkError]]) -> tuple[Decision, Table] | None:
+        """``call`` to ``port`` awaited in this task until ``until``: its answer (then this link is the
+        task above's), or None; a call still unanswered then is made again in ``calls``, to stay open
+        beside the search (a leader answers once its round ends)."""
+        try:
+            found = await within(call(link, port), until - time.monotonic())
+        except asyncio.TimeoutError:
+            calls[asyncio.ensure_future(call(link, port))] = (port, link)
+            return None
+        except (_Impostor, LinkError) as exc:
+            if direct and isinstance(exc, LinkError) and exc.kind is Failed.UNAVAILABLE:  # not up yet: probe
+                await self.network.discard(self.host or "", port)  # from now on, and call it on a channel
+            else:                                                   # with no backoff
+                self._heard(port, exc, strangers, said)
+            return None
+        self.link, self.port = link, port
+        return found
+
+    async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]],
                         until: float, strangers: dict[int, str], said: list[tuple[int, LinkError]]
                         ) -> tuple[Decision, Table] | None:
         """The answer of the first of ``calls`` that brings one with this job's seal before ``until``
         (then this link is the task above's); None if none did. The calls that ended otherwise are
-        taken out, and what they tell kept: who is a stranger, what was refused."""
+        taken out, and what they tell kept (`_heard`)."""
         while calls:
             done, _ = await asyncio.wait(calls, timeout=max(0.0, until - time.monotonic()),
                                          return_when=asyncio.FIRST_COMPLETED)
             if not done:
                 return None
-            for call in done:
-                port, link, direct = calls.pop(call)
+            for finished in done:
+                port, link = calls.pop(finished)
                 try:
-                    found = call.result()
-                except _Impostor as exc:
-                    if port not in strangers:
-                        log.warning("slurm_resolver: rank %d skipped port %d on %s: what answers there is not a "
-                                    "task of this job (%s)", self.plan.rank, port, self.host, exc)
-                    strangers[port] = f"port {port}: {exc}"
-                    continue
-                except LinkError as exc:
-                    if direct and exc.kind is Failed.UNAVAILABLE:  # not up yet: probe from now on, and call it
-                        await self.network.discard(self.host or "", port)  # on a channel with no backoff
-                    elif not exc.again:  # unproven: not believed, but said if nothing better comes
-                        said.append((port, exc))
+                    found = finished.result()
+                except (_Impostor, LinkError) as exc:
+                    self._heard(port, exc, strangers, said)
                     continue
                 self.link, self.port = link, port
                 return found
         return None
+
+    def _heard(self, port: int, exc: _Impostor | LinkError, strangers: dict[int, str],
+               said: list[tuple[int, LinkError]]) -> None:
+        """What a call to ``port`` that brought no answer tells: who is a stranger (said once), what was
+        refused (not believed from a server that proved nothing, but said if nothing better comes)."""
+        if isinstance(exc, _Impostor):
+            if port not in strangers:
+                log.warning("slurm_resolver: rank %d skipped port %d on %s: what answers there is not a "
+                            "task of this job (%s)", self.plan.rank, port, self.host, exc)
+            strangers[port] = f"port {port}: {exc}"
+        elif not exc.again:
+            said.append((port, exc))
 
     def _not_found(self, strangers: dict[int, str], said: list[tuple[int, LinkError]], timeout: float,
                    round: Round) -> ResolutionError:

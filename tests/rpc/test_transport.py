@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from slurm_resolver.rpc.transport import Failed, LinkError, Refusal, Refused, end_call, retrying
+from slurm_resolver.rpc.transport import Failed, LinkError, Refusal, Refused, end_call, retrying, within
 
 
 @pytest.mark.parametrize("code, kind, again", [
@@ -69,3 +69,44 @@ def test_ending_a_call_closes_its_stream_whatever_its_state() -> None:
         return seen
 
     assert asyncio.run(scenario()) == ["closed"]
+
+
+def test_within_answers_or_times_out_in_the_callers_own_task_and_leaves_no_cancellation_behind() -> None:
+    async def scenario() -> list[object]:
+        seen: list[object] = []
+        task = asyncio.current_task()
+        assert task is not None
+        tasks = len(asyncio.all_tasks())
+
+        async def answer(after: float) -> str:
+            seen.append(len(asyncio.all_tasks()) - tasks)  # no task of its own
+            await asyncio.sleep(after)
+            return "answer"
+
+        seen.append(await within(answer(0.0), 1.0))
+        with pytest.raises(asyncio.TimeoutError):
+            await within(answer(5.0), 0.05)
+        seen.append(task.cancelling())
+        await asyncio.sleep(0.01)  # nothing left pending: the task goes on
+        return seen
+
+    assert asyncio.run(scenario()) == [0, "answer", 0, 0]
+
+
+def test_a_cancellation_from_elsewhere_during_within_stays_a_cancellation() -> None:
+    async def scenario() -> str:
+        async def waiting() -> None:
+            await within(asyncio.sleep(5.0), 0.05)
+
+        waiter = asyncio.ensure_future(waiting())
+        await asyncio.sleep(0.01)
+        waiter.cancel()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            return "cancelled"
+        except asyncio.TimeoutError:  # pragma: no cover - the failure this test is for
+            return "timed out"
+        return "finished"  # pragma: no cover
+
+    assert asyncio.run(scenario()) == "cancelled"
