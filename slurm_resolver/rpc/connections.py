@@ -5,10 +5,11 @@ per server (`incoming_limit`, set by `slurm_resolver.rpc.server.open_server`): b
 a connection and closes it at once, so that the process never runs out of open files (at that limit
 gRPC's listener stops accepting anyone's connections, and every file the process opens fails). And
 ours, per caller (`Shedder`, one per process): a daemon thread counts the process's open files every
-`CHECK_EVERY` seconds (one directory read), and only when they grew past a slack does it read the
-kernel's table of sockets, tell the callers of every server port apart (`slurm_resolver.rpc.callers`:
-a user of this host, else a host) and cut each caller's connections beyond `CONNECTIONS_SHARE` per
-port, newest first, with ``shutdown()``: gRPC then closes them itself. The job's own user is never cut.
+`CHECK_EVERY` seconds (`lowest_free`: two system calls), and only when they grew past a slack does it
+read the kernel's table of sockets, tell the callers of every server port apart
+(`slurm_resolver.rpc.callers`: a user of this host, else a host) and cut each caller's connections
+beyond `CONNECTIONS_SHARE` per port, newest first, with ``shutdown()``: gRPC then closes them itself.
+The job's own user is never cut.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 log = logging.getLogger("slurm_resolver")
 
 CHECK_EVERY = 0.5
-"""Seconds between two counts of this process's open files (a directory read: tens of µs)."""
+"""Seconds between two counts of this process's open files (a few µs)."""
 CUT_AGAIN = 0.05
 """Seconds to the next count after a caller was cut (it opens its connections again at once)."""
 OWN_FILES = 64
@@ -61,6 +62,19 @@ def slack(servers: int, calm: int, files: int) -> int:
     (64, 8000, 64)
     """
     return max(CONNECTIONS_SHARE, min(SLACK_PER_SERVER * servers, (files - calm) // 2))
+
+
+def lowest_free() -> int | None:
+    """The lowest file number this process has free: every one below it is open, so it is a count of
+    the process's files that a flood cannot hide from (the kernel gives each connection accepted the
+    lowest number free), at the cost of two system calls, not a read of every file's entry. None where
+    no file is left."""
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY)
+    except OSError:
+        return None
+    os.close(fd)
+    return fd
 
 
 def caller_of(remote: tuple[str, int], owners: dict[tuple[str, int], int]) -> tuple[str, int | None]:
@@ -122,15 +136,17 @@ class Shedder:
 
     Args:
         share: connections of one caller to one port.
-        fds: the directory of this process's open files.
+        fds: the directory of this process's open files (read when the count grew).
         sockets: this host's established TCP sockets (read when the count grew).
         files: this process's limit of open files, read at every check.
+        count: the count of this process's open files (None: none is left to count with).
     """
 
     def __init__(self, share: int = CONNECTIONS_SHARE, fds: str = "/proc/self/fd",
                  sockets: Callable[[], list[Socket]] = host_sockets,
-                 files: Callable[[], int] = lambda: resource.getrlimit(resource.RLIMIT_NOFILE)[0]) -> None:
-        self.share, self._fds, self._sockets, self._files = share, fds, sockets, files
+                 files: Callable[[], int] = lambda: resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                 count: Callable[[], int | None] = lowest_free) -> None:
+        self.share, self._fds, self._sockets, self._files, self._count = share, fds, sockets, files, count
         self._ports: Counter[int] = Counter()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -178,22 +194,20 @@ class Shedder:
                 log.debug("slurm_resolver: the check of open connections failed: %r", exc)
                 pause = CHECK_EVERY
 
-    def _count(self) -> int | None:
-        try:
-            return len(os.listdir(self._fds))
-        except OSError:
-            return None  # no file left to read the directory with: the reserve is given up for a scan
+    def _hold_reserve(self) -> None:
+        """Hold a file to give up where none is left (the table and the links must be read then)."""
+        if self._reserve is None:
+            try:
+                self._reserve = os.open(os.devnull, os.O_RDONLY)
+            except OSError:
+                pass
 
     def check(self) -> int:
         """One check: count the open files, and where they grew past the slack (or the last check cut
         some), cut every caller's connections beyond its share. The number cut."""
         with self._lock:
             ports = list(self._ports)
-        if self._reserve is None:
-            try:
-                self._reserve = os.open(os.devnull, os.O_RDONLY)  # a file to give up where none is left
-            except OSError:
-                pass
+        self._hold_reserve()
         count = self._count()
         if count is not None and self._calm is None:
             self._calm = count
@@ -206,6 +220,7 @@ class Shedder:
             os.close(self._reserve)
             self._reserve = None
         cut_now = self._shed(ports)
+        self._hold_reserve()
         after = self._count()  # the connections cut are still open: gRPC closes them soon
         self._calm = max(0, (after if after is not None else files // 2) - cut_now)
         self._cut_last = cut_now > 0  # the next check reads the table again, until nothing is cut

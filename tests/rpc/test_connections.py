@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from slurm_resolver.rpc import connections as c
 from slurm_resolver.rpc.callers import Socket
-from slurm_resolver.rpc.connections import OWN_FILES, Shedder, cut, excess, incoming_limit, slack, socket_inode
 
 ME, STRANGER, OTHER = 1000, 2000, 3000
 
@@ -55,20 +55,20 @@ def strangers(port: int, uid: int, first: int, n: int, host: str = "10.0.0.1") -
 def test_each_caller_is_cut_to_its_share_newest_first(sockets: list[Socket], ports: list[int], share: int,
                                                       cut_these: dict[tuple[int, str], list[int]]) -> None:
     open_here = {s.inode for s in sockets if s.uid == ME}
-    assert excess(sockets, ports, open_here, ME, share) == cut_these
+    assert c.excess(sockets, ports, open_here, ME, share) == cut_these
 
 
 def test_only_the_connections_this_process_accepted_are_counted() -> None:
     """A socket on the same port of another process of the job's user (not open here), and one still
     waiting in the listening socket's queue (inode 0), are neither counted nor cut."""
     sockets = strangers(5000, STRANGER, 100, 5) + [accepted(5000, ("10.0.0.1", 1), 0)]
-    assert excess(sockets, [5000], {100, 101, 102}, ME, 2) == {(5000, "uid 2000"): [102]}
+    assert c.excess(sockets, [5000], {100, 101, 102}, ME, 2) == {(5000, "uid 2000"): [102]}
 
 
-@pytest.mark.parametrize("files, most", [(1024, 1024 - OWN_FILES * 2), (256, 256 - OWN_FILES), (1 << 20, 7 << 17),
+@pytest.mark.parametrize("files, most", [(1024, 1024 - c.OWN_FILES * 2), (256, 256 - c.OWN_FILES), (1 << 20, 7 << 17),
                                          (0, None)])
 def test_grpc_bounds_a_servers_connections_below_the_processs_open_files(files: int, most: int | None) -> None:
-    assert incoming_limit(files) == most
+    assert c.incoming_limit(files) == most
 
 
 @pytest.mark.parametrize("servers, calm, files, expected", [
@@ -79,21 +79,21 @@ def test_grpc_bounds_a_servers_connections_below_the_processs_open_files(files: 
 ])
 def test_the_count_grows_by_a_slack_before_the_connections_are_counted(servers: int, calm: int, files: int,
                                                                        expected: int) -> None:
-    assert slack(servers, calm, files) == expected
+    assert c.slack(servers, calm, files) == expected
 
 
 @pytest.mark.parametrize("link, inode", [("socket:[123]", 123), ("pipe:[5]", None), ("/dev/null", None),
                                          ("socket:[]", None), ("anon_inode:[eventfd]", None)])
 def test_a_socket_is_known_by_its_link(link: str, inode: int | None) -> None:
-    assert socket_inode(link) == inode
+    assert c.socket_inode(link) == inode
 
 
 def test_a_cut_shuts_the_socket_down_and_leaves_its_fd_to_its_owner() -> None:
     mine, theirs = socket.socketpair()
     with mine, theirs:
-        assert not cut(mine.fileno(), os.fstat(mine.fileno()).st_ino + 1)  # another file has that fd now
+        assert not c.cut(mine.fileno(), os.fstat(mine.fileno()).st_ino + 1)  # another file has that fd now
         assert theirs.send(b"x") == 1
-        assert cut(mine.fileno(), os.fstat(mine.fileno()).st_ino)
+        assert c.cut(mine.fileno(), os.fstat(mine.fileno()).st_ino)
         assert theirs.recv(1) == b""  # the other end sees the end
         os.fstat(mine.fileno())  # still open: its owner closes it
 
@@ -114,7 +114,8 @@ def test_the_check_reads_the_sockets_only_once_the_count_grew(tmp_path: Path,
         reads.append(1)
         return table
 
-    shedder = Shedder(share=2, fds=str(fds), sockets=sockets, files=lambda: 1024)
+    shedder = c.Shedder(share=2, fds=str(fds), sockets=sockets, files=lambda: 1024,
+                      count=lambda: len(list(fds.iterdir())))
     shedder._calm = 10  # noqa: SLF001 - as `watch` finds it, without its thread
     shedder._ports[5000] += 1  # noqa: SLF001
     assert shedder.check() == 0 and not reads  # nothing grew
@@ -143,3 +144,14 @@ def test_the_check_reads_the_sockets_only_once_the_count_grew(tmp_path: Path,
             theirs.close()
     shedder.forget(5000)
     assert not shedder._ports  # noqa: SLF001
+
+
+def test_the_lowest_free_file_number_counts_the_files_below_it() -> None:
+    """Every file below it is open, and the kernel gives the next file that number."""
+    free = c.lowest_free()
+    assert free is not None and set(range(free)) <= {int(name) for name in os.listdir("/proc/self/fd")}
+    fd = os.open(os.devnull, os.O_RDONLY)
+    try:
+        assert fd == free
+    finally:
+        os.close(fd)
