@@ -44,8 +44,8 @@ LEVELS: list[set[str]] = [
     {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.callers", "rpc.local",
      "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.identity", "rpc.rounds", "rpc.service",
-     "slurmctl", "templates", "training.native_logs"},
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.connections", "rpc.identity",
+     "rpc.rounds", "rpc.service", "slurmctl", "templates", "training.native_logs"},
     # 3
     {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.coordinator", "rpc.deaths",
      "rpc.server", "submission"},

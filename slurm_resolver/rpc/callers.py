@@ -2,7 +2,8 @@
 
 A stranger's flood must cost only that stranger's share of a server, never every caller's: calls
 not yet proven (`UNPROVEN_SHARE` of `MOST_UNPROVEN`) and calls at once (`CALLS_SHARE` of
-`MOST_CALLS`) are counted per caller. On the server's own host a caller is the user who owns the
+`MOST_CALLS`) are counted per caller, and so are open connections (`CONNECTIONS_SHARE`, held by
+`slurm_resolver.rpc.connections`). On the server's own host a caller is the user who owns the
 other end of the connection (the kernel's table of sockets, ``/proc/net/tcp``: the socket whose
 local end is the caller's address and port); from another host, its address. Callers are told
 apart only once the server is busy (a share is full if every call were one caller's): the
@@ -17,6 +18,7 @@ import logging
 import socket
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from .transport import Refusal, Refused
 
@@ -32,6 +34,9 @@ MOST_CALLS = 512
 """Calls at once on one server, whoever makes them (gRPC answers RESOURCE_EXHAUSTED beyond)."""
 CALLS_SHARE = 128
 """Of those, calls of one caller; beyond, its next calls are refused at once (``busy``)."""
+CONNECTIONS_SHARE = 64
+"""Open connections to one server of one caller (not the job's own user); beyond, its newest are cut
+(`slurm_resolver.rpc.connections`)."""
 _KNOWN = 4096  # callers remembered (by connection)
 
 
@@ -47,24 +52,52 @@ def _endpoint(text: str, v6: bool) -> tuple[str, int]:
     return (str(mapped) if mapped is not None else str(found)), int(port, 16)
 
 
-def socket_owners(ends: set[tuple[str, int]], tables: Iterable[str] = ("/proc/net/tcp", "/proc/net/tcp6")
-                  ) -> dict[tuple[str, int], int]:
-    """The uid owning each local socket whose own end is one of ``ends`` (address, port): what the
-    kernel says of the other end of a connection from this host."""
-    found: dict[tuple[str, int], int] = {}
+class Socket(NamedTuple):
+    """One established TCP socket of this host, as the kernel's table says it."""
+
+    local: tuple[str, int]
+    """Its own end (address, port)."""
+    remote: tuple[str, int]
+    """The other end."""
+    uid: int
+    """The user who owns it."""
+    inode: int
+    """Its inode (0 while it waits in a listening socket's queue, not accepted yet)."""
+
+
+def established(text: str, v6: bool) -> Iterator[Socket]:
+    """The established sockets of one kernel table (``/proc/net/tcp``, or ``tcp6`` where ``v6``), given
+    as its text; an old socket in TIME_WAIT (root's) and a malformed line are passed over."""
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 9 and fields[3] == "01":
+            try:
+                yield Socket(_endpoint(fields[1], v6), _endpoint(fields[2], v6), int(fields[7]), int(fields[9]))
+            except ValueError:
+                continue
+
+
+TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+"""The kernel's tables of this host's TCP sockets (its network namespace's)."""
+
+
+def host_sockets(tables: Iterable[str] = TABLES) -> list[Socket]:
+    """Every established TCP socket of this host (a table that cannot be read is passed over)."""
+    found: list[Socket] = []
     for table in tables:
         try:
             with open(table) as f:
-                next(f, None)
-                for line in f:
-                    fields = line.split()
-                    if len(fields) > 7 and fields[3] == "01":  # ESTABLISHED (an old socket in TIME_WAIT is root's)
-                        end = _endpoint(fields[1], table.endswith("6"))
-                        if end in ends:
-                            found[end] = int(fields[7])
-        except (OSError, ValueError):
+                text = f.read()
+        except OSError:
             continue
+        found.extend(established(text, table.endswith("6")))
     return found
+
+
+def socket_owners(ends: set[tuple[str, int]], tables: Iterable[str] = TABLES) -> dict[tuple[str, int], int]:
+    """The uid owning each local socket whose own end is one of ``ends`` (address, port): what the
+    kernel says of the other end of a connection from this host."""
+    return {s.local: s.uid for s in host_sockets(tables) if s.local in ends}
 
 
 def _address(peer: str) -> tuple[str, int] | None:

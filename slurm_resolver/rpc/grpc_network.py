@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Generic
 
 from .messages import WireError
-from .server import LEAN_OPTIONS, bindable, grpc_module, open_server
+from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
 from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
 from .transport import Failed, H, Link, LinkError, Refusal, Served, within
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
@@ -115,7 +115,7 @@ class _Served(Generic[H]):
         self.handlers = handlers
 
     async def stop(self, grace: float | None = None) -> None:
-        await self.server.stop(grace)
+        await stop_server(self.server, self.port, grace)
 
 
 class GrpcNetwork:

@@ -8,6 +8,7 @@ grpc is imported, with `GRPC_DEFAULTS` set, when a server or a network is made.
 from __future__ import annotations
 
 import logging
+import resource
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -19,6 +20,7 @@ from ..environment import export_defaults, grpc_without_proxy, snapshot
 from ..errors import ConfigurationError, ResolutionError
 from ..optional import import_optional
 from .callers import MOST_CALLS
+from .connections import forget, incoming_limit, watch
 from .loop import LoopThread
 from .service import generic_handlers
 from .transport import H, Handlers, Refusal, Refused
@@ -102,19 +104,29 @@ def bindable(host: str) -> str:
     return f"[{ip}]" if info[0] == socket.AF_INET6 else ip
 
 
+def server_options(files: int) -> tuple[tuple[str, Any], ...]:
+    """`SERVER_OPTIONS`, and gRPC's bound on the server's connections in a process that may open
+    ``files`` files (`incoming_limit`: beyond it gRPC closes a connection as it accepts it, so that
+    the process never runs out of files; without it, gRPC's listener stops accepting anyone's)."""
+    most = incoming_limit(files)
+    return SERVER_OPTIONS if most is None else (*SERVER_OPTIONS, ("grpc.max_allowed_incoming_connections", most))
+
+
 async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> tuple[Any, int, H]:
     """A started gRPC asyncio server on the first free port of ``ports``, the port, and the
-    handlers made for the port it bound (which it answers with)."""
+    handlers made for the port it bound (which it answers with). Its callers are held to their
+    share of connections (`slurm_resolver.rpc.connections`) until `stop_server`."""
     grpc = grpc_module()
     from grpc import aio
 
     address = bindable(host)
+    options = server_options(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     for port in ports:
         if port and port_in_use(address.strip("[]"), port):
             continue  # taken (another launch's leader, a squatter): passed over without gRPC's error line
         # gRPC's own bound is a backstop: every call of the protocol meets `MOST_CALLS` (and its
         # caller's share) as it opens, in _Guard; a stranger's calls beyond its share end at once.
-        server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=4 * MOST_CALLS)
+        server = aio.server(options=options, maximum_concurrent_rpcs=4 * MOST_CALLS)
         try:
             bound = server.add_insecure_port(f"{address}:{port}")
         except RuntimeError:
@@ -123,9 +135,16 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
             made = handlers(bound)
             server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]")),))
             await server.start()
+            watch(bound)
             return server, bound, made
     raise ResolutionError(f"no port among {list(ports)[:8]} could be bound on {host} ({address})",
                           "free a port, or pass another port range")
+
+
+async def stop_server(server: Any, port: int, grace: float | None) -> None:
+    """Stop a server of `open_server` on ``port``; calls in flight get ``grace`` seconds to finish."""
+    forget(port)
+    await server.stop(grace)
 
 
 class _Unused:
@@ -216,7 +235,7 @@ class Server:
 
     def stop(self, grace: float | None = None) -> None:
         """Stop serving; calls in flight get ``grace`` seconds to finish."""
-        self._loop.run(self._server.stop(grace))
+        self._loop.run(stop_server(self._server, self.port, grace))
         if self._own_loop:
             self._loop.close()
 

@@ -307,13 +307,21 @@ def test_one_strangers_flood_costs_only_its_share_of_a_server(leader: tuple[subp
 
 
 CROWDED = """
-import os, resource, sys, threading
-resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+import os, resource, sys, threading, time
+port, soft, hard = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 sys.path.insert(0, os.environ["TEST_ROOT"])
 from tests.rpc.test_bootstrap import env
 from slurm_resolver.rpc.bootstrap import bootstrap
-port = int(sys.argv[1])
-found = {}
+found, files = {}, {"most": 0, "emfile": False}
+def count():  # the most files this process held, and whether it ran out
+    while True:
+        try:
+            files["most"] = max(files["most"], len(os.listdir("/proc/self/fd")))
+        except OSError:
+            files["emfile"] = True
+        time.sleep(0.02)
+threading.Thread(target=count, daemon=True).start()
 def task(rank):
     try:
         environ = {**env(rank, 2, "61"), "SLURM_RESOLVER_RENDEZVOUS_PORTS": str(port), "SLURM_RESOLVER_AUTH": "none"}
@@ -328,25 +336,36 @@ second = threading.Thread(target=task, args=(1,))
 second.start()
 first.join(); second.join()
 limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-print(sorted((r, type(b).__name__) for r, b in found.items()), limit, flush=True)
+print(sorted((r, type(b).__name__) for r, b in found.items()), "limit=%d" % limit, "most=%d" % files["most"],
+      "emfile=%s" % files["emfile"], flush=True)
+sys.stdin.readline()  # the stranger's connections are counted now
 for b in found.values():
     if hasattr(b, "stop"):
         b.stop(0)
 """
 
 
+def _crowded(port: int, soft: int, hard: int) -> subprocess.Popen[str]:
+    """The job's two tasks in one process whose limit of open files is ``soft`` (``hard``): rank 0 starts,
+    says ``ready``, and rank 1 starts once told (a line on its input); then the outcome in one line."""
+    import os
+
+    return subprocess.Popen([sys.executable, "-c", CROWDED, str(port), str(soft), str(hard)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TEST_ROOT": str(ROOT)})
+
+
 def test_idle_connections_do_not_use_up_the_open_files_a_leader_needs() -> None:
     """A process started with the common soft limit of open files (here 256) whose leader's port a
     stranger floods with 400 idle connections: the bootstrap raised the limit to the hard one, as
     servers do, and the job's second task still gets in."""
-    import os
+    import resource
     import socket
 
     from slurm_resolver.rpc.ports import rendezvous_ports
 
     port = rendezvous_ports("spare-61")[0]
-    proc = subprocess.Popen([sys.executable, "-c", CROWDED, str(port)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "TEST_ROOT": str(ROOT)})
+    proc = _crowded(port, 256, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
     assert proc.stdout is not None and proc.stdin is not None
     idle = []
     try:
@@ -366,7 +385,120 @@ def test_idle_connections_do_not_use_up_the_open_files_a_leader_needs() -> None:
             sock.close()
         proc.kill()
         proc.wait()
-    assert said.startswith("[(0, 'Bootstrapped'), (1, 'Bootstrapped')]") and not said.split()[-1] == "256", said
+    assert said.startswith("[(0, 'Bootstrapped'), (1, 'Bootstrapped')]") and "limit=256 " not in said, said
+
+
+HOLD = """
+import resource, selectors, socket, sys, threading, time
+port, connections = int(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+preface = b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # then idle
+reopen = threading.Event()
+reopen.set()
+def told():  # a line on its input: hold what it has, open no more
+    sys.stdin.readline()
+    reopen.clear()
+threading.Thread(target=told, daemon=True).start()
+chosen = selectors.DefaultSelector()
+def open_one():
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=1)
+        sock.sendall(preface)
+    except OSError:
+        return False
+    sock.setblocking(False)
+    chosen.register(sock, selectors.EVENT_READ)
+    return True
+owed = connections - sum(open_one() for _ in range(connections))
+print("flooding", flush=True)
+while True:  # a connection the server ends is opened again at once
+    for key, _ in chosen.select(0.1):
+        try:
+            if key.fileobj.recv(65536):
+                continue
+        except BlockingIOError:
+            continue
+        except OSError:
+            pass
+        chosen.unregister(key.fileobj)
+        key.fileobj.close()
+        owed += 1
+    while owed and reopen.is_set() and open_one():
+        owed -= 1
+"""
+
+
+def _held(pid: int, port: int, uid: int) -> int:
+    """Connections to ``port`` that the process ``pid`` accepted from a socket of user ``uid`` of this host."""
+    import os
+
+    from slurm_resolver.rpc.callers import host_sockets
+    from slurm_resolver.rpc.connections import socket_inode
+
+    accepted = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            accepted.add(socket_inode(os.readlink(f"/proc/{pid}/fd/{name}")))
+        except OSError:
+            continue
+    sockets = host_sockets()
+    owners = {s.local: s.uid for s in sockets}
+    return sum(1 for s in sockets if s.local[1] == port and s.inode in accepted and owners.get(s.remote) == uid)
+
+
+def test_a_strangers_flood_of_connections_costs_it_only_its_share(stranger: str) -> None:
+    """Another user holds 1,100 connections to a leader whose process may open 1,024 files, and opens
+    them again as soon as they are cut: the process never runs out of files (gRPC closes connections
+    beyond its own bound at once), the stranger's beyond its share are cut, and the job's second
+    task still bootstraps. Before, gRPC accepted them all, the process ran out of files, and no
+    task of it could open anything."""
+    import os
+    import pwd
+    import signal
+
+    from slurm_resolver.rpc.callers import CONNECTIONS_SHARE
+    from slurm_resolver.rpc.ports import rendezvous_ports
+
+    port = rendezvous_ports("spare-62")[0]
+    proc = _crowded(port, 1024, 1024)
+    assert proc.stdout is not None and proc.stdin is not None
+    flood = None
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 20
+        while not _listening(port) and time.monotonic() < deadline:
+            time.sleep(0.05)  # rank 0 is not listening yet
+        flood = subprocess.Popen(["runuser", "-u", stranger, "--", "/usr/bin/python3", "-c", HOLD, str(port), "1100"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        assert flood.stdout is not None and flood.stdin is not None
+        assert flood.stdout.readline().strip() == "flooding"
+        time.sleep(3.0)  # the leader is flooded
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        said = proc.stdout.readline()
+        flood.stdin.write("hold\n")  # it keeps what it has, and opens no more
+        flood.stdin.flush()
+        time.sleep(2.0)
+        held = _held(proc.pid, port, pwd.getpwnam(stranger).pw_uid)
+    finally:
+        if flood is not None:  # runuser passes no signal on: the flood's process group is killed
+            os.killpg(flood.pid, signal.SIGKILL)
+            flood.wait()
+        proc.kill()
+        errors = proc.communicate()[1]
+    assert said.startswith("[(0, 'Bootstrapped'), (1, 'Bootstrapped')]") and "emfile=False" in said, (said, errors)
+    assert held <= CONNECTIONS_SHARE, held
+    assert "File descriptor limit reached" not in errors and "held more than" in errors, errors[-2000:]
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize("hard, said", [(1024, True), (1 << 20, False)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.rpc.server import SERVER_OPTIONS, Server, bindable
+from slurm_resolver.rpc.server import SERVER_OPTIONS, Server, bindable, server_options
 
 
 def test_a_local_server_binds_a_free_port_and_says_where() -> None:
@@ -30,3 +30,9 @@ def test_it_binds_the_nodes_address_never_every_address_and_bounds_what_a_caller
     assert bindable("localhost") in ("127.0.0.1", "[::1]")
     assert ("grpc.so_reuseport", 0) in SERVER_OPTIONS
     assert dict(SERVER_OPTIONS)["grpc.max_receive_message_length"] == 1024 * 1024
+
+
+def test_grpc_bounds_a_servers_connections_below_the_processs_open_files() -> None:
+    """Beyond its bound, gRPC closes a connection as it accepts it: the process never runs out of files."""
+    assert dict(server_options(1024))["grpc.max_allowed_incoming_connections"] == 896
+    assert "grpc.max_allowed_incoming_connections" not in dict(server_options(0))
