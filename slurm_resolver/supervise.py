@@ -253,6 +253,19 @@ def record_unanswered(cluster: Cluster, error: UnansweredError, environ: Mapping
               recording.directory)
 
 
+def _failed_alike_below(rank: int, message: str, dead: Sequence[Death], news: threading.Event, until: float) -> bool:
+    """Whether a lower rank than ``rank`` is heard of, by ``until``, to have failed with ``message`` too
+    (every task runs the same command: where it cannot start, the lowest such rank says it for the job)."""
+    while True:
+        if any(d.rank < rank and message in d.why for d in dead):
+            return True
+        left = until - time.monotonic()
+        if rank == 0 or left <= 0:
+            return False
+        news.wait(left)
+        news.clear()
+
+
 def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
               environ: Mapping[str, str] | None = None) -> int:
     """Run ``command`` until it ends or a peer dies; returns the task's exit code."""
@@ -293,6 +306,8 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
         error = cannot_run(command, exc, own)
         recorder.record(Ending.FAILED, 127, error.message, (), time.time())
         b.fail(f"{recorder.label}: {error.message}")
+        if _failed_alike_below(b.rank, error.message, dead, news, time.monotonic() + NOTICE):
+            error.speaker = Speaker.ABOVE  # a lower rank says it for the job (the same command, alike)
         b.stop()
         return end(error, 127)
     previous = {s: signal.signal(s, lambda number, frame: child.signal(number)) for s in FORWARDED}

@@ -81,6 +81,26 @@ def test_a_command_that_cannot_start_is_named_and_a_failure() -> None:
     assert "worker:3 (rank 3) on node2: cannot run 'no-such-command-xyz'" in task.failed  # the others stop
 
 
+def test_a_command_that_cannot_start_anywhere_is_said_by_the_lowest_rank_that_failed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every task runs the same command: where it cannot start, the lowest rank that failed says it for
+    the job, and a task that hears a lower rank fail alike ends without a word."""
+    from slurm_resolver import supervise as supervised
+    from slurm_resolver.errors import Speaker
+
+    monkeypatch.setattr(supervised, "NOTICE", 0.5)
+    why = "worker:1 (rank 1) on node1: cannot run 'no-such-command-xyz': No such file or directory"
+    for rank, lower, says in ((0, None, True), (3, None, True), (3, 1, False), (3, 5, True)):
+        task = Task(rank)
+        if lower is not None:
+            threading.Timer(0.1, lambda t=task, r=lower: t.callbacks[0](r, why.replace("rank 1", f"rank {r}"))).start()
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError) as info:
+            supervise(task, ["no-such-command-xyz"])  # type: ignore[arg-type]
+        assert info.value.speaker is (Speaker.TASK if says else Speaker.ABOVE), (rank, lower)
+        assert time.monotonic() - started < (0.3 if rank == 0 or not says else 2.0), "rank 0 never waits"
+
+
 def test_a_command_that_fails_just_after_a_peer_died_blames_the_peer() -> None:
     """A collective breaks when a peer dies, often before the news of its death arrives."""
     task = Task()

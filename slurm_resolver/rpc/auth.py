@@ -49,6 +49,7 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 log = logging.getLogger("slurm_resolver")
 
 MODES = ("auto", "secret", "munge", "none")
+"""The words of ``auth=`` and ``SLURM_RESOLVER_AUTH`` (`AuthChoice`)."""
 """``auth=`` and ``SLURM_RESOLVER_AUTH``: a secret, else MUNGE, else none; or one of them, or an error."""
 SECRET = "SLURM_RESOLVER_SECRET"
 """The job's secret, in every task's environment (srun passes it on; another user cannot read it)."""
@@ -60,6 +61,16 @@ _VERSION = b"slurm-resolver/4"
 class AuthMode(enum.Enum):
     """How seals are made."""
 
+    SECRET = "secret"
+    MUNGE = "munge"
+    NONE = "none"
+
+
+class AuthChoice(enum.Enum):
+    """What ``auth=`` (or ``SLURM_RESOLVER_AUTH``) asks for, read once from its word (`MODES`)."""
+
+    AUTO = "auto"
+    """A secret where one is given, else MUNGE where munged answers, else nothing."""
     SECRET = "secret"
     MUNGE = "munge"
     NONE = "none"
@@ -263,16 +274,18 @@ def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authorit
     """The authority of a task of ``launch`` for ``mode`` (default ``SLURM_RESOLVER_AUTH``, else
     ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none). A
     secret's seals are good for this launch in this run of the job only (`attempt_of()`)."""
-    mode = mode or env.get("SLURM_RESOLVER_AUTH") or "auto"
-    if mode not in MODES:
-        raise ConfigurationError(f"auth={mode!r} is not known", f"use one of {', '.join(MODES)}")
-    if mode == "none":
+    word = mode or env.get("SLURM_RESOLVER_AUTH") or "auto"
+    try:
+        choice = AuthChoice(word)
+    except ValueError:
+        raise ConfigurationError(f"auth={word!r} is not known", f"use one of {', '.join(MODES)}") from None
+    if choice is AuthChoice.NONE:
         return Authority(AuthMode.NONE, "not authenticated: auth='none'")
-    if mode in ("auto", "secret"):
+    if choice in (AuthChoice.AUTO, AuthChoice.SECRET):
         secret, where = _secret(env)
         if secret is not None:
             return Authority(AuthMode.SECRET, where, secret=secret, launch=f"{launch} run {attempt_of(env)}")
-        if mode == "secret":
+        if choice is AuthChoice.SECRET:
             raise ConfigurationError(f"auth='secret' but {where}",
                                      f"export {SECRET} in the job (the templates do), or use auth='auto'")
     from ..munge import open_munge
@@ -280,6 +293,6 @@ def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authorit
     munge, how = open_munge(env)
     if munge is not None:
         return Authority(AuthMode.MUNGE, how, munge=munge)
-    if mode == "munge":
+    if choice is AuthChoice.MUNGE:
         raise ConfigurationError(f"auth='munge' but {how}", "start munged on every node, or use auth='auto'")
     return Authority(AuthMode.NONE, f"not authenticated: no secret, and {how}")

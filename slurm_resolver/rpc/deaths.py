@@ -56,6 +56,8 @@ class Deaths:
         self.up: asyncio.Queue[News] = asyncio.Queue()
         self.below: dict[Source, asyncio.Queue[bytes]] = {}
         self.leaving = False
+        self.own: str | None = None
+        """Why this task fails, once it does (a task that starts watching here after hears it too)."""
 
     def declare(self, ranks: list[int], reason: str, *, from_above: bool = False) -> None:
         """Record ``ranks`` as dead: tell the tasks below, the task above (unless it told us), the callbacks."""
@@ -84,5 +86,7 @@ class Deaths:
         self.callbacks.append(callback)
 
     def missed(self) -> list[bytes]:
-        """What a task that starts watching here missed (the first deaths, one event each)."""
-        return [encode_event([rank], reason) for rank, reason in list(self.failed.items())[:SHOWN]]
+        """What a task that starts watching here missed (this task's own failure, the first deaths: one
+        event each)."""
+        own = [encode_event([self.rank], self.own)] if self.own is not None else []
+        return own + [encode_event([rank], reason) for rank, reason in list(self.failed.items())[:SHOWN - len(own)]]

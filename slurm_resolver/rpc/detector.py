@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 
 from ..cluster import Cluster
@@ -24,6 +25,9 @@ from .tree import Plan
 from .watch import Watch
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+TELL_WITHIN = 2.0
+"""Seconds a failing task waits at most for its calls up and below to be made, to tell them."""
 
 
 class FailureDetector:
@@ -59,13 +63,26 @@ class FailureDetector:
         self._task = asyncio.ensure_future(self.heartbeat.run())
         self.watch.start()
 
-    async def fail(self, why: str) -> None:
-        """This task fails: tell the task above and the tasks below why, before it ends."""
+    async def fail(self, why: str, within: float = TELL_WITHIN) -> None:
+        """This task fails: tell the task above and the tasks below why, before it ends.
+
+        A task that fails a moment after the bootstrap (a command that cannot start) may not have its
+        call up yet, nor every task below its call here: it waits for them, up to ``within`` seconds
+        (else they would hear only as its silence outlasts their patience)."""
         self.deaths.leaving = True
         rank = self.deaths.rank
+        self.deaths.own = why  # a task below that starts watching from now on hears it first
         self.deaths.up.put_nowait(News((rank,), why))
         self.deaths.tell_below(encode_event([rank], why))
+        until = time.monotonic() + within
+        while not self._told() and time.monotonic() < until:
+            await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)  # let the report go out
+
+    def _told(self) -> bool:
+        """Whether the news went up (a beat took it, or there is no call up) and every task below watches."""
+        up = self.deaths.up.empty() or self._task is None or self._task.done()
+        return up and not self.watch.unheard()
 
     async def leave(self, grace: float = 1.0) -> None:
         """This task ends normally: say so above and below (naming a successor), then stop."""

@@ -159,8 +159,8 @@ class Heartbeat:
     async def _follow(self) -> None:
         above = self._first[0]
         moved_at = 0.0  # when the call last moved to a successor: it may not be ready for a moment
-        while above is not None and not self.deaths.leaving:
-            self.above = above
+        while above is not None and not (self.deaths.leaving and self.deaths.up.empty()):
+            self.above = above  # a task that ends before its call is made still makes it, to say so
             try:
                 event = await self._follow_one(above)
             except Exception as exc:  # noqa: BLE001 - refused, malformed, silent, broken: the call is over

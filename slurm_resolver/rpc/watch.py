@@ -106,6 +106,12 @@ class Watch:
                 self.deaths.declare([rank], f"{self.cluster.label(rank)} died: its connection to rank "
                                             f"{self.plan.rank} closed")
 
+    def unheard(self) -> list[Source]:
+        """The sources below that do not watch here yet (a moment after the bootstrap), but for those
+        that left or are known dead."""
+        return [source for source in self.sources if source not in self.deaths.below and source not in self._left
+                and self._rank(source) not in self.deaths.failed]
+
     async def _read(self, source: Source, beats: AsyncIterator[bytes]) -> None:
         """Read one task's beats until its call ends or breaks (then `_events()` ends the call)."""
         with contextlib.suppress(Exception):  # a broken call, a stopped server: the same end

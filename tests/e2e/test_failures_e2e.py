@@ -118,6 +118,17 @@ def test_the_bootstrap_command_ends_the_whole_step_naming_the_dead_task_once(slu
     assert not json_objects(out.stdout)
 
 
+@pytest.mark.parametrize("tasks", [4, 8])
+def test_a_command_no_task_can_start_is_said_once(slurm_cluster: dict[str, str], tasks: int) -> None:
+    """``bootstrap -- /no/such/command``: every task fails alike, and the lowest rank says it for the job."""
+    out = subprocess.run(["srun", "-N2", f"-n{tasks}", sys.executable, "-m", "slurm_resolver", "bootstrap", "--",
+                          "/no/such/command"], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    ours = [line for line in out.stderr.splitlines() if line.startswith("slurm-resolver")]
+    assert ours == ["slurm-resolver: error: rank 0: cannot run '/no/such/command': No such file or directory "
+                    "(hint: check the command and PATH)"], out.stderr
+
+
 def test_a_death_stops_every_child_of_the_other_tasks_shell_scripts(slurm_cluster: dict[str, str],
                                                                       tmp_path: Path) -> None:
     """Issue 22: rank 3's script is SIGKILLed 3 s in, the others' scripts wait for `sleep 90`. SIGTERM to

@@ -102,3 +102,13 @@ def test_a_secrets_seal_recorded_in_one_run_is_refused_in_the_next(later: dict[s
         Purpose.CALL, b"a barrier", recorded).believed  # the same run: the same seals
     replayed = authority("auto", {**SECRET_ENV, **later}, "5.0").check(Purpose.CALL, b"a barrier", recorded)
     assert replayed.verdict is SealVerdict.REFUSED
+
+
+def test_the_words_of_auth_are_read_once_as_a_choice() -> None:
+    from slurm_resolver.errors import ConfigurationError
+    from slurm_resolver.rpc.auth import MODES, AuthChoice, authority
+
+    assert tuple(choice.value for choice in AuthChoice) == MODES
+    assert authority("none", {}, "9.0").mode is AuthMode.NONE
+    with pytest.raises(ConfigurationError, match="auth='Secret' is not known"):
+        authority(None, {"SLURM_RESOLVER_AUTH": "Secret"}, "9.0")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -21,12 +22,16 @@ from slurm_resolver.rpc.ports import rendezvous_ports
 from slurm_resolver.rpc.server import Server
 from slurm_resolver.rpc.tree import ONCE, checked_peers
 
+JOB = os.environ.setdefault("SLURM_RESOLVER_TEST_JOB", str(10_000 + os.getpid() % 80_000))
+"""This test run's job id (its launches' rendezvous ports follow from it): two runs on one machine at once
+(two checkouts) do not meet; a process the tests start reads the same from the environment."""
+
 
 def env(rank: int, size: int, step: str = "0", nodes: int = 1) -> dict[str, str]:
     """Task ``rank`` of ``size`` tasks on ``nodes`` emulated nodes that all resolve to this host."""
     per = size // nodes
     names = ["localhost", "ip6-localhost", "127.0.0.1"][:nodes]
-    return {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": step, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank % per),
+    return {"SLURM_JOB_ID": JOB, "SLURM_STEP_ID": step, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank % per),
             "SLURMD_NODENAME": names[rank // per], "SLURM_STEP_NUM_TASKS": str(size),
             "SLURM_STEP_NODELIST": ",".join(names), "SLURM_STEP_TASKS_PER_NODE": f"{per}(x{nodes})",
             "CUDA_VISIBLE_DEVICES": ""}

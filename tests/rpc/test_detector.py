@@ -58,3 +58,18 @@ def test_a_job_whose_tasks_all_end_together_reports_no_failure() -> None:
     assert run(scenario, nodes=3, per_node=3, fanout=1) == []
 
 
+
+
+def test_a_task_that_fails_the_moment_its_bootstrap_returns_is_heard_long_before_any_patience() -> None:
+    """Its call up and the calls of the tasks below it may not be made yet (a command that cannot
+    start fails within milliseconds): it waits for them, so the others hear why, not its silence."""
+    async def scenario(tasks: list[Bootstrapped]) -> list[float]:
+        took = []
+        others = [t for t in tasks if t.rank not in (2, 5)]
+        for failing in (tasks[2], tasks[5]):  # a leader (node 1's), and a task under node 2's leader
+            await failing.aio.fail(f"rank {failing.rank} cannot run its command")
+            took.append(await until(lambda r=failing.rank: all(r in t.failures() for t in others), 5.0))
+            assert {t.failures()[failing.rank] for t in others} == {f"rank {failing.rank} cannot run its command"}
+        return took
+
+    assert all(t < 5.0 for t in run(scenario, patience=30.0))  # type: ignore[union-attr]

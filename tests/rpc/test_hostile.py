@@ -29,7 +29,7 @@ from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.wire import MAX_MESSAGE, decision
 
 from .forge import call_at, first_beat, join_call, who_call
-from .test_bootstrap import env, run_all, stop
+from .test_bootstrap import JOB, env, run_all, stop
 
 
 def _envelope(message: object) -> bytes:
@@ -108,8 +108,8 @@ def test_with_munge_thousands_of_impostor_calls_change_nothing(slurm_cluster: di
     and once the real rank 1 comes, the table is the real one and every task bootstraps."""
     step = "12"
     leader = rendezvous_ports(launch_key(env(0, 4, step)))[0]
-    impostor = [join_call(f"77.{step}", TABLE_ROUND, 1, port=leader, records=Records([1], [4242], [4243])),
-                join_call(f"77.{step}", TABLE_ROUND, 1, port=leader, records=Records([1], [4242], [4243]))]
+    impostor = [join_call(f"{JOB}.{step}", TABLE_ROUND, 1, port=leader, records=Records([1], [4242], [4243])),
+                join_call(f"{JOB}.{step}", TABLE_ROUND, 1, port=leader, records=Records([1], [4242], [4243]))]
     header = pb.Envelope.FromString(impostor[1][0])
     impostor[1] = [pb.Envelope(header=header.header, seal=b"MUNGE:forged").SerializeToString()]
     results: list[Any] = [None] * 4
