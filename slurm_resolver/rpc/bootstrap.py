@@ -42,7 +42,7 @@ from ..placement import Placement
 from ..resolution import resolve
 from .auth import AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped, Exchanged
-from .callers import CALLS_SHARE, MOST_CALLS
+from .callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
 from .coordinator import Coordinator
 from .detector import FailureDetector
 from .identity import Identity
@@ -252,8 +252,8 @@ def _open_files(cluster: Cluster, fanout: int) -> None:
     if hard != resource.RLIM_INFINITY and hard < needed:
         log.warning("slurm_resolver: this process may open only %d files; a node leader of this job needs about %d "
                     "(a few per task of its node and per child leader, and strangers' connections count too: "
-                    "each may hold %d calls): raise the hard limit (ulimit -Hn, or LimitNOFILE= of slurmd)",
-                    hard, needed, CALLS_SHARE)
+                    "each may hold %d connections and %d calls): raise the hard limit (ulimit -Hn, or LimitNOFILE= "
+                    "of slurmd)", hard, needed, CONNECTIONS_SHARE, CALLS_SHARE)
 
 
 async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode | Exchange, network: Network,
