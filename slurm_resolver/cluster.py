@@ -9,10 +9,10 @@ columns are built only when asked for.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from itertools import repeat
-from operator import add
+from operator import add, attrgetter
 from typing import Any
 
 from .addresses import OwnNames
@@ -235,7 +235,7 @@ class Cluster:
         if placement.nodes != self.placement.nodes or placement.counts != self.placement.counts:
             raise ResolutionError("the exchanged layout disagrees with Slurm's node list or task counts",
                                   "every task must belong to the same step")
-        return replace(self, placement=placement, gpu_plan=self.gpu_plan.for_caller(self.rank, placement)
+        return self._evolve(placement=placement, gpu_plan=self.gpu_plan.for_caller(self.rank, placement)
                        if self.rank is not None else self.gpu_plan)
 
     def with_ports(self, bound: Sequence[int], spare: Sequence[int],
@@ -245,7 +245,15 @@ class Cluster:
         if len(bound) != self.world_size or len(spare) != self.world_size:
             raise ResolutionError(f"{len(bound)} ports for a cluster of {self.world_size} tasks",
                                   "every task must report its ports")
-        return replace(self, bound_ports=tuple(bound), spare_ports=tuple(spare), reported_gpus=gpus or None)
+        return self._evolve(bound_ports=tuple(bound), spare_ports=tuple(spare), reported_gpus=gpus or None)
+
+    def _evolve(self, **changes: Any) -> Cluster:
+        """This cluster with ``changes`` to its fields, as `dataclasses.replace` makes it, without its
+        walk of every field's metadata (a fifth of a task's work in the simulated bootstrap: every task
+        makes its bootstrapped cluster once). Values computed from the fields are not carried over."""
+        evolved = object.__new__(Cluster)
+        vars(evolved).update(zip(_FIELDS, _FIELD_VALUES(self)), **changes)
+        return evolved
 
     def describe(self) -> dict[str, Any]:
         """The calling task and the cluster as plain data (``slurm-resolver show --json``)."""
@@ -274,3 +282,8 @@ def _block_addresses(node_hosts: Sequence[str], counts: Sequence[int], port_base
             result[i::most] = map(add, node_hosts, repeat(suffix, len(node_hosts)))
         return tuple(result)
     return tuple(h + p for h, c in zip(node_hosts, counts) for p in suffixes[:c])
+
+
+_FIELDS = tuple(f.name for f in fields(Cluster))
+"""The fields of a `Cluster` (`Cluster._evolve` copies them)."""
+_FIELD_VALUES = attrgetter(*_FIELDS)

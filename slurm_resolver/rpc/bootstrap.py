@@ -29,9 +29,9 @@ import logging
 import resource
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..cluster import Cluster
 from ..environment import snapshot
@@ -128,12 +128,14 @@ class _Laps:
         self._last = now
 
 
-async def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOptions | None = None, *,
-                          environ: Mapping[str, str] | None = None, network: Network | None = None,
-                          **keywords: object) -> Bootstrapped:
-    """`bootstrap()` as a coroutine on the running event loop (the scale simulation runs
-    thousands of tasks on one loop this way); the result's coroutines are on ``.aio``."""
-    return await _bootstrap(cluster, BootstrapOptions.of(options, keywords), environ, network, None)
+def bootstrap_async(cluster: Cluster | None = None, options: BootstrapOptions | None = None, *,
+                    environ: Mapping[str, str] | None = None, network: Network | None = None,
+                    **keywords: object) -> Coroutine[Any, Any, Bootstrapped]:
+    """`bootstrap()` as a coroutine to await on the running event loop (the scale simulation runs
+    thousands of tasks on one loop this way); the result's coroutines are on ``.aio``. The options
+    are checked as it is called; the coroutine is the bootstrap's own (no frame of this function
+    stays between the loop and the bootstrap while thousands of tasks wait)."""
+    return _bootstrap(cluster, BootstrapOptions.of(options, keywords), environ, network, None)
 
 
 async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ: Mapping[str, str] | None,

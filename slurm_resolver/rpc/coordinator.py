@@ -288,7 +288,9 @@ class Coordinator:
         if self._watching.is_set() and self._watched is None:
             raise Refused(Refusal.NOT_LEADER, f"rank {self.identity.rank} watches no task")
         try:
-            header, seal = unwrap(await within(beats.__anext__(), FIRST_BEAT))
+            with within(FIRST_BEAT):
+                first = await beats.__anext__()
+            header, seal = unwrap(first)
             beat = decode_beat(header, self.world_size)
         except (StopAsyncIteration, WireError, asyncio.TimeoutError) as exc:
             raise Refused(Refusal.INVALID, f"a watch without a first beat within {FIRST_BEAT:g} s "

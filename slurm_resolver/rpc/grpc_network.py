@@ -148,7 +148,8 @@ class GrpcNetwork:
         with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
             sock.setblocking(False)
             try:  # a bare connect: no transport, no protocol, closed at once
-                await within(asyncio.get_running_loop().sock_connect(sock, (address, port)), 2.0)
+                with within(2.0):
+                    await asyncio.get_running_loop().sock_connect(sock, (address, port))
             except (OSError, asyncio.TimeoutError):
                 return False
         return True

@@ -80,7 +80,8 @@ class Heartbeat:
         yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
         while self.calls == mine:  # a call left behind takes no beat from the one that follows it
             try:
-                news = await within(self.deaths.up.get(), self.heartbeat)
+                with within(self.heartbeat):
+                    news = await self.deaths.up.get()
             except asyncio.TimeoutError:
                 news = News()
             if self.calls != mine:  # taken while the next call started: it is that call's to carry

@@ -54,7 +54,8 @@ async def wait_until(event: asyncio.Event, deadline: float) -> bool:
     if event.is_set():
         return True
     try:
-        await within(event.wait(), deadline - time.monotonic())
+        with within(deadline - time.monotonic()):
+            await event.wait()
     except asyncio.TimeoutError:
         return event.is_set()
     return True

@@ -90,7 +90,8 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
 
     async def next_message(requests: AsyncIterator[bytes], what: str) -> bytes:
         try:
-            return await within(requests.__anext__(), FIRST_MESSAGE)
+            with within(FIRST_MESSAGE):
+                return await requests.__anext__()
         except asyncio.TimeoutError:
             raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
         except StopAsyncIteration:
@@ -100,7 +101,8 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
         """A unary call's message, read as a stream's (``context.read()``: gRPC's iterator over the
         requests holds twice the memory a flood of large calls takes)."""
         try:
-            message = await within(context.read(), FIRST_MESSAGE)
+            with within(FIRST_MESSAGE):
+                message = await context.read()
         except asyncio.TimeoutError:
             raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
         if not isinstance(message, bytes):  # grpc.aio.EOF

@@ -191,35 +191,51 @@ async def retrying(call: Callable[[float], Awaitable[T]], deadline: float, first
         pause = min(pause * 2, 0.25)
 
 
-async def within(awaitable: Awaitable[T], seconds: float) -> T:
-    """``awaitable``'s result, or `asyncio.TimeoutError` once ``seconds`` passed (it is cancelled then).
+_COUNTS_CANCELS = hasattr(asyncio.Task, "uncancel")
+"""Whether a task counts the cancellations asked of it (Python 3.11+)."""
 
-    Awaited in the caller's own task, with one timer: `asyncio.wait_for` makes a task of its own per
-    wait on Python 3.10 and 3.11 (one more task and more turns of the loop for every call a server
-    reads), and `asyncio.timeout` costs twice this. A cancellation from elsewhere meanwhile stays one.
+
+class within:  # noqa: N801 - used as a function: ``with within(seconds): ...``
+    """Around an ``await``: `asyncio.TimeoutError` once ``seconds`` passed (what is awaited is cancelled).
+
+    A plain context manager with one timer, in the caller's own task: `asyncio.wait_for` makes a
+    task of its own per wait on Python 3.10 and 3.11, and `asyncio.timeout` costs twice this; and no
+    coroutine of its own either (every frame a coroutine awaits through is one more to resume, and
+    thousands of tasks wait at once in a simulation). A cancellation from elsewhere stays one.
+
+    >>> async def late():
+    ...     with within(0.01):
+    ...         await asyncio.sleep(1)
+    >>> asyncio.run(late())
+    Traceback (most recent call last):
+    TimeoutError
     """
-    task = asyncio.current_task()
-    assert task is not None, "within() runs in a task"
-    before = task.cancelling() if hasattr(task, "cancelling") else 0  # Python 3.11+
-    expired = False
 
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        task.cancel()
+    __slots__ = ("_seconds", "_task", "_timer", "_before", "_expired")
 
-    timer = asyncio.get_running_loop().call_later(max(0.0, seconds), expire)
-    try:
-        result = await awaitable
-    except asyncio.CancelledError:
-        if expired and (not hasattr(task, "uncancel") or task.uncancel() <= before):
+    def __init__(self, seconds: float) -> None:
+        self._seconds = max(0.0, seconds)
+        self._expired = False
+
+    def __enter__(self) -> None:
+        task: Any = asyncio.current_task()  # its cancelling() and uncancel(): Python 3.11+
+        assert task is not None, "within() runs in a task"
+        self._task = task
+        self._before = task.cancelling() if _COUNTS_CANCELS else 0
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + self._seconds, self._expire)
+
+    def _expire(self) -> None:
+        self._expired = True
+        self._task.cancel()
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, traceback: object) -> None:
+        self._timer.cancel()
+        if not self._expired:
+            return
+        taken_back = self._task.uncancel() if _COUNTS_CANCELS else 0
+        if kind is asyncio.CancelledError and taken_back <= self._before:
             raise asyncio.TimeoutError from None
-        raise
-    finally:
-        timer.cancel()
-    if expired and hasattr(task, "uncancel"):  # it came all the same: the cancellation is taken back
-        task.uncancel()
-    return result
 
 
 async def end_call(stream: Any) -> None:

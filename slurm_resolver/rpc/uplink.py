@@ -15,7 +15,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from ..addresses import abridged
@@ -128,7 +128,8 @@ class Uplink:
         refusal (``invalid``, ``deadline``, ``unauthenticated``) from it counts for nothing but "not
         here" (a squatter may refuse too), and is said only if no leader answered by the deadline;
         and a call that has no answer after `unproven_wait()` stays open (a leader answers once the
-        round ends) while the search goes on past it (a silent squatter never answers)."""
+        round ends) while the search goes on past it (a silent squatter never answers): a leader's call
+        (its subtree's records) in a task of its own, a task's own call (one record) made again."""
         host = self.host or ""
         alone = unproven_wait(timeout)
         strangers: dict[int, str] = {}
@@ -151,14 +152,29 @@ class Uplink:
                         continue
                     link = self.network.connect(host, port)
                     until = min(deadline, time.monotonic() + alone)
-                    if calls:  # beside the calls still open
+                    if calls or self.plan.sources:  # beside the calls still open; or one too costly to make
                         calls[asyncio.ensure_future(call(link, port))] = (port, link)
                         answer = await self._answered(calls, until, strangers, said)
-                    else:  # in this task (no task of its own: this is where the leader is, almost always)
-                        answer = await self._alone(call, link, port, until, direct, calls, strangers, said)
-                    direct = False
-                    if answer is not None:
+                        if answer is not None:
+                            return answer
+                        direct = False
+                        continue
+                    # A task that leads nothing (it brings its own record) calls in this task, with no task of its
+                    # own (the leader is there, almost always); silent past `alone`, it calls again beside the search.
+                    try:
+                        with within(until - time.monotonic()):
+                            answer = await call(link, port)
+                    except asyncio.TimeoutError:
+                        calls[asyncio.ensure_future(call(link, port))] = (port, link)
+                    except (_Impostor, LinkError) as exc:
+                        if direct and isinstance(exc, LinkError) and exc.kind is Failed.UNAVAILABLE:
+                            await self.network.discard(host, port)  # not up yet: probe from now on, and call it
+                        else:                                       # on a channel with no backoff
+                            self._heard(port, exc, strangers, said)
+                    else:
+                        self.link, self.port = link, port
                         return answer
+                    direct = False
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self._not_found(strangers, said, timeout, round)
@@ -173,27 +189,6 @@ class Uplink:
         finally:
             for open_call in calls:
                 open_call.cancel()
-
-    async def _alone(self, call: Callable[[Link, int], Coroutine[Any, Any, tuple[Decision, Table]]], link: Link,
-                     port: int, until: float, direct: bool,
-                     calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]],
-                     strangers: dict[int, str], said: list[tuple[int, LinkError]]) -> tuple[Decision, Table] | None:
-        """``call`` to ``port`` awaited in this task until ``until``: its answer (then this link is the
-        task above's), or None; a call still unanswered then is made again in ``calls``, to stay open
-        beside the search (a leader answers once its round ends)."""
-        try:
-            found = await within(call(link, port), until - time.monotonic())
-        except asyncio.TimeoutError:
-            calls[asyncio.ensure_future(call(link, port))] = (port, link)
-            return None
-        except (_Impostor, LinkError) as exc:
-            if direct and isinstance(exc, LinkError) and exc.kind is Failed.UNAVAILABLE:  # not up yet: probe
-                await self.network.discard(self.host or "", port)  # from now on, and call it on a channel
-            else:                                                   # with no backoff
-                self._heard(port, exc, strangers, said)
-            return None
-        self.link, self.port = link, port
-        return found
 
     async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]],
                         until: float, strangers: dict[int, str], said: list[tuple[int, LinkError]]

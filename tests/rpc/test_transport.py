@@ -83,9 +83,10 @@ def test_within_answers_or_times_out_in_the_callers_own_task_and_leaves_no_cance
             await asyncio.sleep(after)
             return "answer"
 
-        seen.append(await within(answer(0.0), 1.0))
-        with pytest.raises(asyncio.TimeoutError):
-            await within(answer(5.0), 0.05)
+        with within(1.0):
+            seen.append(await answer(0.0))
+        with pytest.raises(asyncio.TimeoutError), within(0.05):
+            await answer(5.0)
         seen.append(task.cancelling())
         await asyncio.sleep(0.01)  # nothing left pending: the task goes on
         return seen
@@ -96,7 +97,8 @@ def test_within_answers_or_times_out_in_the_callers_own_task_and_leaves_no_cance
 def test_a_cancellation_from_elsewhere_during_within_stays_a_cancellation() -> None:
     async def scenario() -> str:
         async def waiting() -> None:
-            await within(asyncio.sleep(5.0), 0.05)
+            with within(0.05):
+                await asyncio.sleep(5.0)
 
         waiter = asyncio.ensure_future(waiting())
         await asyncio.sleep(0.01)
