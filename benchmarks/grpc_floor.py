@@ -46,7 +46,7 @@ from typing import Any
 
 from slurm_resolver.rpc.grpc_network import CHANNEL_OPTIONS, channel_target
 from slurm_resolver.rpc.loopback import cpu_seconds, loopback, many_open_files, next_report
-from slurm_resolver.rpc.server import MOST_CALLS, SERVER_OPTIONS, grpc_module
+from slurm_resolver.rpc.server import MOST_RPCS, grpc_module, server_options
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
 
 DESIGNS = ("tree", "chain", "unchecked")
@@ -104,7 +104,8 @@ async def _run(tasks: int, per_node: int, design: str, procs: int, index: int, s
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.time()
     servers = []
     for served in mine:
-        server = aio.server(options=SERVER_OPTIONS, maximum_concurrent_rpcs=MOST_CALLS)
+        server = aio.server(options=server_options(resource.getrlimit(resource.RLIMIT_NOFILE)[0]),
+                            maximum_concurrent_rpcs=MOST_RPCS)
         try:
             server.add_insecure_port(f"{_address(served, per_node)}:{port(served)}")
         except RuntimeError:

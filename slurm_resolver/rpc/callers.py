@@ -12,7 +12,6 @@ bootstrap's own calls never pay for it.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
 import socket
@@ -159,9 +158,13 @@ class Bound:
         self._peers: Counter[str] = Counter()
         self.held = 0
 
-    @contextlib.contextmanager
-    def holding(self, peer: str) -> Iterator[None]:
-        """Around one call of ``peer``; `Refused` (``busy``) where the server, or its caller's share, is full."""
+    def holding(self, peer: str) -> _Holding:
+        """Around one call of ``peer`` (``with bound.holding(peer): ...``); `Refused` (``busy``) as it
+        begins where the server, or its caller's share, is full."""
+        return _Holding(self, peer)
+
+    def take(self, peer: str) -> None:
+        """One more call of ``peer``; `Refused` (``busy``) where the server, or its caller's share, is full."""
         if self.held >= self.most:
             raise Refused(Refusal.BUSY, f"{self.most} {self._what} wait here: ask again")
         if self.held >= self.share:
@@ -171,10 +174,25 @@ class Bound:
                 raise Refused(Refusal.BUSY, f"{self.share} {self._what} of {mine} wait here: ask again")
         self.held += 1
         self._peers[peer] += 1
-        try:
-            yield
-        finally:
-            self.held -= 1
-            self._peers[peer] -= 1
-            if not self._peers[peer]:
-                del self._peers[peer]
+
+    def give(self, peer: str) -> None:
+        """A call of ``peer`` (`take`n) ended."""
+        self.held -= 1
+        self._peers[peer] -= 1
+        if not self._peers[peer]:
+            del self._peers[peer]
+
+
+class _Holding:
+    """One call held in a `Bound` while its block runs (a plain context manager: one for every call)."""
+
+    __slots__ = ("_bound", "_peer")
+
+    def __init__(self, bound: Bound, peer: str) -> None:
+        self._bound, self._peer = bound, peer
+
+    def __enter__(self) -> None:
+        self._bound.take(self._peer)
+
+    def __exit__(self, *exc: object) -> None:
+        self._bound.give(self._peer)

@@ -104,6 +104,10 @@ def bindable(host: str) -> str:
     return f"[{ip}]" if info[0] == socket.AF_INET6 else ip
 
 
+MOST_RPCS = 4 * MOST_CALLS
+"""gRPC's own bound on one server's calls at once: a backstop behind `MOST_CALLS` (see `open_server`)."""
+
+
 def server_options(files: int) -> tuple[tuple[str, Any], ...]:
     """`SERVER_OPTIONS`, and gRPC's bound on the server's connections in a process that may open
     ``files`` files (`incoming_limit`: beyond it gRPC closes a connection as it accepts it, so that
@@ -126,7 +130,7 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
             continue  # taken (another launch's leader, a squatter): passed over without gRPC's error line
         # gRPC's own bound is a backstop: every call of the protocol meets `MOST_CALLS` (and its
         # caller's share) as it opens, in _Guard; a stranger's calls beyond its share end at once.
-        server = aio.server(options=options, maximum_concurrent_rpcs=4 * MOST_CALLS)
+        server = aio.server(options=options, maximum_concurrent_rpcs=MOST_RPCS)
         try:
             bound = server.add_insecure_port(f"{address}:{port}")
         except RuntimeError:

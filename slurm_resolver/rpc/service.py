@@ -15,10 +15,9 @@ is checked. Refused calls are counted, not logged one by one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 from .callers import CALLS_SHARE, MOST_CALLS, MOST_UNPROVEN, UNPROVEN_SHARE, Bound, Callers
@@ -50,18 +49,6 @@ class _Guard:
         self.calls = Bound(callers, MOST_CALLS, CALLS_SHARE, "calls")
         self.unproven = Bound(callers, MOST_UNPROVEN, UNPROVEN_SHARE, "calls not yet proven")
         self.refused = 0
-
-    @contextlib.contextmanager
-    def admitted(self, context: Any, proving: bool = True) -> Iterator[None]:
-        """Around a call of ``context``'s peer (``proving``: one not yet proven): ``busy`` where the
-        server, or that caller's share of it, is full."""
-        peer = str(context.peer() or "")
-        with self.calls.holding(peer):
-            if not proving:
-                yield
-                return
-            with self.unproven.holding(peer):
-                yield
 
     def refuse(self, what: str) -> None:
         self.refused += 1
@@ -112,8 +99,9 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
     async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         round = None
         try:
-            with guard.admitted(context, proving=False):
-                with guard.unproven.holding(str(context.peer() or "")):
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer):
+                with guard.unproven.holding(peer):
                     call = handlers.open_call(await next_message(requests, "first message"))
                 more = [await next_message(requests, "announced chunk") for _ in call.chunks]
                 round, answer = await handlers.join(call, more, deadline(context))
@@ -131,8 +119,9 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
     async def join_bundled(requests: AsyncIterator[bytes], context: Any) -> bytes:
         round = None
         try:
-            with guard.admitted(context, proving=False):
-                with guard.unproven.holding(str(context.peer() or "")):
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer):
+                with guard.unproven.holding(peer):
                     try:
                         messages = unbundle(await only_message(context, "call"), most_chunks(handlers.world_size) + 1)
                         call = handlers.open_call(messages[0])
@@ -151,7 +140,8 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
 
     async def who(requests: AsyncIterator[bytes], context: Any) -> bytes:
         try:
-            with guard.admitted(context):
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer), guard.unproven.holding(peer):
                 return await handlers.who(await only_message(context, "question"), deadline(context))
         except Refused as exc:
             await refuse(context, exc)
@@ -170,7 +160,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
     async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         events: Any = None
         try:
-            with guard.admitted(context, proving=False):
+            with guard.calls.holding(str(context.peer() or "")):
                 events = handlers.watch(requests)
                 async for event in events:
                     yield event

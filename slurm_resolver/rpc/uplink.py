@@ -136,10 +136,6 @@ class Uplink:
         said: list[tuple[int, LinkError]] = []  # refusals from servers that proved nothing
         calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]] = {}
 
-        def call(link: Link, port: int) -> Coroutine[Any, Any, tuple[Decision, Table]]:
-            return self._call(link, port, round, brought, deadline - time.monotonic(), probe=True,
-                              expected=self.rank)
-
         pause, direct = 0.02, True
         try:
             while True:
@@ -153,7 +149,7 @@ class Uplink:
                     link = self.network.connect(host, port)
                     until = min(deadline, time.monotonic() + alone)
                     if calls or self.plan.sources:  # beside the calls still open; or one too costly to make
-                        calls[asyncio.ensure_future(call(link, port))] = (port, link)
+                        calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = (port, link)
                         answer = await self._answered(calls, until, strangers, said)
                         if answer is not None:
                             return answer
@@ -163,9 +159,9 @@ class Uplink:
                     # own (the leader is there, almost always); silent past `alone`, it calls again beside the search.
                     try:
                         with within(until - time.monotonic()):
-                            answer = await call(link, port)
+                            answer = await self._probe(link, port, round, brought, deadline)
                     except asyncio.TimeoutError:
-                        calls[asyncio.ensure_future(call(link, port))] = (port, link)
+                        calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = (port, link)
                     except (_Impostor, LinkError) as exc:
                         if direct and isinstance(exc, LinkError) and exc.kind is Failed.UNAVAILABLE:
                             await self.network.discard(host, port)  # not up yet: probe from now on, and call it
@@ -189,6 +185,11 @@ class Uplink:
         finally:
             for open_call in calls:
                 open_call.cancel()
+
+    def _probe(self, link: Link, port: int, round: Round, brought: Contribution, deadline: float
+               ) -> Coroutine[Any, Any, tuple[Decision, Table]]:
+        """The call of the first round to ``port``, where the task above may be (its answer is checked)."""
+        return self._call(link, port, round, brought, deadline - time.monotonic(), probe=True, expected=self.rank)
 
     async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]],
                         until: float, strangers: dict[int, str], said: list[tuple[int, LinkError]]
