@@ -48,9 +48,6 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 
-MODES = ("auto", "secret", "munge", "none")
-"""The words of ``auth=`` and ``SLURM_RESOLVER_AUTH`` (`AuthChoice`)."""
-"""``auth=`` and ``SLURM_RESOLVER_AUTH``: a secret, else MUNGE, else none; or one of them, or an error."""
 SECRET = "SLURM_RESOLVER_SECRET"
 """The job's secret, in every task's environment (srun passes it on; another user cannot read it)."""
 SECRET_FILE = "SLURM_RESOLVER_SECRET_FILE"
@@ -74,6 +71,10 @@ class AuthChoice(enum.Enum):
     SECRET = "secret"
     MUNGE = "munge"
     NONE = "none"
+
+
+MODES = tuple(choice.value for choice in AuthChoice)
+"""The words of ``auth=`` and ``SLURM_RESOLVER_AUTH``: a secret, else MUNGE, else none; or one of them, or an error."""
 
 
 class Purpose(enum.Enum):

@@ -99,6 +99,13 @@ def socket_owners(ends: set[tuple[str, int]], tables: Iterable[str] = TABLES) ->
     return {s.local: s.uid for s in host_sockets(tables) if s.local in ends}
 
 
+def caller_of(remote: tuple[str, int], owners: dict[tuple[str, int], int]) -> tuple[str, int | None]:
+    """Who the other end ``remote`` of a connection is: ``uid N`` where its socket is in this host's
+    table (``owners``: each local socket's own end and uid), else ``host A``; and that uid."""
+    uid = owners.get(remote)
+    return (f"uid {uid}", uid) if uid is not None else (f"host {remote[0]}", None)
+
+
 def _address(peer: str) -> tuple[str, int] | None:
     """``ipv4:127.0.0.1:5555`` or ``ipv6:[::1]:5555`` (gRPC's peer) as an address and port."""
     kind, _, rest = peer.partition(":")
@@ -136,12 +143,10 @@ class Callers:
             address = _address(peer)
             if address is None:
                 who = peer[:100]
-            elif address in owners:
-                who = f"uid {owners[address]}"
-            elif self.local(address[0]):  # gone already: a caller of its own
+            elif address not in owners and self.local(address[0]):  # gone already: a caller of its own
                 who = f"connection {peer[:100]}"
             else:
-                who = f"host {address[0]}"
+                who = caller_of(address, owners)[0]
             if len(self._known) >= _KNOWN:
                 self._known.pop(next(iter(self._known)))
             self._known[peer] = who

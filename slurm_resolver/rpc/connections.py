@@ -22,7 +22,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Sequence
 
-from .callers import CONNECTIONS_SHARE, Socket, host_sockets
+from .callers import CONNECTIONS_SHARE, Socket, caller_of, host_sockets
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -75,13 +75,6 @@ def lowest_free() -> int | None:
         return None
     os.close(fd)
     return fd
-
-
-def caller_of(remote: tuple[str, int], owners: dict[tuple[str, int], int]) -> tuple[str, int | None]:
-    """Who the other end ``remote`` of a connection is: ``uid N`` where its socket is in this host's
-    table (``owners``: each local socket's own end and uid), else ``host A``; and that uid."""
-    uid = owners.get(remote)
-    return (f"uid {uid}", uid) if uid is not None else (f"host {remote[0]}", None)
 
 
 def excess(sockets: Sequence[Socket], ports: Iterable[int], open_here: Container[int], me: int, share: int

@@ -33,7 +33,7 @@ log = logging.getLogger("slurm_resolver")
 
 UNPROVEN_WAIT = 3.0
 """Seconds, at least, the search for the leader above waits on a call to a server that has not proven
-itself before it tries the other candidate ports too (the call stays open); a quarter of the round's
+itself before it tries the other candidate ports too (the call stays open, or is made again); a quarter of the round's
 timeout where that is longer: a real leader answers once its whole subtree has joined (about 4 s at
 4,096 tasks on a loaded machine), and probing every candidate port each second from every task that
 waits longer doubled the bootstrap's CPU at that size."""
@@ -134,22 +134,22 @@ class Uplink:
         alone = unproven_wait(timeout)
         strangers: dict[int, str] = {}
         said: list[tuple[int, LinkError]] = []  # refusals from servers that proved nothing
-        calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]] = {}
-
+        calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]] = {}
         pause, direct = 0.02, True
         try:
             while True:
                 for port in self._ports():
                     if time.monotonic() >= deadline:
                         break
-                    if any(p == port for p, _ in calls.values()):
+                    if any(p == port for p, _, _ in calls.values()):
                         continue  # its call is still open
                     if not direct and not await self.network.listening(host, port):
                         continue
                     link = self.network.connect(host, port)
                     until = min(deadline, time.monotonic() + alone)
                     if calls or self.plan.sources:  # beside the calls still open; or one too costly to make
-                        calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = (port, link)
+                        calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = \
+                            (port, link, direct)
                         answer = await self._answered(calls, until, strangers, said)
                         if answer is not None:
                             return answer
@@ -161,12 +161,10 @@ class Uplink:
                         with within(until - time.monotonic()):
                             answer = await self._probe(link, port, round, brought, deadline)
                     except asyncio.TimeoutError:
-                        calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = (port, link)
+                        calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = \
+                            (port, link, False)
                     except (_Impostor, LinkError) as exc:
-                        if direct and isinstance(exc, LinkError) and exc.kind is Failed.UNAVAILABLE:
-                            await self.network.discard(host, port)  # not up yet: probe from now on, and call it
-                        else:                                       # on a channel with no backoff
-                            self._heard(port, exc, strangers, said)
+                        await self._heard(port, direct, exc, strangers, said)
                     else:
                         self.link, self.port = link, port
                         return answer
@@ -191,7 +189,7 @@ class Uplink:
         """The call of the first round to ``port``, where the task above may be (its answer is checked)."""
         return self._call(link, port, round, brought, deadline - time.monotonic(), probe=True, expected=self.rank)
 
-    async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]],
+    async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]],
                         until: float, strangers: dict[int, str], said: list[tuple[int, LinkError]]
                         ) -> tuple[Decision, Table] | None:
         """The answer of the first of ``calls`` that brings one with this job's seal before ``until``
@@ -203,21 +201,25 @@ class Uplink:
             if not done:
                 return None
             for finished in done:
-                port, link = calls.pop(finished)
+                port, link, direct = calls.pop(finished)
                 try:
                     found = finished.result()
                 except (_Impostor, LinkError) as exc:
-                    self._heard(port, exc, strangers, said)
+                    await self._heard(port, direct, exc, strangers, said)
                     continue
                 self.link, self.port = link, port
                 return found
         return None
 
-    def _heard(self, port: int, exc: _Impostor | LinkError, strangers: dict[int, str],
-               said: list[tuple[int, LinkError]]) -> None:
+    async def _heard(self, port: int, direct: bool, exc: _Impostor | LinkError, strangers: dict[int, str],
+                     said: list[tuple[int, LinkError]]) -> None:
         """What a call to ``port`` that brought no answer tells: who is a stranger (said once), what was
-        refused (not believed from a server that proved nothing, but said if nothing better comes)."""
-        if isinstance(exc, _Impostor):
+        refused (not believed from a server that proved nothing, but said if nothing better comes). The
+        first port called at once (``direct``) with nobody up there yet is probed from now on, and called
+        on a channel with no backoff."""
+        if direct and isinstance(exc, LinkError) and exc.kind is Failed.UNAVAILABLE:
+            await self.network.discard(self.host or "", port)
+        elif isinstance(exc, _Impostor):
             if port not in strangers:
                 log.warning("slurm_resolver: rank %d skipped port %d on %s: what answers there is not a "
                             "task of this job (%s)", self.plan.rank, port, self.host, exc)

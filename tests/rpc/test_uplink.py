@@ -86,6 +86,42 @@ def test_the_leader_is_found_past_another_launchs_server_and_its_port_kept() -> 
     assert asyncio.run(scenario()) == (True, 31002, 0)
 
 
+@pytest.mark.parametrize("rank", [1, 2], ids=["a task that leads nothing", "a leader with tasks below"])
+def test_a_leader_not_up_yet_is_called_again_on_a_channel_with_no_backoff(rank: int) -> None:
+    """The first port is called at once; nobody listens there yet: its channel is discarded (a gRPC
+    channel that failed to connect waits out a backoff) and the port probed until the leader is up,
+    whether the caller brings its own record (called in its task) or its node's (in a task of its own)."""
+    two_nodes = resolve(srun_environ(2, 2), resolves=lambda name: True)
+    root_plan = plan_of(two_nodes.as_rank(0), 0, 8)
+
+    class Forgetful(LocalNetwork):
+        discarded: list[int] = []
+
+        async def discard(self, host: str, port: int) -> None:
+            self.discarded.append(port)
+
+    async def scenario() -> tuple[bool, int | None, list[int]]:
+        network = Forgetful()
+        root = Coordinator(Identity(two_nodes.launch.key, 0, two_nodes.placement.nodes[0], "worker", 0), 4,
+                           root_plan.sources, True, _keyed(), 31012)
+        plan = plan_of(two_nodes.as_rank(rank), rank, 8)
+        assert bool(plan.sources) is (rank == 2)
+        uplink = Uplink(two_nodes.as_rank(rank), plan, network, _keyed(), [31012])
+        barrier = Round.barrier("b", 0)
+
+        async def late_root() -> None:
+            await asyncio.sleep(0.2)
+            await network.serve(two_nodes.hosts[two_nodes.placement.nodes[0]], [31012], lambda port: root)
+            merged = await root.gather(barrier, Contribution(), time.monotonic() + 0.5, lambda s: Failure())
+            root.publish(barrier, decision(merged.failure))
+
+        outcome, _ = (await asyncio.gather(uplink.join(barrier, Contribution(), time.monotonic() + 5, 5),
+                                           late_root()))[0]
+        return not outcome.failure, uplink.port, network.discarded
+
+    assert asyncio.run(scenario()) == (True, 31012, [31012])
+
+
 def test_nobody_answering_names_the_task_above_its_host_and_ports() -> None:
     async def scenario() -> str:
         uplink = _uplink(LocalNetwork(), [31005, 31006])
