@@ -44,14 +44,14 @@ LEVELS: list[set[str]] = [
     {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.callers", "rpc.local",
      "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.connections", "rpc.identity",
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.connections",
      "rpc.rounds", "rpc.service", "slurmctl", "templates", "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.coordinator", "rpc.deaths",
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.deaths", "rpc.identity",
      "rpc.server", "submission"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.grpc_network", "rpc.options"},
+     "rpc.coordinator", "rpc.grpc_network", "rpc.options"},
     # 5
     {"gpus", "launchers"},
     # 6

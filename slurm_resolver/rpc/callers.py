@@ -163,6 +163,11 @@ class Bound:
         self._peers: Counter[str] = Counter()
         self.held = 0
 
+    @property
+    def contested(self) -> bool:
+        """Whether the calls held reach one caller's share: a caller may be refused now."""
+        return self.held >= self.share
+
     def holding(self, peer: str) -> _Holding:
         """Around one call of ``peer`` (``with bound.holding(peer): ...``); `Refused` (``busy``) as it
         begins where the server, or its caller's share, is full."""

@@ -9,7 +9,7 @@ from typing import Any, Generic
 
 from .messages import WireError
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
-from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
+from .service import HELD_HEADER, JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
 from .transport import Failed, H, Link, LinkError, Refusal, Served, within
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 
@@ -57,6 +57,9 @@ class GrpcLink:
         self.channel = aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._join = self.channel.stream_stream(JOIN_METHOD)
         self._join_bundled = self.channel.unary_unary(JOIN_BUNDLED_METHOD)
+        # The same call, read as a stream of (one) answer: its headers come apart from the answer, so a
+        # server's notice that it holds the call is heard at once (a unary call's come with the answer).
+        self._join_bundled_held = self.channel.unary_stream(JOIN_BUNDLED_METHOD)
         self._watch = self.channel.stream_stream(WATCH_METHOD)
         self._who = self.channel.unary_unary(WHO_METHOD)
 
@@ -81,14 +84,21 @@ class GrpcLink:
             return LinkError(Failed.DEADLINE, why or "the call did not end in time", refusal)
         return LinkError(Failed.UNAVAILABLE, f"{code.name}: {details}")
 
-    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False,
+                   held: Callable[[bytes], None] | None = None) -> list[bytes]:
         try:
             together = bundle(messages)
             if len(together) <= MAX_MESSAGE:  # most calls: one unary call, far cheaper than a stream
-                answer = await self._join_bundled(together, timeout=max(0.01, timeout), wait_for_ready=not probe)
-                return unbundle(bytes(answer), 1 << 20, MAX_ANSWER)
-            return [bytes(m) async for m in self._join(iter(messages), timeout=max(0.01, timeout),
-                                                       wait_for_ready=not probe)]
+                if held is None:
+                    answer = await self._join_bundled(together, timeout=max(0.01, timeout), wait_for_ready=not probe)
+                    return unbundle(bytes(answer), 1 << 20, MAX_ANSWER)
+                call = self._join_bundled_held(together, timeout=max(0.01, timeout), wait_for_ready=not probe)
+                await _heard_held(call, held)
+                return unbundle(await _only_answer(call), 1 << 20, MAX_ANSWER)
+            stream = self._join(iter(messages), timeout=max(0.01, timeout), wait_for_ready=not probe)
+            if held is not None:
+                await _heard_held(stream, held)
+            return [bytes(m) async for m in stream]
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
         except WireError as exc:
@@ -106,6 +116,28 @@ class GrpcLink:
             return bytes(await self._who(message, timeout=max(0.01, timeout), wait_for_ready=True))
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
+
+
+async def _heard_held(call: Any, held: Callable[[bytes], None]) -> None:
+    """Wait for a call's headers (they come ahead of the answer, or with it), and pass on the server's
+    notice that it holds the call, where they carry one."""
+    for key, value in await call.initial_metadata() or ():
+        if key == HELD_HEADER and isinstance(value, bytes):
+            held(value)
+            return
+
+
+async def _only_answer(call: Any) -> bytes:
+    """The one answer of a unary call read as a stream (a server that sends more is no task of this job)."""
+    answers = []
+    async for answer in call:
+        answers.append(bytes(answer))
+        if len(answers) > 1:
+            call.cancel()
+            raise WireError("more than one answer to a call that has one")
+    if not answers:
+        raise WireError("no answer")
+    return answers[0]
 
 
 class _Served(Generic[H]):

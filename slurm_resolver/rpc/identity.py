@@ -1,4 +1,4 @@
-"""The messages of WhoAreYou: a question to a server, and what it says of itself (built and read here).
+"""WhoAreYou: a question to a server, what it says of itself (built and read here), and the asking.
 
 Like every message of the bootstrap (`slurm_resolver.rpc.wire`), each is an envelope sealed by
 its writer, checked before it is believed.
@@ -6,11 +6,14 @@ its writer, checked before it is believed.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 from . import coordination_pb2 as pb
+from .auth import Authority, Purpose
 from .messages import WireError
-from .wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
+from .transport import Link, retrying
+from .wire import MOST_NAME, MOST_NONCE, NONCE, Seal, envelope, parse_message, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -74,3 +77,31 @@ def decode_identity(header: bytes) -> tuple[Identity, bytes]:
     return Identity(message.job_key, message.rank, message.node, message.job, message.index), bytes(message.nonce)
 
 
+
+
+class Unproven(Exception):
+    """A server answered WhoAreYou without this job's seal, or with an answer to another question."""
+
+
+async def identify(link: Link, authority: Authority, question: Question, deadline: float) -> Identity:
+    """Who the server at the other end of ``link`` says it is, proven by its seal; asked again (each
+    time with a nonce and seal of its own: a MUNGE credential is good for one decoding) while it is
+    not ready, until ``deadline`` (``time.monotonic()``). ``question``'s nonce is replaced.
+
+    Raises `LinkError` (no answer, or a refusal), `WireError` (a malformed answer) or `Unproven`.
+    """
+    async def asked(left: float) -> tuple[bytes, bytes]:
+        nonce = secrets.token_bytes(NONCE)
+        message = encode_who(Question(question.job_key, question.source, nonce, question.port, question.early),
+                             lambda header: authority.seal(Purpose.CALL, header, question.early))
+        return nonce, await link.who(message, left)
+
+    nonce, reply = await retrying(asked, deadline)
+    header, seal = unwrap(reply)
+    said, echoed = decode_identity(header)
+    checked = authority.check(Purpose.ANSWER, header, seal, question.early)
+    if not checked.believed:
+        raise Unproven(checked.why)
+    if echoed != nonce:
+        raise Unproven("an answer to another call")
+    return said

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import multiprocessing
 import os
 import resource
@@ -40,9 +41,9 @@ def loopback(position: int) -> str:
     return f"127.77.{position // 250 % 256}.{position % 250 + 1}"
 
 
-def _cluster(nodes: int, tasks_per_node: int) -> Cluster:
+def _cluster(nodes: int, tasks_per_node: int, job_id: str) -> Cluster:
     """The srun step, each node at its loopback address (as Slurm's NodeAddr)."""
-    return resolve(srun_environ(nodes, tasks_per_node), resolves=lambda name: False,
+    return resolve(srun_environ(nodes, tasks_per_node, job_id=job_id), resolves=lambda name: False,
                    node_addresses=lambda names: {n: loopback(int(n[4:]) - 1) for n in names})
 
 
@@ -52,10 +53,15 @@ class _Plan:
 
     procs: int
     shape: tuple[int, int]
+    job_id: str
+    """A job id of this run's own: two runs on one machine at once (two checkouts' test suites) bind
+    other ports and never meet."""
     options: dict[str, Any]
     secret: str
     hold: float
     kill: int | None
+    prepare: str | None
+    """``module:function`` each process calls before its tasks start (a benchmark turns a part off)."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +88,12 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
     from .bootstrap import bootstrap_async
     from .grpc_network import GrpcNetwork
 
+    if plan.prepare:
+        module, _, name = plan.prepare.partition(":")
+        getattr(importlib.import_module(module), name)()
     many_open_files()
     nodes, per_node = plan.shape
-    base = _cluster(nodes, per_node)
+    base = _cluster(nodes, per_node, plan.job_id)
     mine = [r for r in range(base.world_size) if r // per_node % plan.procs == index]
     errors: dict[int, str] = {}
     env = {"SLURM_RESOLVER_SECRET": plan.secret}
@@ -131,7 +140,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
 
 def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float = 120.0,
               fanout: int = DEFAULT_FANOUT, verify: str | int = "once", heartbeat: float | None = None,
-              hold: float = 0.0, kill: int | None = None) -> Simulation:
+              hold: float = 0.0, kill: int | None = None, prepare: str | None = None) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step over real gRPC, spread over
     ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together.
 
@@ -142,7 +151,8 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     third into the hold, with its nodes' tasks (``killed``): no other task may be declared dead
     (those a living task watched are), and the result says how long the last living task took
     to hear of a death (``heard_s``) and how many never did (``unheard``). Without a
-    heartbeat, the run measures the bootstrap alone (failure detection off).
+    heartbeat, the run measures the bootstrap alone (failure detection off). ``prepare``
+    (``module:function``) is called in every process before its tasks start.
     """
     if hold and not heartbeat:
         raise ValueError("hold= needs a heartbeat: failure detection is what runs while held")
@@ -154,7 +164,8 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
                        _Done(context.Barrier(living)), context.Queue(), context.Value("d", 0.0))
     options = {"exchange": "rendezvous", "timeout": timeout, "verify": verify, "fanout": fanout,
                "heartbeat": heartbeat, "auth": "secret", **({"patience": 5 * heartbeat} if heartbeat else {})}
-    plan = _Plan(procs, (nodes, tasks_per_node), options, secrets.token_urlsafe(24), hold, kill)
+    plan = _Plan(procs, (nodes, tasks_per_node), str(100_000 + secrets.randbelow(900_000)), options,
+                 secrets.token_urlsafe(24), hold, kill, prepare)
     workers = [context.Process(target=_worker, args=(i, plan, signals)) for i in range(procs)]
     for worker in workers:
         worker.start()

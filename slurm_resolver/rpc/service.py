@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from .callers import CALLS_SHARE, MOST_CALLS, MOST_UNPROVEN, UNPROVEN_SHARE, Bound, Callers
@@ -37,8 +37,47 @@ WATCH_METHOD = f"/{SERVICE}/Watch"
 HEALTH_METHOD = "/grpc.health.v1.Health/Check"
 _SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
 
+HELD_HEADER = "slurm-resolver-held-bin"
+"""The header (gRPC's initial metadata) in which a server tells a caller that it holds its call."""
+
+
+def _held_in_headers(context: Any) -> Callable[[bytes], Awaitable[None]]:
+    """How a server sends its notice that it holds a call: in the call's headers, ahead of the answer."""
+    def held(notice: bytes) -> Awaitable[None]:
+        return context.send_initial_metadata(((HELD_HEADER, notice),))  # type: ignore[no-any-return]
+
+    return held
+
+
 FIRST_MESSAGE = 5.0
-"""Seconds a caller has to send a call's first message (and each further one): a unary call's too."""
+"""Seconds a call's first message (a unary call's only one) may take to be read, and each further one,
+while the calls that wait for theirs crowd anyone (`_Due`); then the call is refused (``busy``: a
+caller that did send asks again)."""
+
+
+class _Due(within):
+    """A message's deadline that holds only where its bound is contested: past ``seconds``, the call is
+    refused if the calls waiting in ``bound`` reach one caller's share (someone may be kept out),
+    else it waits ``seconds`` more.
+
+    A server cannot tell a silent caller from its own process standing still: at 16,384 tasks on 2
+    cores a process's event loop stood still 6-11 s, and a deadline of 5 s on the wall clock refused
+    the job's own calls whose message had long come (the leaders' identity checks failed, and the
+    whole bootstrap with them). The job's own calls at one server (a node's tasks and 8 child leaders)
+    never fill a share; a stranger's silent calls are cut as soon as they crowd anyone.
+    """
+
+    __slots__ = ("_bound",)
+
+    def __init__(self, seconds: float, bound: Bound) -> None:
+        super().__init__(seconds)
+        self._bound = bound
+
+    def _due(self) -> None:
+        if self._bound.contested:
+            self._cancel()
+        else:
+            self._timer = asyncio.get_running_loop().call_later(self._seconds, self._due)
 
 class _Guard:
     """The bounds of one server, per caller (`slurm_resolver.rpc.callers`): calls at once, calls not
@@ -75,12 +114,12 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
         guard.refuse(exc.detail)
         await context.abort(status[exc.code], f"{exc.code.value}: {exc.detail}")
 
-    async def next_message(requests: AsyncIterator[bytes], what: str) -> bytes:
+    async def next_message(requests: AsyncIterator[bytes], what: str, bound: Bound) -> bytes:
         try:
-            with within(FIRST_MESSAGE):
+            with _Due(FIRST_MESSAGE, bound):
                 return await requests.__anext__()
         except asyncio.TimeoutError:
-            raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
+            raise Refused(Refusal.BUSY, f"no {what} read within {FIRST_MESSAGE:g} s while others wait") from None
         except StopAsyncIteration:
             raise Refused(Refusal.INVALID, f"the call ended before its {what}") from None
 
@@ -88,10 +127,10 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
         """A unary call's message, read as a stream's (``context.read()``: gRPC's iterator over the
         requests holds twice the memory a flood of large calls takes)."""
         try:
-            with within(FIRST_MESSAGE):
+            with _Due(FIRST_MESSAGE, guard.unproven):
                 message = await context.read()
         except asyncio.TimeoutError:
-            raise Refused(Refusal.INVALID, f"no {what} within {FIRST_MESSAGE:g} s") from None
+            raise Refused(Refusal.BUSY, f"no {what} read within {FIRST_MESSAGE:g} s while others wait") from None
         if not isinstance(message, bytes):  # grpc.aio.EOF
             raise Refused(Refusal.INVALID, f"the call ended before its {what}")
         return message
@@ -102,9 +141,9 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
             peer = str(context.peer() or "")
             with guard.calls.holding(peer):
                 with guard.unproven.holding(peer):
-                    call = handlers.open_call(await next_message(requests, "first message"))
-                more = [await next_message(requests, "announced chunk") for _ in call.chunks]
-                round, answer = await handlers.join(call, more, deadline(context))
+                    call = handlers.open_call(await next_message(requests, "first message", guard.unproven))
+                more = [await next_message(requests, "announced chunk", guard.calls) for _ in call.chunks]
+                round, answer = await handlers.join(call, more, deadline(context), _held_in_headers(context))
         except Refused as exc:
             await refuse(context, exc)
         try:
@@ -129,7 +168,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
                         raise Refused(Refusal.INVALID, str(exc)) from None
                 if len(messages) != 1 + len(call.chunks):
                     raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
-                round, answer = await handlers.join(call, messages[1:], deadline(context))
+                round, answer = await handlers.join(call, messages[1:], deadline(context), _held_in_headers(context))
                 return bundle(answer)
         except Refused as exc:
             await refuse(context, exc)

@@ -88,9 +88,11 @@ class LinkError(Exception):
 class Link(Protocol):
     """Calls to one peer's server, over one connection reused for every call."""
 
-    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False,
+                   held: Callable[[bytes], None] | None = None) -> list[bytes]:
         """Contribute to a round and return the answer's messages; ``probe``: fail at once where
-        nothing answers (a candidate port), instead of waiting for the peer within ``timeout``."""
+        nothing answers (a candidate port), instead of waiting for the peer within ``timeout``;
+        ``held``: told the server's sealed notice that it holds the call, where one comes first."""
         ...
 
     async def who(self, message: bytes, timeout: float) -> bytes:
@@ -111,8 +113,10 @@ class Handlers(Protocol):
         """Check a Join call from its first message (before more is read); raises `Refused`."""
         ...
 
-    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
-        """The round of ``call`` and its answer's messages, once decided; raises `Refused`."""
+    async def join(self, call: Any, more: Sequence[bytes], deadline: float,
+                   held: Callable[[bytes], Awaitable[None]] | None = None) -> tuple[Any, list[bytes]]:
+        """The round of ``call`` and its answer's messages, once decided; raises `Refused`. ``held``
+        sends the caller a notice before the answer (that this server holds its call)."""
         ...
 
     def sent(self, round: Any) -> None:
@@ -223,9 +227,13 @@ class within:  # noqa: N801 - used as a function: ``with within(seconds): ...``
         self._task = task
         self._before = task.cancelling() if _COUNTS_CANCELS else 0
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_at(loop.time() + self._seconds, self._expire)
+        self._timer = loop.call_at(loop.time() + self._seconds, self._due)
 
-    def _expire(self) -> None:
+    def _due(self) -> None:
+        """The seconds passed (`hedged` checks first)."""
+        self._cancel()
+
+    def _cancel(self) -> None:
         self._expired = True
         self._task.cancel()
 
@@ -235,7 +243,68 @@ class within:  # noqa: N801 - used as a function: ``with within(seconds): ...``
             return
         taken_back = self._task.uncancel() if _COUNTS_CANCELS else 0
         if kind is asyncio.CancelledError and taken_back <= self._before:
-            raise asyncio.TimeoutError from None
+            raise self._error() from None
+
+    def _error(self) -> BaseException:
+        return asyncio.TimeoutError()
+
+
+class Hedged(Exception):
+    """The hedge of `hedged` brought an answer before the call did: ``answer``."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__("answered elsewhere")
+        self.answer = answer
+
+
+class hedged(within):  # noqa: N801 - used as a function: ``with hedged(seconds, hedge) as h: ...``
+    """Around the ``await`` of a call that may be going nowhere (its server has not proven itself): once
+    ``seconds`` passed, ``hedge()`` runs beside it, and whichever brings an answer first wins: the
+    hedge's cancels the call and is raised as `Hedged`. The call itself is never given up for being
+    slow (its server may only be slow: its process starved of CPU, its round long); a hedge that
+    fails changes nothing, and once the server proved itself (`trust`) nothing is hedged."""
+
+    __slots__ = ("_hedge", "_side", "_answer", "_open", "_trusted")
+
+    def __init__(self, seconds: float, hedge: Callable[[], Awaitable[Any]]) -> None:
+        super().__init__(seconds)
+        self._hedge = hedge
+        self._side: asyncio.Future[None] | None = None
+        self._answer: Any = None
+        self._open = True
+        self._trusted = False
+
+    def __enter__(self) -> hedged:  # type: ignore[override]
+        super().__enter__()
+        return self
+
+    def trust(self) -> None:
+        """The call's server proved itself: it is waited on alone (a hedge under way is dropped)."""
+        self._trusted = True
+        if self._side is not None and not self._side.done():
+            self._side.cancel()
+
+    def _due(self) -> None:
+        if not self._trusted:
+            self._side = asyncio.ensure_future(self._beside())
+
+    async def _beside(self) -> None:
+        try:
+            answer = await self._hedge()
+        except Exception:  # noqa: BLE001 - a hedge that fails leaves the call as it was
+            return
+        if self._open:
+            self._answer = answer
+            self._cancel()
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, traceback: object) -> None:
+        self._open = False
+        if self._side is not None and not self._side.done():
+            self._side.cancel()
+        super().__exit__(kind, value, traceback)
+
+    def _error(self) -> BaseException:
+        return Hedged(self._answer)
 
 
 async def end_call(stream: Any) -> None:

@@ -15,7 +15,8 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..addresses import abridged
@@ -23,7 +24,7 @@ from ..cluster import Cluster
 from ..errors import ResolutionError, Speaker
 from .auth import AuthMode, Authority, Purpose
 from .messages import Contribution, Failure, Round, Table, WireError
-from .transport import Failed, Link, LinkError, Network, Refusal, retrying, within
+from .transport import Failed, Hedged, Link, LinkError, Network, Refusal, hedged, retrying
 from .tree import Plan
 from .wire import NONCE, Call, Decision, decode_answer, encode_call, read_table, unwrap
 
@@ -32,15 +33,15 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 log = logging.getLogger("slurm_resolver")
 
 UNPROVEN_WAIT = 3.0
-"""Seconds, at least, the search for the leader above waits on a call to a server that has not proven
-itself before it tries the other candidate ports too (the call stays open, or is made again); a quarter of the round's
-timeout where that is longer: a real leader answers once its whole subtree has joined (about 4 s at
-4,096 tasks on a loaded machine), and probing every candidate port each second from every task that
-waits longer doubled the bootstrap's CPU at that size."""
+"""Seconds, at least, a call of the first round to a server that has not proven itself is waited on
+alone before the other candidate ports are searched beside it (a quarter of the round's timeout where
+that is longer: a real leader answers the call once its whole subtree joined, 4-7 s at 4,096 tasks
+and 25-40 s at 16,384 on this project's 2-core machine), and the least time between two such searches."""
 
 
 def unproven_wait(timeout: float) -> float:
-    """How long a call to an unproven server is waited on alone, in a round of ``timeout`` seconds.
+    """How long a first-round call to an unproven server is waited on alone, and the least time between
+    two searches of the other candidates while it is open, in a round of ``timeout`` seconds.
 
     >>> unproven_wait(10), unproven_wait(60)
     (3.0, 15.0)
@@ -53,6 +54,16 @@ HINT = ("check those tasks' output for an earlier error; every task must call bo
 
 class _Impostor(Exception):
     """A server at a candidate port answered without this job's seal."""
+
+
+@dataclass
+class _Findings:
+    """What the search for the task above learned of the servers that did not answer it."""
+
+    strangers: dict[int, str] = field(default_factory=dict)
+    """Ports whose server answered without this job's seal (said once; not called again)."""
+    said: list[tuple[int, LinkError]] = field(default_factory=list)
+    """Refusals from servers that proved nothing (said only if no leader answered by the deadline)."""
 
 
 class Uplink:
@@ -121,98 +132,102 @@ class Uplink:
 
     async def _find(self, round: Round, brought: Contribution, deadline: float, timeout: float
                     ) -> tuple[Decision, Table]:
-        """The first round: the first candidate port is called at once (where the leader almost always
-        listens); then every candidate is probed (a bare connect first) until the leader above answers.
+        """The first round: the first candidate port is called at once, in this task (the leader almost
+        always listens there); where nothing answers it at once, every candidate is searched.
 
         Nothing that answers here has proven itself before its answer comes with this job's seal: a
         refusal (``invalid``, ``deadline``, ``unauthenticated``) from it counts for nothing but "not
-        here" (a squatter may refuse too), and is said only if no leader answered by the deadline;
-        and a call that has no answer after `unproven_wait()` stays open (a leader answers once the
-        round ends) while the search goes on past it (a silent squatter never answers): a leader's call
-        (its subtree's records) in a task of its own, a task's own call (one record) made again."""
+        here" (a squatter may refuse too), and is said only if no leader answered by the deadline. A
+        call still unanswered after `unproven_wait()` is never given up (a leader answers once its
+        whole subtree joined, and a starved process answers late). A leader tells its callers at once,
+        sealed, that it holds their call where the round takes a while (`held_after()`), and a call so
+        told is waited on alone; else the other candidates are searched beside it (`hedged`), gently,
+        in case a silent squatter holds this port and the leader listens on another, and the first
+        sealed answer of either wins."""
+        found = _Findings()
+        port = self._ports()[0]
+        link = self.network.connect(self.host or "", port)
+        try:
+            with hedged(unproven_wait(timeout),
+                        lambda: self._search(round, brought, deadline, timeout, found, beside=port)) as hedge:
+                answer = await self._probe(link, port, round, brought, deadline, held=hedge.trust)
+        except Hedged as won:
+            return won.answer  # type: ignore[no-any-return]
+        except (_Impostor, LinkError) as exc:
+            await self._heard(port, True, exc, found)
+            return await self._search(round, brought, deadline, timeout, found)
+        self.link, self.port = link, port
+        return answer
+
+    async def _search(self, round: Round, brought: Contribution, deadline: float, timeout: float,
+                      found: _Findings, beside: int | None = None) -> tuple[Decision, Table]:
+        """Every candidate port (but ``beside``, whose call is open elsewhere) probed with a bare connect
+        (the kernel answers it, however starved the server's process), and called where something
+        listens, each call kept open until it answers or fails, until one brings an answer with this
+        job's seal (its link is then the task above's). Passes come quickly while nothing holds a
+        call of this task (a leader still starting), and `unproven_wait()` apart, then twice that and
+        so on, while one does: every task of a large job probing every port each second while a long
+        round held its call was a storm that slowed the round further, and failed it."""
         host = self.host or ""
-        alone = unproven_wait(timeout)
-        strangers: dict[int, str] = {}
-        said: list[tuple[int, LinkError]] = []  # refusals from servers that proved nothing
-        calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]] = {}
-        pause, direct = 0.02, True
+        calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]] = {}
+        pause = 0.02
         try:
             while True:
                 for port in self._ports():
                     if time.monotonic() >= deadline:
                         break
-                    if any(p == port for p, _, _ in calls.values()):
-                        continue  # its call is still open
-                    if not direct and not await self.network.listening(host, port):
+                    if port == beside or port in found.strangers or any(p == port for p, _ in calls.values()):
+                        continue
+                    if not await self.network.listening(host, port):
                         continue
                     link = self.network.connect(host, port)
-                    until = min(deadline, time.monotonic() + alone)
-                    if calls or self.plan.sources:  # beside the calls still open; or one too costly to make
-                        calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = \
-                            (port, link, direct)
-                        answer = await self._answered(calls, until, strangers, said)
-                        if answer is not None:
-                            return answer
-                        direct = False
-                        continue
-                    # A task that leads nothing (it brings its own record) calls in this task, with no task of its
-                    # own (the leader is there, almost always); silent past `alone`, it calls again beside the search.
-                    try:
-                        with within(until - time.monotonic()):
-                            answer = await self._probe(link, port, round, brought, deadline)
-                    except asyncio.TimeoutError:
-                        calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = \
-                            (port, link, False)
-                    except (_Impostor, LinkError) as exc:
-                        await self._heard(port, direct, exc, strangers, said)
-                    else:
-                        self.link, self.port = link, port
-                        return answer
-                    direct = False
+                    calls[asyncio.ensure_future(self._probe(link, port, round, brought, deadline))] = (port, link)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise self._not_found(strangers, said, timeout, round)
-                wait = min(left, pause * random.uniform(0.5, 1.5))  # jitter: no herd on a late leader
-                if calls:  # open calls may answer meanwhile
-                    answer = await self._answered(calls, time.monotonic() + wait, strangers, said)
-                    if answer is not None:
-                        return answer
-                else:
-                    await asyncio.sleep(wait)
-                pause = min(pause * 2, 1.0 if calls else 0.25)
+                    raise self._not_found(found, timeout, round)
+                held = beside is not None or bool(calls)
+                pause = max(pause, unproven_wait(timeout)) if held else pause
+                answer = await self._answered(calls, time.monotonic() + min(left, pause * random.uniform(0.5, 1.5)),
+                                              found)  # jitter: no herd on a late leader
+                if answer is not None:
+                    return answer
+                pause = min(pause * 2, 0.25) if not held else pause * 2
         finally:
             for open_call in calls:
                 open_call.cancel()
 
-    def _probe(self, link: Link, port: int, round: Round, brought: Contribution, deadline: float
-               ) -> Coroutine[Any, Any, tuple[Decision, Table]]:
-        """The call of the first round to ``port``, where the task above may be (its answer is checked)."""
-        return self._call(link, port, round, brought, deadline - time.monotonic(), probe=True, expected=self.rank)
+    def _probe(self, link: Link, port: int, round: Round, brought: Contribution, deadline: float,
+               held: Callable[[], None] | None = None) -> Coroutine[Any, Any, tuple[Decision, Table]]:
+        """The call of the first round to ``port``, where the task above may be (its answer is checked;
+        ``held`` is called once the server proved that it holds the call)."""
+        return self._call(link, port, round, brought, deadline - time.monotonic(), probe=True, expected=self.rank,
+                          held=held)
 
-    async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link, bool]],
-                        until: float, strangers: dict[int, str], said: list[tuple[int, LinkError]]
-                        ) -> tuple[Decision, Table] | None:
+    async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]],
+                        until: float, found: _Findings) -> tuple[Decision, Table] | None:
         """The answer of the first of ``calls`` that brings one with this job's seal before ``until``
-        (then this link is the task above's); None if none did. The calls that ended otherwise are
-        taken out, and what they tell kept (`_heard`)."""
+        (then its link is the task above's); None if none did. The calls that ended otherwise are taken
+        out, and what they tell kept (`_heard`)."""
+        if not calls:
+            await asyncio.sleep(max(0.0, until - time.monotonic()))
+            return None
         while calls:
             done, _ = await asyncio.wait(calls, timeout=max(0.0, until - time.monotonic()),
                                          return_when=asyncio.FIRST_COMPLETED)
             if not done:
                 return None
             for finished in done:
-                port, link, direct = calls.pop(finished)
+                port, link = calls.pop(finished)
                 try:
-                    found = finished.result()
+                    answer = finished.result()
                 except (_Impostor, LinkError) as exc:
-                    await self._heard(port, direct, exc, strangers, said)
+                    await self._heard(port, False, exc, found)
                     continue
                 self.link, self.port = link, port
-                return found
+                return answer
         return None
 
-    async def _heard(self, port: int, direct: bool, exc: _Impostor | LinkError, strangers: dict[int, str],
-                     said: list[tuple[int, LinkError]]) -> None:
+    async def _heard(self, port: int, direct: bool, exc: _Impostor | LinkError, found: _Findings) -> None:
         """What a call to ``port`` that brought no answer tells: who is a stranger (said once), what was
         refused (not believed from a server that proved nothing, but said if nothing better comes). The
         first port called at once (``direct``) with nobody up there yet is probed from now on, and called
@@ -220,18 +235,18 @@ class Uplink:
         if direct and isinstance(exc, LinkError) and exc.kind is Failed.UNAVAILABLE:
             await self.network.discard(self.host or "", port)
         elif isinstance(exc, _Impostor):
-            if port not in strangers:
+            if port not in found.strangers:
                 log.warning("slurm_resolver: rank %d skipped port %d on %s: what answers there is not a "
                             "task of this job (%s)", self.plan.rank, port, self.host, exc)
-            strangers[port] = f"port {port}: {exc}"
+            found.strangers[port] = f"port {port}: {exc}"
         elif not exc.again:
-            said.append((port, exc))
+            found.said.append((port, exc))
 
-    def _not_found(self, strangers: dict[int, str], said: list[tuple[int, LinkError]], timeout: float,
-                   round: Round) -> ResolutionError:
+    def _not_found(self, found: _Findings, timeout: float, round: Round) -> ResolutionError:
         """Why no leader answered by the deadline: what refused (a leader's list of who is missing
         first), or what answered without a seal, or nothing."""
         order = (Refusal.DEADLINE, Refusal.UNAUTHENTICATED, Refusal.INVALID, Refusal.NOT_LEADER, Refusal.FOREIGN)
+        said, strangers = found.said, found.strangers
         said.sort(key=lambda refused: order.index(refused[1].code) if refused[1].code in order else len(order))
         telling = [(port, exc) for port, exc in said if exc.code not in (Refusal.FOREIGN, Refusal.NOT_LEADER)]
         if strangers and not telling:
@@ -252,16 +267,19 @@ class Uplink:
         return [self.port] if self.port else self.candidates
 
     async def _call(self, link: Link, port: int, round: Round, brought: Contribution, timeout: float,
-                    probe: bool = False, expected: int | None = None) -> tuple[Decision, Table]:
+                    probe: bool = False, expected: int | None = None, held: Callable[[], None] | None = None
+                    ) -> tuple[Decision, Table]:
         """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
-        this job (from rank ``expected``, where known)."""
+        this job (from rank ``expected``, where known); ``held``: called where the server proves first,
+        sealed, that it holds the call."""
         first_round = round.kind.first
         nonce = secrets.token_bytes(NONCE)
         call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
                     brought.failure, votes=brought.votes)
         messages = encode_call(call, brought.records,
                                lambda header: self.authority.seal(Purpose.CALL, header, first_round))
-        reply = await link.join(messages, timeout, probe=probe)
+        told = None if held is None else lambda notice: self._held(notice, nonce, expected, first_round, held)
+        reply = await link.join(messages, timeout, probe=probe, held=told)
         world = self.cluster.world_size
         try:
             header, seal = unwrap(reply[0] if reply else b"")
@@ -280,6 +298,19 @@ class Uplink:
         except WireError as exc:
             raise _Impostor(f"a malformed answer ({exc})") from None
         return answer.decision(reply[1:]), table
+
+    def _held(self, notice: bytes, nonce: bytes, expected: int | None, first_round: bool,
+              held: Callable[[], None]) -> None:
+        """Call ``held`` if ``notice`` proves that a task of this job (rank ``expected``) holds the call
+        of ``nonce``; a notice that proves nothing is passed over (the call goes on as before)."""
+        try:
+            header, seal = unwrap(notice)
+            said = decode_answer(header, self.cluster.world_size)
+        except WireError:
+            return
+        if said.nonce == nonce and (expected is None or said.source == expected) and \
+                self.authority.check(Purpose.HELD, header, seal, first_round).believed:
+            held()
 
     async def tell_root(self, announcement: Round, timeout: float) -> None:
         """Tell the root of the tree ``announcement`` (after the bootstrap: its port is known)."""

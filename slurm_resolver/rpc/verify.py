@@ -18,17 +18,15 @@ ways: launch, rank, node, job, index), which verifies the whole table:
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from dataclasses import dataclass
 
 from ..cluster import Cluster
-from .auth import Authority, Purpose
-from .identity import Identity, Question, decode_identity, encode_who
+from .auth import Authority
+from .identity import Identity, Question, Unproven, identify
 from .messages import Failure, Records, Source, SourceKind, WireError
-from .transport import LinkError, Network, Refusal, retrying
+from .transport import LinkError, Network, Refusal
 from .tree import Plan
-from .wire import NONCE, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -58,28 +56,17 @@ async def ask(network: Network, authority: Authority, asker: int, peer: Expected
     """Why the server at ``peer`` is not who the table says; ``''`` if it is. ``early``: asked in
     the first round (sealed as its calls are)."""
     said_to_be = peer.identity.label
-    link = network.connect(peer.host, peer.port)
-
-    async def asked(left: float) -> tuple[bytes, bytes]:  # every attempt its own nonce and seal (a MUNGE
-        nonce = secrets.token_bytes(NONCE)               # credential is good for one decoding)
-        question = encode_who(Question(peer.identity.job_key, asker, nonce, peer.port, early),
-                              lambda header: authority.seal(Purpose.CALL, header, early))
-        return nonce, await link.who(question, left)
-
+    question = Question(peer.identity.job_key, asker, b"", peer.port, early)
     try:
-        nonce, reply = await retrying(asked, deadline)
-        header, seal = unwrap(reply)
-        said, echoed = decode_identity(header)
+        said = await identify(network.connect(peer.host, peer.port), authority, question, deadline)
     except LinkError as exc:
         if exc.code in (Refusal.UNAUTHENTICATED, Refusal.FOREIGN):
             return f"the server at {peer.address}, expected to be {said_to_be}, belongs to another job ({exc.detail})"
         return f"task {said_to_be} does not answer at {peer.address} ({exc})"
     except WireError as exc:
         return f"the server at {peer.address} sent a malformed identity ({exc})"
-    checked = authority.check(Purpose.ANSWER, header, seal, early)
-    why = checked.why if not checked.believed else "" if echoed == nonce else "an answer to another call"
-    if why:
-        return f"what answers at {peer.address}, expected to be {said_to_be}, is not a task of this job ({why})"
+    except Unproven as exc:
+        return f"what answers at {peer.address}, expected to be {said_to_be}, is not a task of this job ({exc})"
     if said != peer.identity:
         launch = "" if said.job_key == peer.identity.job_key else " of another launch"
         return f"rank {peer.identity.rank} at {peer.address} says it is {said.label}{launch}, but the table has " \

@@ -215,3 +215,60 @@ def test_grpc_resolves_names_as_the_node_does_unless_the_user_chose() -> None:
     env = {k: v for k, v in os.environ.items() if k != "GRPC_DNS_RESOLVER"}
     said = written_by_grpc_module("GRPC_DNS_RESOLVER", [env, {**env, "GRPC_DNS_RESOLVER": "ares"}])
     assert said == ["'native'", "'ares'"]
+
+
+@pytest.mark.parametrize("mode", [AuthMode.NONE, AuthMode.SECRET])
+def test_a_leader_whose_round_takes_a_while_says_in_the_calls_headers_that_it_holds_it(
+        mode: AuthMode, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over real gRPC: a first round that outlasts the caller's patience with an unproven server (here
+    0.75 s; 25-40 s at 16,384 tasks) costs no search of the other candidates, since the leader says at
+    once, sealed, in the call's headers, that it holds the call; the call is made once."""
+    from slurm_resolver.resolution import resolve
+    from slurm_resolver.rpc import coordinator as coordinator_module
+    from slurm_resolver.rpc import uplink as uplink_module
+    from slurm_resolver.rpc.coordinator import Coordinator
+    from slurm_resolver.rpc.identity import Identity
+    from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure
+    from slurm_resolver.rpc.simulate import srun_environ
+    from slurm_resolver.rpc.tree import plan_of
+    from slurm_resolver.rpc.uplink import Uplink
+    from slurm_resolver.rpc.wire import decision
+
+    monkeypatch.setattr(uplink_module, "UNPROVEN_WAIT", 0.5)
+    monkeypatch.setattr(coordinator_module, "held_after", lambda deadline: time.monotonic() + 0.1)
+    cluster = resolve(srun_environ(1, 3), resolves=lambda name: False,  # rank 2 never comes: the round
+                      node_addresses=lambda names: {n: "127.0.0.1" for n in names})  # lasts 1.2 s
+
+    def authority() -> Authority:
+        return Authority(mode, "a test", secret=b"s" * 32 if mode is AuthMode.SECRET else None, launch="9.0")
+
+    class Probing(GrpcNetwork):
+        probes = 0
+
+        async def listening(self, host: str, port: int) -> bool:
+            self.probes += 1
+            return await super().listening(host, port)
+
+    async def scenario() -> tuple[bool, int]:
+        network = Probing()
+        started = time.monotonic()
+        served = await network.serve("127.0.0.1", [0], lambda port: Coordinator(
+            Identity(cluster.launch.key, 0, cluster.placement.nodes[0], "worker", 0), 3,
+            plan_of(cluster.as_rank(0), 0, 8).sources, True, authority(), port))
+        root = served.handlers
+        uplink = Uplink(cluster.as_rank(1), plan_of(cluster.as_rank(1), 1, 8), network, authority(),
+                        [served.port, served.port + 1])
+
+        async def slow_root() -> None:
+            merged = await root.gather(TABLE_ROUND, Contribution(), time.monotonic() + 1.2, lambda s: Failure())
+            root.publish(TABLE_ROUND, decision(merged.failure))
+
+        try:
+            await asyncio.gather(
+                uplink.join(TABLE_ROUND, Contribution(), time.monotonic() + 3, 3), slow_root())
+            return time.monotonic() - started > 1.0, network.probes  # a slow round, and no port probed
+        finally:
+            await served.stop(0)
+            await network.close()
+
+    assert asyncio.run(scenario()) == (True, 0)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from slurm_resolver.rpc.transport import Failed, LinkError, Refusal, Refused, end_call, retrying, within
+from slurm_resolver.rpc.transport import Failed, Hedged, LinkError, Refusal, Refused, end_call, hedged, retrying, within
 
 
 @pytest.mark.parametrize("code, kind, again", [
@@ -112,3 +112,47 @@ def test_a_cancellation_from_elsewhere_during_within_stays_a_cancellation() -> N
         return "finished"  # pragma: no cover
 
     assert asyncio.run(scenario()) == "cancelled"
+
+
+@pytest.mark.parametrize("hedge_after, fails, expected", [
+    (0.05, False, ("hedged: elsewhere", True)),  # the hedge answers first: the call is cancelled
+    (2.0, False, ("call answered", True)),  # the call answers first: the hedge is dropped
+    (0.05, True, ("call answered", True)),  # a hedge that fails changes nothing
+], ids=["hedge first", "call first", "hedge fails"])
+def test_a_slow_call_is_never_given_up_only_outrun_by_its_hedge(hedge_after: float, fails: bool,
+                                                                expected: tuple[str, bool]) -> None:
+    """Past ``seconds`` the hedge runs beside the call (which stays open); whichever answers first wins."""
+    async def scenario() -> tuple[str, bool]:
+        started: list[str] = []
+
+        async def hedge() -> str:
+            started.append("hedge")
+            await asyncio.sleep(hedge_after)
+            if fails:
+                raise RuntimeError("nothing found elsewhere")
+            return "elsewhere"
+
+        try:
+            with hedged(0.05, hedge):
+                await asyncio.sleep(0.4)  # the call: slow, as a leader whose round takes long
+                return "call answered", bool(started)
+        except Hedged as won:
+            return f"hedged: {won.answer}", bool(started)
+
+    assert asyncio.run(scenario()) == expected
+
+
+def test_a_call_answered_before_its_seconds_leaves_nothing_running_nor_cancelled() -> None:
+    async def scenario() -> tuple[int, int]:
+        task = asyncio.current_task()
+        assert task is not None
+
+        async def never() -> str:
+            raise AssertionError("not past its seconds")
+
+        with hedged(0.2, never):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        return len(asyncio.all_tasks()), task.cancelling()
+
+    assert asyncio.run(scenario()) == (1, 0)

@@ -10,11 +10,12 @@ import pytest
 
 from slurm_resolver.errors import ResolutionError
 from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc import uplink as uplink_module
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.coordinator import Coordinator
 from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.local import LocalNetwork
-from slurm_resolver.rpc.messages import Contribution, Failure, Round
+from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Round
 from slurm_resolver.rpc.simulate import srun_environ
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
@@ -48,7 +49,7 @@ class Stranger:
     def open_call(self, first: bytes) -> Any:
         raise Refused(Refusal.FOREIGN, "this server belongs to another launch")
 
-    async def join(self, call: Any, more: Any, deadline: float) -> Any:
+    async def join(self, call: Any, more: Any, deadline: float, held: Any = None) -> Any:
         raise AssertionError("never reached")
 
     def sent(self, round: Any) -> None:
@@ -120,6 +121,52 @@ def test_a_leader_not_up_yet_is_called_again_on_a_channel_with_no_backoff(rank: 
         return not outcome.failure, uplink.port, network.discarded
 
     assert asyncio.run(scenario()) == (True, 31012, [31012])
+
+
+@pytest.mark.parametrize("rank", [1, 2], ids=["a task that leads nothing", "a leader with tasks below"])
+def test_a_leader_slower_than_the_unproven_wait_keeps_the_call_and_is_searched_around_gently(
+        rank: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first round that outlasts `unproven_wait()` (25-40 s at 16,384 tasks on this project's machine)
+    keeps the task's call open (it is never made again) while the other candidates are probed beside
+    it, at most once per `unproven_wait()` and then less often. Before, every task's own call was made
+    again and every task probed the other ports each second (here: 10 probes in 0.6 s), which slowed
+    the round further and failed the 16,384-task bootstrap."""
+    monkeypatch.setattr(uplink_module, "UNPROVEN_WAIT", 0.2)
+    two_nodes = resolve(srun_environ(2, 2), resolves=lambda name: True)
+    root_plan = plan_of(two_nodes.as_rank(0), 0, 8)
+
+    class Counting(LocalNetwork):
+        probes = 0
+
+        async def listening(self, host: str, port: int) -> bool:
+            self.probes += 1
+            return await super().listening(host, port)
+
+    class Root(Coordinator):
+        opened = 0
+
+        def open_call(self, first_message: bytes) -> Any:
+            self.opened += 1
+            return super().open_call(first_message)
+
+    async def scenario() -> tuple[int, int, int]:
+        network = Counting()
+        first_round = Authority(AuthMode.NONE, "a test")  # nobody knows the launch's key yet
+        root = Root(Identity(two_nodes.launch.key, 0, two_nodes.placement.nodes[0], "worker", 0), 4,
+                    root_plan.sources, True, first_round, 31021)
+        await network.serve(two_nodes.hosts[two_nodes.placement.nodes[0]], [31021], lambda port: root)
+        uplink = Uplink(two_nodes.as_rank(rank), plan_of(two_nodes.as_rank(rank), rank, 8), network,
+                        Authority(AuthMode.NONE, "a test"), [31021, 31022, 31023])
+
+        async def slow_root() -> None:
+            merged = await root.gather(TABLE_ROUND, Contribution(), time.monotonic() + 0.6, lambda s: Failure())
+            root.publish(TABLE_ROUND, decision(merged.failure))  # decided 0.6 s on: a task below is missing
+
+        await asyncio.gather(uplink.join(TABLE_ROUND, Contribution(), time.monotonic() + 5, 0.8), slow_root())
+        return uplink.port, root.opened, network.probes
+
+    port, opened, probes = asyncio.run(scenario())
+    assert (port, opened) == (31021, 1) and 2 <= probes <= 6, (port, opened, probes)
 
 
 def test_nobody_answering_names_the_task_above_its_host_and_ports() -> None:
