@@ -7,10 +7,12 @@ grpc is imported, with `GRPC_DEFAULTS` set, when a server or a network is made.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
 import socket
 import sys
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -22,7 +24,7 @@ from ..optional import import_optional
 from .callers import MOST_CALLS
 from .connections import forget, incoming_limit, watch
 from .loop import LoopThread
-from .service import generic_handlers
+from .service import Calls, generic_handlers
 from .transport import H, Handlers, Refusal, Refused
 from .wire import MAX_MESSAGE
 
@@ -137,7 +139,8 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
             bound = 0
         if bound:
             made = handlers(bound)
-            server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]")),))
+            calls = _CALLS[server] = Calls()
+            server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]"), calls),))
             await server.start()
             watch(bound)
             return server, bound, made
@@ -145,10 +148,23 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
                           "free a port, or pass another port range")
 
 
+_CALLS: weakref.WeakKeyDictionary[Any, Calls] = weakref.WeakKeyDictionary()
+"""The calls under way at each server of `open_server`."""
+
+
 async def stop_server(server: Any, port: int, grace: float | None) -> None:
-    """Stop a server of `open_server` on ``port``; calls in flight get ``grace`` seconds to finish."""
+    """Stop a server of `open_server` on ``port``: no call is taken from now on, calls in flight get
+    ``grace`` seconds to finish, and the server ends what is left itself, so that gRPC aborts nothing
+    (and logs nothing: a job's output holds its own last words only)."""
     forget(port)
-    await server.stop(grace)
+    calls = _CALLS.pop(server, None)
+    if calls is None:
+        await server.stop(grace)
+        return
+    stopping = asyncio.ensure_future(server.stop((grace or 0.0) + 1.0))
+    await asyncio.sleep(0)  # the shutdown begins: no call is taken from here on
+    await calls.end(grace or 0.0)  # ours end first: gRPC finds none to abort
+    await stopping
 
 
 class _Unused:

@@ -79,6 +79,31 @@ class _Due(within):
         else:
             self._timer = asyncio.get_running_loop().call_later(self._seconds, self._due)
 
+class Calls:
+    """The calls a server is in the middle of (each handler's task), so that it can stop with none left
+    for gRPC to abort: gRPC logs every call it aborts as a server stops ("Aborting method [...] due to
+    server stop.", a warning a job's output would show beside its own last line)."""
+
+    def __init__(self) -> None:
+        self.rounds: set[asyncio.Task[Any]] = set()
+        """Calls that end by themselves (rounds, identity questions)."""
+        self.watches: set[asyncio.Task[Any]] = set()
+        """Watch calls, which last as long as the task they watch."""
+
+    async def end(self, grace: float) -> None:
+        """End every call: the watches at once (their end tells the tasks below that this one is
+        gone), the others once they finished, or ``grace`` seconds passed."""
+        for task in list(self.watches):
+            task.cancel()
+        if self.rounds and grace > 0:
+            await asyncio.wait(list(self.rounds), timeout=grace)
+        for task in list(self.rounds):
+            task.cancel()
+        left = self.rounds | self.watches
+        if left:
+            await asyncio.wait(left, timeout=1.0)
+
+
 class _Guard:
     """The bounds of one server, per caller (`slurm_resolver.rpc.callers`): calls at once, calls not
     yet proven; and refusals counted."""
@@ -95,8 +120,10 @@ class _Guard:
             log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
 
 
-def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
-    """gRPC's generic handler of the service, answering with ``handlers``, for a server on ``own``."""
+def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls | None = None) -> Any:
+    """gRPC's generic handler of the service, answering with ``handlers``, for a server on ``own``;
+    the calls under way are kept in ``calls``."""
+    calls = calls or Calls()
     status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
               Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
               Refusal.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -137,6 +164,8 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
 
     async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         round = None
+        task = asyncio.current_task()
+        calls.rounds.add(task)  # type: ignore[arg-type]
         try:
             peer = str(context.peer() or "")
             with guard.calls.holding(peer):
@@ -151,12 +180,15 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
                 yield message
         finally:
             handlers.sent(round)
+            calls.rounds.discard(task)
 
     # The unary calls are served as streams of one message, so that their message, like a Join's
     # first, must come within FIRST_MESSAGE seconds (gRPC calls a unary handler only once it came).
 
     async def join_bundled(requests: AsyncIterator[bytes], context: Any) -> bytes:
         round = None
+        task = asyncio.current_task()
+        calls.rounds.add(task)  # type: ignore[arg-type]
         try:
             peer = str(context.peer() or "")
             with guard.calls.holding(peer):
@@ -174,10 +206,13 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
             await refuse(context, exc)
             raise  # pragma: no cover - abort raises
         finally:
+            calls.rounds.discard(task)
             if round is not None:
                 handlers.sent(round)
 
     async def who(requests: AsyncIterator[bytes], context: Any) -> bytes:
+        task = asyncio.current_task()
+        calls.rounds.add(task)  # type: ignore[arg-type]
         try:
             peer = str(context.peer() or "")
             with guard.calls.holding(peer), guard.unproven.holding(peer):
@@ -185,6 +220,8 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
         except Refused as exc:
             await refuse(context, exc)
             raise  # pragma: no cover - abort raises
+        finally:
+            calls.rounds.discard(task)
 
     async def health(request: bytes, context: Any) -> bytes:
         if len(request) > 256:  # a HealthCheckRequest names a service, no more
@@ -198,6 +235,8 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
 
     async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         events: Any = None
+        task = asyncio.current_task()
+        calls.watches.add(task)  # type: ignore[arg-type]
         try:
             with guard.calls.holding(str(context.peer() or "")):
                 events = handlers.watch(requests)
@@ -206,6 +245,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "") -> Any:
         except Refused as exc:
             await refuse(context, exc)
         finally:  # a cancelled call ends the watch at once (its end is the news)
+            calls.watches.discard(task)
             await end_call(events)
 
     methods = {JOIN_METHOD: grpc.stream_stream_rpc_method_handler(join),

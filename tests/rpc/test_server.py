@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
 import pytest
 
 from slurm_resolver.errors import ConfigurationError
@@ -36,3 +42,69 @@ def test_grpc_bounds_a_servers_connections_below_the_processs_open_files() -> No
     """Beyond its bound, gRPC closes a connection as it accepts it: the process never runs out of files."""
     assert dict(server_options(1024))["grpc.max_allowed_incoming_connections"] == 896
     assert "grpc.max_allowed_incoming_connections" not in dict(server_options(0))
+
+
+class _Watched:
+    """A server's handlers whose watch calls last until the caller goes (as a leader's do)."""
+
+    world_size = 1
+
+    def open_call(self, first: bytes) -> Any:
+        raise AssertionError("no rounds here")
+
+    async def join(self, call: Any, more: Any, deadline: float, held: Any = None) -> Any:
+        raise AssertionError("no rounds here")
+
+    def sent(self, round: Any) -> None:
+        pass
+
+    async def who(self, message: bytes, deadline: float) -> bytes:
+        await asyncio.sleep(1.5)  # a question still open as the server stops, answered after it stopped
+        return b""
+
+    async def watch(self, beats: Any) -> Any:
+        async for _ in beats:
+            yield b"beat"
+
+
+@pytest.mark.parametrize("grace", [0.0, 0.3])
+def test_a_server_stopped_with_calls_in_flight_ends_them_itself_and_grpc_says_nothing(
+        grace: float, caplog: pytest.LogCaptureFixture) -> None:
+    """gRPC logs a warning for every call it has to abort as a server stops ("Aborting method [...] due
+    to server stop."), which reached a job's output beside the one line that named a dead task."""
+    import grpc
+
+    from slurm_resolver.rpc.service import WATCH_METHOD, WHO_METHOD
+
+    server = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: _Watched())
+    ended: list[str] = []
+
+    def beats() -> Any:
+        while not ended:
+            yield b"beat"
+            time.sleep(0.05)
+
+    def call(method: str) -> None:
+        with grpc.insecure_channel(f"localhost:{server.port}") as channel:
+            try:
+                if method == WATCH_METHOD:
+                    for _ in channel.stream_stream(method)(beats(), timeout=20):
+                        pass
+                else:
+                    channel.unary_unary(method)(b"who", timeout=20)
+            except grpc.RpcError as exc:
+                ended.append(exc.code().name)
+
+    threads = [threading.Thread(target=call, args=(m,)) for m in (WATCH_METHOD, WATCH_METHOD, WHO_METHOD)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)  # every call under way
+    with caplog.at_level(logging.DEBUG, logger="grpc"):
+        started = time.monotonic()
+        server.stop(grace)
+        took = time.monotonic() - started
+        for thread in threads:
+            thread.join(10)
+        time.sleep(1.0)  # a handler still running would end now, and gRPC say so
+    assert len(ended) == 3 and took < grace + 2, (ended, took)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], [r.getMessage() for r in caplog.records]
