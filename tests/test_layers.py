@@ -20,7 +20,7 @@ PACKAGE = ROOT / "slurm_resolver"
 
 LAYERS: list[set[str]] = [
     # Values, parsing, and the one reader of the environment.
-    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema"},
+    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema", "jax_detection"},
     # The parts of resolution, and the seams to outside systems.
     {"launchers", "launchers.*", "layout", "placement", "packing", "gpus", "nvml", "mpi", "munge", "slurmctl",
      "addresses", "exchange", "cluster_spec", "outcome", "attempts"},
@@ -41,8 +41,8 @@ LEVELS: list[set[str]] = [
     {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages", "rpc.transport",
      "training", "training.delivery", "variables"},
     # 1
-    {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.callers", "rpc.local",
-     "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
+    {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
+     "rpc.callers", "rpc.local", "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
     # 2
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.connections", "rpc.identity",
      "rpc.rounds", "rpc.service", "slurmctl", "templates", "training.native_logs"},
