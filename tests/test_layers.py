@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     # The bootstrap.
     {"rpc", "rpc.*"},
     # What users call: the TensorFlow-shaped resolvers, adapters, training jobs.
-    {"adapters", "resolvers", "resolvers.*", "supervise", "srun_step", "restart", "preemption", "training",
+    {"adapters", "lightning", "resolvers", "resolvers.*", "supervise", "srun_step", "restart", "preemption", "training",
      "training.*", "submission", "templates", "diagnostics"},
     # The command line, and the package's lazy names.
     {"cli", "cli.*", "", "__main__"},
@@ -66,7 +66,7 @@ LEVELS: list[set[str]] = [
     # 10
     {"adapters", "rpc.bootstrap", "supervise", "training.report"},
     # 11
-    {"rpc.learn", "rpc.simulate", "srun_step", "training.task"},
+    {"lightning", "rpc.learn", "rpc.simulate", "srun_step", "training.task"},
     # 12
     {"resolvers.slurm", "restart", "rpc.loopback", "training.data_service", "training.ddp", "training.jax_job",
      "training.parameter_server", "training.resumable"},
