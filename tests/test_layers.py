@@ -20,7 +20,8 @@ PACKAGE = ROOT / "slurm_resolver"
 
 LAYERS: list[set[str]] = [
     # Values, parsing, and the one reader of the environment.
-    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema", "jax_detection"},
+    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema", "jax_detection",
+     "frameworks"},
     # The parts of resolution, and the seams to outside systems.
     {"launchers", "launchers.*", "layout", "placement", "packing", "gpus", "nvml", "mpi", "munge", "slurmctl",
      "addresses", "exchange", "cluster_spec", "outcome", "attempts"},
@@ -38,7 +39,7 @@ LAYERS: list[set[str]] = [
 
 LEVELS: list[set[str]] = [
     # 0
-    {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages", "rpc.transport",
+    {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages", "rpc.transport",
      "training", "training.delivery", "variables"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
