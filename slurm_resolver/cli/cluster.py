@@ -251,9 +251,11 @@ def bootstrap(args: argparse.Namespace) -> int:
 
 def _exports(b: Bootstrapped, fmt: str, command: list[str]) -> dict[str, str]:
     """The variables ``bootstrap`` exports in ``fmt``; ``auto``: the format of the framework ``command``'s script
-    imports (`slurm_resolver.frameworks`), and where that framework's variables cannot serve it (JAX's own
-    detection would take another count), the shell's, said once for the job."""
+    imports (`slurm_resolver.frameworks`), less what a launcher below srun set already (torchrun's
+    ``MASTER_ADDR``...), and where that framework's variables cannot serve it (JAX's own detection would take
+    another count), the shell's, said once for the job."""
     import logging
+    import os
 
     from ..errors import ConfigurationError
     from ..frameworks import format_for
@@ -264,7 +266,10 @@ def _exports(b: Bootstrapped, fmt: str, command: list[str]) -> dict[str, str]:
     log = logging.getLogger("slurm_resolver")
     log.debug("--format %s: %s", told, why)
     try:
-        return _variables_for(b, told)
+        variables = _variables_for(b, told)
+        if b.cluster.launch.below is not None:  # torchrun set its workers' own (MASTER_ADDR...): they stay
+            variables = {k: v for k, v in variables.items() if k not in os.environ}
+        return variables
     except ConfigurationError as exc:
         if exc.said_by(b.rank):
             log.warning("slurm_resolver: %s; exporting the shell's variables (SLURM_RESOLVER_*) instead (hint: %s)",
