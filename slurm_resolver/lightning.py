@@ -3,10 +3,13 @@
     from lightning.fabric import Fabric
     from slurm_resolver.lightning import SlurmResolverEnvironment
 
-    fabric = Fabric(accelerator="cpu", devices=2, num_nodes=2, plugins=[SlurmResolverEnvironment()])
+    environment = SlurmResolverEnvironment()   # in every task: srun python train.py
+    fabric = Fabric(devices=environment.devices, num_nodes=environment.num_nodes, plugins=[environment])
     fabric.launch()
 
-The one line that changes from Lightning's own ``plugins=[SLURMEnvironment()]``. Lightning's
+With ``--ntasks-per-node=N`` (``devices=N``, as Lightning's own asks), the one line that changes from
+``plugins=[SLURMEnvironment()]`` is ``plugins=[SlurmResolverEnvironment()]``; with ``srun -n``, whose
+layout Slurm chooses, ``devices`` and ``num_nodes`` are the environment's. Lightning's
 ``SLURMEnvironment`` refuses every step launched with ``srun -n`` (``--ntasks`` without
 ``--ntasks-per-node``) and names as main address the first node of the job's sorted list, where
 rank 0 may not run (a step on part of its job, ``-m arbitrary``); its port is the job id plus
@@ -100,6 +103,16 @@ class LightningAnswers:
         return self.task.cluster
 
     @property
+    def devices(self) -> int:
+        """What Lightning's ``devices=`` must be here: the most tasks the launch runs on one node."""
+        return max(self.cluster.placement.counts)
+
+    @property
+    def num_nodes(self) -> int:
+        """What Lightning's ``num_nodes=`` must be here: the launch's nodes."""
+        return len(self.cluster.placement.counts)
+
+    @property
     def creates_processes_externally(self) -> bool:
         """True: srun (or mpirun, or torchrun) started every process."""
         return True
@@ -149,10 +162,11 @@ class LightningAnswers:
     def node_rank(self) -> int:
         """The position of this task's node among the launch's nodes, in Slurm's order (``SLURM_NODEID``; the
         order of the ranks where no Slurm step lists them, as ``mpirun`` outside Slurm)."""
-        cluster = self.cluster
-        node = cluster.placement.node_of(self.task.rank)
-        order = cluster.launch.nodes if node in cluster.launch.nodes else cluster.placement.nodes
-        return order.index(node)
+        launch = self.cluster.launch
+        if launch.node_index is not None:  # Slurm's own (a het step numbers its components' nodes in order)
+            return launch.node_index
+        node = self.cluster.placement.node_of(self.task.rank)
+        return (launch.nodes if node in launch.nodes else self.cluster.placement.nodes).index(node)
 
     def validate_settings(self, num_devices: int, num_nodes: int) -> None:
         """Refuse, with the fix, ``devices`` and ``num_nodes`` with which Lightning's DDP would not run this
@@ -162,11 +176,11 @@ class LightningAnswers:
         Lightning's own sampler would split the data ``num_nodes * devices`` ways, more than the tasks."""
         placement = self.cluster.placement
         counts, layout = placement.counts, describe(list(zip(placement.nodes, placement.counts)))
-        if (num_devices, num_nodes) != (max(counts), len(counts)):
+        if (num_devices, num_nodes) != (self.devices, self.num_nodes):
             raise ValueError(
                 f"Fabric/Trainer has devices={num_devices}, num_nodes={num_nodes}, but the launch runs on "
-                f"{len(counts)} nodes, at most {max(counts)} tasks on one ({layout}). HINT: set "
-                f"devices={max(counts)}, num_nodes={len(counts)}")
+                f"{self.num_nodes} nodes, at most {self.devices} tasks on one ({layout}). HINT: set "
+                f"devices={self.devices}, num_nodes={self.num_nodes} (the environment's devices and num_nodes)")
         if len(set(counts)) > 1 and self.global_rank() == 0:
             log.warning(
                 "slurm_resolver: this launch runs %s: Lightning's DistributedSampler (Fabric.setup_dataloaders, the "

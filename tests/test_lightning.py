@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ def test_the_answers_are_right_in_every_captured_launch(case: str) -> None:
         assert answers.global_rank() == _truth(env, "rank")
         assert answers.local_rank() == _truth(env, "local")
         node_ranks.setdefault(env["SLURMD_NODENAME"], set()).add(answers.node_rank())
-        if "SLURM_NODEID" in env and "SLURM_HET_SIZE" not in env and "OMPI_COMM_WORLD_RANK" not in env:
+        if "SLURM_NODEID" in env:
             assert answers.node_rank() == int(env["SLURM_NODEID"])  # Slurm's own index, as SLURMEnvironment's
         assert answers.main_address == rank0["SLURMD_NODENAME"]  # where rank 0 runs, not the list's first
         assert answers.main_port == PORT and answers.creates_processes_externally
@@ -146,3 +147,30 @@ def test_fabric_and_trainer_take_it_and_keep_its_ranks() -> None:
     trainer = Trainer(accelerator="cpu", strategy="ddp", devices=3, num_nodes=2, plugins=[environment],
                       logger=False, enable_checkpointing=False, enable_progress_bar=False)
     assert (trainer.global_rank, trainer.world_size, trainer.local_rank, trainer.node_rank) == (1, 4, 0, 1)
+
+
+@pytest.mark.filterwarnings("ignore:The .srun. command is available")
+def test_lightnings_own_slurm_environment_in_the_same_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What docs/lightning.md says of Lightning's own: it refuses every step launched with srun -n (no
+    --ntasks-per-node), and names as main address the job's first node, where rank 0 may not run."""
+    require("lightning")
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    refused, taken, elsewhere = [], [], set()
+    for case in CASES:
+        if case in NO_TASK:
+            continue
+        for env, cluster in zip(captured(case), clusters_of(case)):
+            monkeypatch.setattr(os, "environ", dict(env))
+            try:
+                SLURMEnvironment()
+                taken.append(case)
+            except RuntimeError as exc:
+                assert "but this variable is not supported" in str(exc)  # --ntasks without --ntasks-per-node
+                refused.append(case)
+            ours = LightningAnswers(cluster, main_port=PORT).main_address
+            if SLURMEnvironment.resolve_root_node_address(env["SLURM_NODELIST"]) != ours:  # its main address
+                elsewhere.add(case)
+    assert len(refused) == 69 and len(taken) == 25  # of the 94 task environments captured here
+    assert {"srun_N3_n6", "srun_N2_n4_cyclic", "srun_arbitrary_nodelist", "srun_gpus_per_task1"} <= set(refused)
+    assert elsewhere == {"srun_arbitrary_hostfile", "srun_arbitrary_nodelist", "srun_het_N1n2_N1n1"}
