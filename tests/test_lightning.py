@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from slurm_resolver.lightning import LightningAnswers
 from slurm_resolver.placement import Placement
 from slurm_resolver.resolution import resolve
 
-from .conftest import DATA, captured, require
+from .conftest import DATA, captured, in_threads, require
 
 CASES = sorted(Path(p).stem for p in glob.glob(str(DATA / "env" / "*.jsonl")))
 NO_TASK = {"salloc_shell", "sbatch_batch_step", "sbatch_hetjob_batch_step"}
@@ -39,20 +38,8 @@ def clusters_of(case: str) -> list[Cluster]:
     environment does not tell as the tasks learn it (each task's node, from the capture)."""
     envs = captured(case)
     group = LocalExchange.group(len(envs))
-    found: list[Any] = [None] * len(envs)
-
-    def one(i: int) -> None:
-        try:
-            found[i] = resolve(envs[i], resolves=lambda n: True, exchange=group[i], gpus_per_task=0, hostname=lambda:
-                               envs[i].get("SLURMD_NODENAME", "vm"))
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion
-            found[i] = exc
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(envs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    found = in_threads(lambda i: resolve(envs[i], resolves=lambda n: True, exchange=group[i], gpus_per_task=0,
+                                         hostname=lambda: envs[i].get("SLURMD_NODENAME", "vm")), len(envs), 30)
     hosts = [env["SLURMD_NODENAME"] for env in sorted(envs, key=lambda e: _truth(e, "rank"))]
     learned = []
     for cluster in found:
