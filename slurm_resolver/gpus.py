@@ -27,7 +27,7 @@ from .packing import Packing
 from .placement import Placement
 
 __all__ = ["Visible", "GpuPlan", "SOURCES", "parse_devices", "format_devices", "visible", "local", "split",
-           "bound_per_task", "check_count"]
+           "bound_per_task", "check_count", "ordinals"]
 
 _NONE = {"", "NoDevFiles"}
 _ID = re.compile(r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
@@ -76,6 +76,29 @@ def parse_devices(text: str, variable: str = "CUDA_VISIBLE_DEVICES") -> tuple[st
 def format_devices(ids: Sequence[str]) -> str:
     """``'0,1'`` from ``('0', '1')``; ``''`` for none."""
     return ",".join(ids)
+
+
+def ordinals(mine: Sequence[str], seen: Sequence[str], where: str = "CUDA_VISIBLE_DEVICES") -> tuple[int, ...]:
+    """The task's GPUs ``mine`` as the process numbers them: their positions in the list it sees (``seen``,
+    ``CUDA_VISIBLE_DEVICES`` where set: CUDA, PyTorch and JAX count devices from 0 along it). Slurm's ids are
+    not ordinals: with ``CUDA_VISIBLE_DEVICES=2,3`` the GPU ``3`` is ordinal 1, and a task that Slurm bound
+    to GPU ``1`` alone (``--gpus-per-task=1``) sees one device, ordinal 0.
+
+    >>> ordinals(("3",), ("2", "3")), ordinals(("1",), ("1",)), ordinals(("2", "3"), ("0", "1", "2", "3"))
+    ((1,), (0,), (2, 3))
+
+    Raises:
+        ConfigurationError: one of ``mine`` is not among the devices the process sees (``where`` names them).
+    """
+    position = {gpu: index for index, gpu in enumerate(seen)}
+    unseen = [gpu for gpu in mine if gpu not in position]
+    if unseen:
+        raise ConfigurationError(
+            f"the task's GPU {format_devices(unseen)} is not among the devices this process sees "
+            f"({where}={format_devices(seen) or 'none'}), so it has no ordinal here",
+            "leave CUDA_VISIBLE_DEVICES as Slurm set it (or as slurm_resolver narrowed it to the task's own GPUs), "
+            "or resolve again after changing it")
+    return tuple(position[gpu] for gpu in mine)
 
 
 def bound_per_task(env: Mapping[str, str]) -> bool:

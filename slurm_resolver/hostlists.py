@@ -1,13 +1,18 @@
 """Slurm's compressed lists, expanded in-process: host lists and task counts.
 
-Host lists are expanded with python-hostlist, in Slurm's order (never sorted). Task
-counts use Slurm's compressed form (``4,1(x2)`` is ``4, 1, 1``). Errors name the
-variable the text came from.
+Host lists are read as Slurm reads them (``scontrol show hostnames``): hosts are separated by
+commas and by whitespace (space, tab, newline) outside brackets, and empty items are skipped;
+inside brackets a bound may be preceded by whitespace, which Slurm counts in its width
+(``1.2.3.[089, 100-110]`` is ``1.2.3.089``, then ``1.2.3.0100`` to ``1.2.3.0110``). The expansion
+itself is python-hostlist's, in Slurm's order (never sorted). [`collapse()`][slurm_resolver.hostlists.collapse]
+is its inverse, in the given order as ``scontrol show hostlist``. Task counts use Slurm's compressed
+form (``4,1(x2)`` is ``4, 1, 1``). Errors name the variable the text came from and quote the part at fault.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import hostlist as _hostlist
 
@@ -19,6 +24,13 @@ _COUNT = re.compile(r"^([0-9]{1,9})(?:\(x([0-9]{1,9})\))?$")
 _MAX_HOSTS = 1_000_000
 _RANGES = r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*"
 _ONE_BRACKET = re.compile(rf"([^,\[\]]*)\[({_RANGES})\]([^,\[\]]*)")
+_SPACE = " \t\n"
+"""What separates hosts besides a comma: Slurm's hostlist parser splits on comma, space, tab and newline."""
+_BOUND = re.compile(r"[ \t\n\v\f\r]*([0-9]+)")
+"""A bound as Slurm's ``strtoul`` reads it: whitespace before the digits is skipped (and counted in the width)."""
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_HOST = re.compile(r"(.*?)([0-9]+)")
+"""A host name as Slurm splits one: a prefix and its numeric suffix (``r1n`` and ``01``)."""
 
 
 def _expand_one_bracket(text: str) -> list[str] | None:
@@ -48,8 +60,60 @@ def _expand_one_bracket(text: str) -> list[str] | None:
     return hosts
 
 
+def _words(text: str) -> list[str]:
+    """``text`` split as Slurm splits a host list: at commas and whitespace outside brackets, empty items skipped.
+
+    >>> _words("alpha beta\\tgamma"), _words("node3, node4"), _words("1.2.3.[089, 100-110] x")
+    (['alpha', 'beta', 'gamma'], ['node3', 'node4'], ['1.2.3.[089, 100-110]', 'x'])
+    """
+    words: list[str] = []
+    word: list[str] = []
+    depth = 0
+    for char in text:
+        if depth == 0 and (char == "," or char in _SPACE):
+            if word:
+                words.append("".join(word))
+                word = []
+            continue
+        depth = depth + 1 if char == "[" else max(depth - 1, 0) if char == "]" else depth
+        word.append(char)
+    if word:
+        words.append("".join(word))
+    return words
+
+
+def _range(part: str, word: str, text: str, variable: str) -> str:
+    """One bound or range of a bracket as Slurm reads it, written without whitespace: the width is the low
+    bound's length, whitespace included, and whitespace may come before a bound, or after the low one.
+
+    >>> _range(" 100-110", "n[ 100-110]", "", ""), _range("1 - 3", "n[1 - 3]", "", "")
+    ('0100-0110', '01-03')
+    """
+    low, dash, high = part.partition("-")
+    first = _BOUND.match(low)
+    last = _BOUND.fullmatch(high) if dash else first
+    if first is None or last is None or low[first.end():].strip(_SPACE if dash else ""):
+        raise EnvironmentVariableError(
+            variable, text, f"a host list such as node[1-4]: Slurm reads no bound or range in {part!r} of {word!r} "
+            "(whitespace may only come before a number)")
+    width = len(low)
+    lowest = f"{int(first.group(1)):0{width}d}"
+    return f"{lowest}-{int(last.group(1)):0{width}d}" if dash else lowest
+
+
+def _as_slurm_reads(text: str, variable: str) -> str:
+    """``text``, a host list with whitespace in it, written as the comma-separated list Slurm reads in it."""
+    def bracket(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        if not any(char in inner for char in _SPACE):
+            return match.group(0)
+        return "[" + ",".join(_range(part, match.string, text, variable) for part in inner.split(",")) + "]"
+
+    return ",".join(_BRACKET.sub(bracket, word) for word in _words(text))
+
+
 def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
-    """Expand a Slurm host list, keeping Slurm's order.
+    """Expand a Slurm host list, keeping Slurm's order; whitespace separates hosts as a comma does.
 
     >>> expand("node[9-10],gpu[01-02]")
     ('node9', 'node10', 'gpu01', 'gpu02')
@@ -57,11 +121,16 @@ def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
     ('r1n01', 'r1n02', 'r2n01', 'r2n02')
     >>> expand("node[1-3]-ib")
     ('node1-ib', 'node2-ib', 'node3-ib')
+    >>> expand("alpha beta, gamma")
+    ('alpha', 'beta', 'gamma')
     """
     if not text or not text.strip():
         raise EnvironmentVariableError(variable, text, "a host list such as node[1-4]")
+    given = text.strip()
+    if any(char in given for char in _SPACE):
+        given = _as_slurm_reads(given, variable)
     try:
-        hosts = _expand_one_bracket(text.strip()) or _hostlist.expand_hostlist(text.strip(), allow_duplicates=True)
+        hosts = _expand_one_bracket(given) or _hostlist.expand_hostlist(given, allow_duplicates=True)
     except (_hostlist.BadHostlist, ValueError, TypeError, RecursionError, OverflowError) as exc:
         raise EnvironmentVariableError(
             variable, text, f"a host list such as node[1-4],gpu[01-02] ({exc})"
@@ -71,13 +140,55 @@ def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
     return tuple(hosts)
 
 
-def collapse(hosts: list[str] | tuple[str, ...]) -> str:
-    """Collapse host names into a host list (sorted, as ``scontrol show hostlist`` does).
+def _runs(hosts: Sequence[str]) -> list[tuple[str, int, int, int] | str]:
+    """``hosts`` as runs ``(prefix, low, high, width)`` of consecutive numbers written alike, each host without
+    a numeric suffix a run of its own (its name)."""
+    runs: list[tuple[str, int, int, int] | str] = []
+    for host in hosts:
+        match = _HOST.fullmatch(host)
+        if match is None:
+            runs.append(host)
+            continue
+        prefix, digits = match.groups()
+        number = int(digits)
+        last = runs[-1] if runs else None
+        if isinstance(last, tuple) and last[0] == prefix and number == last[2] + 1 \
+                and f"{number:0{last[3]}d}" == digits:
+            runs[-1] = (prefix, last[1], number, last[3])
+        else:
+            runs.append((prefix, number, number, len(digits)))
+    return runs
 
-    >>> collapse(["node10", "node9", "node11"])
-    'node[9-11]'
+
+def _natural(host: str) -> tuple[str, int, str]:
+    """The order of ``scontrol show hostlistsorted``: by prefix, then by number."""
+    match = _HOST.fullmatch(host)
+    return (match.group(1), int(match.group(2)), host) if match else (host, -1, host)
+
+
+def collapse(hosts: Sequence[str], sort: bool = False) -> str:
+    """Collapse host names into a host list in their order, as ``scontrol show hostlist`` does: the inverse of
+    [`expand()`][slurm_resolver.hostlists.expand] (duplicates kept). ``sort``: sorted by prefix and number first,
+    as ``scontrol show hostlistsorted``.
+
+    >>> collapse(["node10", "node9", "node11"]), collapse(["node10", "node9", "node11"], sort=True)
+    ('node[10,9,11]', 'node[9-11]')
+    >>> collapse(["b1", "a1", "a2", "b2"]), collapse(["gpu08", "gpu09", "gpu10"])
+    ('b1,a[1-2],b2', 'gpu[08-10]')
     """
-    return str(_hostlist.collect_hostlist(list(hosts)))
+    groups: list[tuple[str, list[str]]] = []  # consecutive runs of one prefix share a bracket
+    for run in _runs(sorted(hosts, key=_natural) if sort else hosts):
+        if isinstance(run, str):
+            groups.append((run, []))
+            continue
+        prefix, low, high, width = run
+        text = f"{low:0{width}d}" + (f"-{high:0{width}d}" if high > low else "")
+        if groups and groups[-1][1] and groups[-1][0] == prefix:
+            groups[-1][1].append(text)
+        else:
+            groups.append((prefix, [text]))
+    return ",".join(prefix if not parts else f"{prefix}{parts[0]}" if len(parts) == 1 and "-" not in parts[0]
+                    else f"{prefix}[{','.join(parts)}]" for prefix, parts in groups)
 
 
 def expand_counts(text: str, variable: str = "SLURM_TASKS_PER_NODE") -> tuple[int, ...]:

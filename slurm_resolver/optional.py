@@ -13,7 +13,7 @@ from .errors import MissingDependencyError
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
-EXTRAS = ("tensorflow", "torch", "jax", "kubernetes", "mpi", "pyslurm")
+EXTRAS = ("tensorflow", "torch", "jax", "lightning", "kubernetes", "mpi", "pyslurm")
 """The extras of ``pip install 'slurm_resolver[...]'`` (grpc, NVML and hostlists are always installed)."""
 
 

@@ -31,8 +31,7 @@ def describe(layout: Sequence[tuple[str, int]], limit: int = 200) -> str:
     >>> describe([("n1", 3), ("n2", 1)])
     'n[1-2] tasks 3,1'
     """
-    nodes = collapse([n for n, _ in layout]) if len({n for n, _ in layout}) == len(layout) \
-        else ",".join(n for n, _ in layout)
+    nodes = collapse([n for n, _ in layout])  # in Slurm's order, as the counts
     text = f"{nodes} tasks {collapse_counts([c for _, c in layout])}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

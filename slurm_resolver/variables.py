@@ -6,51 +6,61 @@ The documentation's variable reference is generated from [`VARIABLES`][slurm_res
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["Variable", "VARIABLES", "PREFIXES", "HET_PATTERN", "reference_markdown"]
+__all__ = ["Variable", "VARIABLES", "PREFIXES", "HET_PATTERN", "reference_markdown", "launch_variables"]
 
 
 @dataclass(frozen=True)
 class Variable:
-    """One environment variable: who sets it and what slurm_resolver takes from it."""
+    """One environment variable: who sets it and what slurm_resolver takes from it.
+
+    Attributes:
+        launched_with: for a variable that tells a process's place in a launch (its rank, its peers, its
+            nodes, the launch's identity), which only a launcher sets: a variable that launch always sets
+            with it. A process holding one of these is part of a launch: where no launcher plugin
+            recognises it, it is refused naming the first missing partner, never taken for one process
+            alone (``launchers/single.py``). Empty for every other variable.
+    """
 
     name: str
     source: str
     meaning: str
+    launched_with: str = ""
 
 
 VARIABLES: tuple[Variable, ...] = (
-    Variable("SLURM_JOB_ID", "Slurm", "job id; its presence means the process runs in a Slurm job"),
-    Variable("SLURM_STEP_ID", "Slurm (srun)", "step id; present in srun steps, absent in the batch step and salloc shell"),
-    Variable("SLURM_STEPID", "Slurm (srun)", "older name of SLURM_STEP_ID"),
-    Variable("SLURM_PROCID", "Slurm", "rank of the task in its step (the batch step is rank 0)"),
-    Variable("SLURM_LOCALID", "Slurm (srun)", "rank of the task among the step's tasks on its node"),
-    Variable("SLURM_NODEID", "Slurm (srun)", "index of the task's node in the step's node list (the tree's position)"),
-    Variable("SLURM_GTIDS", "Slurm (srun)", "the ranks on the task's node: its node's part of a het layout to learn"),
-    Variable("SLURMD_NODENAME", "Slurm", "name of the node the task runs on"),
-    Variable("SLURM_NTASKS", "Slurm", "number of tasks of the job (or step, inside srun)"),
-    Variable("SLURM_STEP_NUM_TASKS", "Slurm (srun)", "number of tasks of the step"),
-    Variable("SLURM_STEP_NODELIST", "Slurm (srun)", "hostlist of the step's nodes, in Slurm's order"),
-    Variable("SLURM_JOB_NODELIST", "Slurm", "hostlist of the job's nodes, in Slurm's order"),
-    Variable("SLURM_NODELIST", "Slurm", "older name of SLURM_JOB_NODELIST, read when that is absent"),
-    Variable("SLURM_STEP_TASKS_PER_NODE", "Slurm (srun)", "tasks of the step on each node, compressed (4,1(x2))"),
-    Variable("SLURM_TASKS_PER_NODE", "Slurm", "tasks of the job on each node, compressed (4,1(x2))"),
+    Variable("SLURM_JOB_ID", "Slurm", "job id; its presence means the process runs in a Slurm job", launched_with="SLURM_JOB_NODELIST"),
+    Variable("SLURM_STEP_ID", "Slurm (srun)", "step id; present in srun steps, absent in the batch step and salloc shell", launched_with="SLURM_PROCID"),
+    Variable("SLURM_STEPID", "Slurm (srun)", "older name of SLURM_STEP_ID", launched_with="SLURM_PROCID"),
+    Variable("SLURM_PROCID", "Slurm", "rank of the task in its step (the batch step is rank 0)", launched_with="SLURM_STEP_NODELIST"),
+    Variable("SLURM_LOCALID", "Slurm (srun)", "rank of the task among the step's tasks on its node", launched_with="SLURM_PROCID"),
+    Variable("SLURM_NODEID", "Slurm (srun)", "index of the task's node in the step's node list (the tree's position)", launched_with="SLURM_PROCID"),
+    Variable("SLURM_GTIDS", "Slurm (srun)", "the ranks on the task's node: its node's part of a het layout to learn", launched_with="SLURM_PROCID"),
+    Variable("SLURMD_NODENAME", "Slurm", "name of the node the task runs on", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_NTASKS", "Slurm", "number of tasks of the job (or step, inside srun)", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_STEP_NUM_TASKS", "Slurm (srun)", "number of tasks of the step", launched_with="SLURM_PROCID"),
+    Variable("SLURM_STEP_NODELIST", "Slurm (srun)", "hostlist of the step's nodes, in Slurm's order", launched_with="SLURM_PROCID"),
+    Variable("SLURM_JOB_NODELIST", "Slurm", "hostlist of the job's nodes, in Slurm's order", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_NODELIST", "Slurm", "older name of SLURM_JOB_NODELIST, read when that is absent", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_STEP_TASKS_PER_NODE", "Slurm (srun)", "tasks of the step on each node, compressed (4,1(x2))", launched_with="SLURM_PROCID"),
+    Variable("SLURM_TASKS_PER_NODE", "Slurm", "tasks of the job on each node, compressed (4,1(x2))", launched_with="SLURM_JOB_ID"),
     Variable("SLURM_NTASKS_PER_NODE", "Slurm", "--ntasks-per-node, when given"),
     Variable("SLURM_DISTRIBUTION", "Slurm (srun)", "task distribution: block, cyclic, plane, arbitrary"),
     Variable("SLURM_HOSTFILE", "user", "the file with each rank's node, for -m arbitrary (read where the task can; else the layout is learned from every task)"),
-    Variable("SLURM_ARRAY_JOB_ID", "Slurm (--array)", "the array's job id: an element is <array job>_<task>"),
-    Variable("SLURM_ARRAY_TASK_ID", "Slurm (--array)", "this element's index in the array (a sweep's parameters)"),
+    Variable("SLURM_ARRAY_JOB_ID", "Slurm (--array)", "the array's job id: an element is <array job>_<task>", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_ARRAY_TASK_ID", "Slurm (--array)", "this element's index in the array (a sweep's parameters)", launched_with="SLURM_JOB_ID"),
     Variable("SLURM_RESTART_COUNT", "Slurm (requeue)", "how many times the job was requeued (0: its first run)"),
     Variable("SLURM_RESOLVER_ATTEMPT", "slurm-resolver run", "which attempt of the step this is: 1, then one more after each restart in the allocation"),
     Variable("SLURM_RESOLVER_OUTCOMES", "slurm-resolver run", "the directory where each task of the attempt records what its command came to"),
     Variable("SLURM_RESOLVER_FAILED_AT", "slurm-resolver run", "when the attempt before failed (seconds since the epoch): rank 0 says how long the restart took"),
     Variable("SLURM_SUBMIT_DIR", "Slurm", "where the job was submitted: the default base of checkpoint_dir()"),
-    Variable("SLURM_HET_SIZE", "Slurm", "number of components of a heterogeneous job"),
-    Variable("SLURM_PACK_SIZE", "Slurm", "older name of SLURM_HET_SIZE"),
-    Variable("SLURM_JOB_NODELIST_HET_GROUP_<n>", "Slurm", "hostlist of component n (also *_PACK_GROUP_<n>)"),
-    Variable("SLURM_TASKS_PER_NODE_HET_GROUP_<n>", "Slurm", "tasks per node of component n"),
-    Variable("SLURM_NTASKS_HET_GROUP_<n>", "Slurm", "number of tasks of component n"),
+    Variable("SLURM_HET_SIZE", "Slurm", "number of components of a heterogeneous job", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_PACK_SIZE", "Slurm", "older name of SLURM_HET_SIZE", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_JOB_NODELIST_HET_GROUP_<n>", "Slurm", "hostlist of component n (also *_PACK_GROUP_<n>)", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_TASKS_PER_NODE_HET_GROUP_<n>", "Slurm", "tasks per node of component n", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_NTASKS_HET_GROUP_<n>", "Slurm", "number of tasks of component n", launched_with="SLURM_JOB_ID"),
     Variable("SLURM_STEP_GPUS", "Slurm (GRES)", "GPU indices bound to the step on this node"),
     Variable("SLURM_JOB_GPUS", "Slurm (GRES)", "GPU indices bound to the job on this node"),
     Variable("GPU_DEVICE_ORDINAL", "Slurm (GRES)", "GPU indices bound to the task"),
@@ -59,28 +69,33 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_GPUS_PER_TASK", "Slurm (--gpus-per-task)", "GPUs bound to each task"),
     Variable("SLURM_DIST_PLANESIZE", "Slurm (-m plane=N)", "plane size of the plane distribution"),
     Variable("CUDA_VISIBLE_DEVICES", "Slurm (GRES) or user", "GPUs the task may use: indices or GPU-/MIG- UUIDs"),
-    Variable("OMPI_COMM_WORLD_RANK", "Open MPI mpirun", "rank; wins over SLURM_PROCID"),
-    Variable("OMPI_COMM_WORLD_SIZE", "Open MPI mpirun", "number of ranks"),
-    Variable("OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI mpirun", "rank among the ranks on this node"),
-    Variable("PMI_RANK", "MPICH/Hydra, srun --mpi=pmi2", "rank"),
-    Variable("PMI_SIZE", "MPICH/Hydra, srun --mpi=pmi2", "number of ranks"),
-    Variable("PMI_FD", "srun --mpi=pmi2, Hydra", "a PMI server is connected: ranks can exchange through MPI"),
-    Variable("MPI_LOCALNRANKS", "MPICH/Hydra", "number of ranks on this node (copied, not yet used)"),
-    Variable("MPI_LOCALRANKID", "MPICH/Hydra", "rank among the ranks on this node"),
-    Variable("PMIX_RANK", "PMIx launchers (prterun, srun --mpi=pmix)", "rank"),
-    Variable("PMIX_NAMESPACE", "PMIx launchers", "names the launch, part of the bootstrap's job key"),
-    Variable("OMPI_MCA_ess_base_jobid", "Open MPI mpirun", "names the launch, part of the bootstrap's job key"),
+    Variable("OMPI_COMM_WORLD_RANK", "Open MPI mpirun", "rank; wins over SLURM_PROCID", launched_with="OMPI_COMM_WORLD_SIZE"),
+    Variable("OMPI_COMM_WORLD_SIZE", "Open MPI mpirun", "number of ranks", launched_with="OMPI_COMM_WORLD_RANK"),
+    Variable("OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI mpirun", "rank among the ranks on this node", launched_with="OMPI_COMM_WORLD_RANK"),
+    Variable("OMPI_MCA_orte_hnp_uri", "Open MPI 4 mpirun", "read to tell what JAX's own cluster detection takes (its Open MPI cluster, first in its order): env/bootstrap --format jax", launched_with="OMPI_COMM_WORLD_RANK"),
+    Variable("PMI_RANK", "MPICH/Hydra, srun --mpi=pmi2", "rank", launched_with="PMI_SIZE"),
+    Variable("PMI_SIZE", "MPICH/Hydra, srun --mpi=pmi2", "number of ranks", launched_with="PMI_RANK"),
+    Variable("PMI_FD", "srun --mpi=pmi2, Hydra", "a PMI server is connected: ranks can exchange through MPI", launched_with="PMI_RANK"),
+    Variable("MPI_LOCALNRANKS", "MPICH/Hydra", "number of ranks on this node (copied, not yet used)", launched_with="PMI_RANK"),
+    Variable("MPI_LOCALRANKID", "MPICH/Hydra", "rank among the ranks on this node", launched_with="PMI_RANK"),
+    Variable("PMIX_RANK", "PMIx launchers (prterun, srun --mpi=pmix)", "rank", launched_with="PMIX_NAMESPACE"),
+    Variable("PMIX_NAMESPACE", "PMIx launchers", "names the launch, part of the bootstrap's job key", launched_with="PMIX_RANK"),
+    Variable("OMPI_MCA_ess_base_jobid", "Open MPI mpirun", "names the launch, part of the bootstrap's job key", launched_with="OMPI_COMM_WORLD_RANK"),
+    Variable("KUBERNETES_SERVICE_HOST", "Kubernetes", "read to tell what JAX's own cluster detection takes (its Kubernetes cluster, counts from the API server)"),
+    Variable("JAX_COORDINATOR_ADDRESS", "slurm-resolver env/bootstrap --format jax (written)", "rank 0's host and spare port: where a bare jax.distributed.initialize() meets"),
+    Variable("JAX_LOCAL_DEVICE_IDS", "slurm-resolver env/bootstrap --format jax (written)", "the task's GPUs as ordinals of its process (positions in its CUDA_VISIBLE_DEVICES), where it has GPUs"),
+    Variable("SLURM_RESOLVER_DEVICES", "slurm-resolver env/bootstrap --format tf, torch or shell (written)", "the task's GPUs as ordinals of its process (positions in its CUDA_VISIBLE_DEVICES), comma-separated, '' for none: the device to use, not LOCAL_RANK"),
     Variable("TF_CONFIG", "user, TensorFlow", "cluster and task as JSON, read by TFConfigClusterResolver"),
-    Variable("TORCHELASTIC_RUN_ID", "torchrun (also accelerate launch)", "marks a worker of torchrun: the workers below an srun task are the launch's tasks"),
-    Variable("TORCHELASTIC_RESTART_COUNT", "torchrun", "which start of the workers this is: each restart is a launch of its own"),
+    Variable("TORCHELASTIC_RUN_ID", "torchrun (also accelerate launch)", "marks a worker of torchrun: the workers below an srun task are the launch's tasks", launched_with="RANK"),
+    Variable("TORCHELASTIC_RESTART_COUNT", "torchrun", "which start of the workers this is: each restart is a launch of its own", launched_with="TORCHELASTIC_RUN_ID"),
     Variable("RANK", "torchrun, DeepSpeed's launcher (also written: env --format torch)", "a worker's rank among all workers; one that is not SLURM_PROCID, from no known launcher, is refused"),
     Variable("LOCAL_RANK", "torchrun, DeepSpeed's launcher, Lightning (also written: env --format torch)", "a worker's rank on its node; one that is not SLURM_LOCALID, from no known launcher, is refused"),
     Variable("WORLD_SIZE", "torchrun, DeepSpeed's launcher (also written: env --format torch)", "number of workers"),
     Variable("LOCAL_WORLD_SIZE", "torchrun (also written: env --format torch)", "number of workers on the node"),
     Variable("MASTER_ADDR", "torchrun, DeepSpeed's launcher (also written: env --format torch)", "read in a worker of a launcher below srun: where its run meets, part of the launch key (two runs beside each other are launches of their own)"),
     Variable("MASTER_PORT", "torchrun (--master-port), DeepSpeed's launcher (also written: env --format torch)", "read in a worker of a launcher below srun: where its run meets, part of the launch key (two runs with the run id none and another --master-port are launches of their own)"),
-    Variable("CROSS_RANK", "DeepSpeed's launcher", "marks a worker of DeepSpeed's per-node launcher (the node's rank, not read)"),
-    Variable("LOCAL_SIZE", "DeepSpeed's launcher", "number of workers on the node"),
+    Variable("CROSS_RANK", "DeepSpeed's launcher", "marks a worker of DeepSpeed's per-node launcher (the node's rank, not read)", launched_with="LOCAL_SIZE"),
+    Variable("LOCAL_SIZE", "DeepSpeed's launcher", "number of workers on the node", launched_with="CROSS_RANK"),
     Variable("SLURM_RESOLVER_JOBS", "user", "override of `jobs`, e.g. ps=1,worker=3"),
     Variable("SLURM_RESOLVER_PORT_BASE", "user", "override of `port_base`"),
     Variable("SLURM_RESOLVER_EXCHANGE", "user", "exchange between the tasks: auto, mpi, rendezvous or none (see exchange=)"),
@@ -114,14 +129,34 @@ PREFIXES: tuple[str, ...] = (
     "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
     "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
     "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
+    "OMPI_MCA_orte_hnp_uri", "KUBERNETES_SERVICE_HOST",
     "grpc_proxy", "no_grpc_proxy", "https_proxy", "http_proxy",
     "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "CROSS_RANK", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT",
 )
 """Names (or prefixes of names) copied into the environment snapshot."""
 
+_LAUNCH = tuple(v for v in VARIABLES if v.launched_with)
+
 HET_PATTERN = "{name}_HET_GROUP_{index}"
 """How Slurm names a het component's variable: ``SLURM_JOB_NODELIST_HET_GROUP_1``."""
+
+
+def launch_variables(env: Mapping[str, str]) -> list[tuple[str, Variable]]:
+    """The variables of ``env`` that only a launch sets (`Variable.launched_with`), each with its row, in the
+    table's order (a row's ``<n>`` stands for any component number).
+
+    >>> [name for name, _ in launch_variables({"SLURM_NTASKS": "4", "HOME": "/", "SLURM_NTASKS_HET_GROUP_1": "2"})]
+    ['SLURM_NTASKS', 'SLURM_NTASKS_HET_GROUP_1']
+    """
+    found = []
+    for row in _LAUNCH:
+        if not row.name.endswith("_<n>"):
+            found += [(row.name, row)] if row.name in env else []
+            continue
+        stem = row.name[:-3]
+        found += [(name, row) for name in sorted(env) if name.startswith(stem) and name[len(stem):].isdigit()]
+    return found
 
 
 def _cell(text: str) -> str:
@@ -131,8 +166,9 @@ def _cell(text: str) -> str:
 
 def reference_markdown() -> str:
     """The variable reference of the documentation, as a Markdown table."""
-    rows = ["| variable | set by | what slurm_resolver takes from it |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | {_cell(v.source)} | {_cell(v.meaning)} |" for v in VARIABLES]
+    rows = ["| variable | set by | what slurm_resolver takes from it | a launch sets it with |", "|---|---|---|---|"]
+    rows += [f"| `{v.name}` | {_cell(v.source)} | {_cell(v.meaning)} | "
+             f"{f'`{v.launched_with}`' if v.launched_with else ''} |" for v in VARIABLES]
     return "\n".join(rows) + "\n"
 
 

@@ -23,7 +23,8 @@ def planned(rank: int, **kwargs: object) -> Bootstrapped:
 def test_torch_env_names_rank_0_and_the_local_group() -> None:
     env = adapters.torch_env(planned(2))
     assert env == {"MASTER_ADDR": "node1", "MASTER_PORT": "8888", "RANK": "2", "WORLD_SIZE": "6",
-                   "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "4"}
+                   "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "4", "SLURM_RESOLVER_DEVICES": ""}
+    assert adapters.torch_device(planned(2)) == "cpu"
 
 
 def test_tensorflow_env_is_tf_config_on_the_spare_ports() -> None:
@@ -35,7 +36,55 @@ def test_jax_arguments_and_env() -> None:
     b = planned(5)
     assert adapters.jax_arguments(b) == {"coordinator_address": "node1:8888", "num_processes": 6, "process_id": 5,
                                          "local_device_ids": None}
-    assert adapters.jax_env(b)["JAX_PROCESS_ID"] == "5"
+    # only what jax.distributed.initialize() reads: its own Slurm detection tells the count and id here
+    assert adapters.jax_env(b, captured("srun_N3_n6")[5]) == {"JAX_COORDINATOR_ADDRESS": "node1:8888"}
+
+
+def _task(case: str, rank: int, **changes: str) -> tuple[Bootstrapped, dict[str, str]]:
+    env = {**captured(case)[rank], **changes}
+    return Bootstrapped.from_cluster(resolve(env, resolves=lambda n: True)), env
+
+
+def _gpus(env: dict[str, str], ids: str) -> dict[str, str]:
+    return {**env, **{name: ids for name in ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL")}}
+
+
+# The three shapes of what a task sees, and its GPUs as its process numbers them (positions in that list):
+ORDINALS = [
+    # srun -w node1 -n2 --gres=gpu:2 while another job holds GPUs 0,1: both tasks see 2,3 (no device cgroup)
+    ("a shared list not from 0", "srun_gres3_n2", {"CUDA_VISIBLE_DEVICES": "2,3", "SLURM_STEP_GPUS": "2,3",
+                                                    "GPU_DEVICE_ORDINAL": "2,3"}, [("2",), ("3",)], [[0], [1]]),
+    # srun --gpus-per-task=1 without device cgroups: task 1 sees GPU 1 alone, as ordinal 0 (captured)
+    ("bound per task", "srun_gpus_per_task1", {}, [("0",), ("1",), ("2",), ("0",)], [[0]] * 4),
+    # the same with ConstrainDevices=yes: Slurm numbers what each task sees from 0
+    ("bound per task, device cgroups", "srun_gpus_per_task1", {"CUDA_VISIBLE_DEVICES": "0"}, [("0",)] * 4,
+     [[0]] * 4),
+]
+
+
+@pytest.mark.parametrize(("case", "changes", "ids", "expected"), [c[1:] for c in ORDINALS],
+                         ids=[c[0] for c in ORDINALS])
+def test_every_adapter_gives_the_tasks_gpus_as_its_process_numbers_them(case: str, changes: dict[str, str],
+                                                                        ids: list[tuple[str, ...]],
+                                                                        expected: list[list[int]]) -> None:
+    for rank, (slurm_ids, ordinals) in enumerate(zip(ids, expected)):
+        b, env = _task(case, rank, **changes)
+        assert b.me.gpus == slurm_ids  # Slurm's ids are kept as Slurm wrote them...
+        assert list(adapters.device_ordinals(b, env)) == ordinals  # ...and handed on as ordinals
+        assert adapters.jax_arguments(b, env)["local_device_ids"] == ordinals
+        assert adapters.jax_env(b, env)["JAX_LOCAL_DEVICE_IDS"] == ",".join(map(str, ordinals))
+        assert adapters.torch_device(b, env) == f"cuda:{ordinals[0]}"
+        for fmt in ("tf", "torch", "shell"):
+            assert adapters.FORMATS[fmt](b, env)["SLURM_RESOLVER_DEVICES"] == ",".join(map(str, ordinals))
+
+
+def test_ordinals_follow_a_narrowed_cuda_visible_devices() -> None:
+    """The training jobs narrow CUDA_VISIBLE_DEVICES to the task's own GPUs: then they are 0, 1..."""
+    b, env = _task("srun_gres3_n2", 1, **_gpus({}, "2,3"))
+    assert adapters.device_ordinals(b, env) == (1,)
+    assert adapters.device_ordinals(b, {**env, **b.cluster.device_env()}) == (0,)
+    with pytest.raises(ConfigurationError, match="not among the devices this process sees"):
+        adapters.device_ordinals(b, {**env, "CUDA_VISIBLE_DEVICES": "0"})
 
 
 def test_shell_env_and_quoting() -> None:
@@ -64,10 +113,11 @@ def test_grpc_is_kept_off_an_http_proxy_unless_the_user_says_otherwise(variables
 
 
 def test_the_tensorflow_and_jax_variables_turn_grpcs_proxy_off_where_one_is_set() -> None:
-    proxy = {"https_proxy": "http://proxy:3128"}
+    task = captured("srun_N3_n6")[0]
+    proxy = {**task, "https_proxy": "http://proxy:3128"}
     assert adapters.tensorflow_env(planned(0), proxy)["grpc_proxy"] == ""
     assert adapters.jax_env(planned(0), proxy)["grpc_proxy"] == ""
-    assert "grpc_proxy" not in adapters.tensorflow_env(planned(0), {}) | adapters.jax_env(planned(0), {})
+    assert "grpc_proxy" not in adapters.tensorflow_env(planned(0), {}) | adapters.jax_env(planned(0), task)
     assert "grpc_proxy" not in adapters.torch_env(planned(0))  # gloo and NCCL do not speak gRPC
 
 

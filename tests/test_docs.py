@@ -170,7 +170,8 @@ def test_every_public_name_has_a_docstring() -> None:
 
 def test_code_blocks_are_highlighted(site: Path) -> None:
     for name, html in pages(site).items():
-        blocks = re.findall(r'(<div class="[^"]*highlight[^"]*">)?<pre(?! class="mermaid")[^>]*>', html)
+        blocks = re.findall(r'(<div class="[^"]*highlight[^"]*">(?:<span class="filename">[^<]*</span>)?)?'
+                            r'<pre(?! class="mermaid")[^>]*>', html)  # a block with a title names its file first
         assert "" not in blocks, f"{name}: {blocks.count('')} code blocks without highlighting"
 
 

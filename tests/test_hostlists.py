@@ -18,10 +18,68 @@ EXPAND = [
     ("a,b[2,4-5]", ("a", "b2", "b4", "b5")),
 ]
 
+SLURM_READS = [  # each as `scontrol show hostnames` (Slurm 22.05) reads it: whitespace separates hosts
+    ("alpha beta gamma", ("alpha", "beta", "gamma")),
+    ("1.1.1.1, 1.1.1.2", ("1.1.1.1", "1.1.1.2")),
+    ("node3, node4", ("node3", "node4")),
+    ("a\tb\nc", ("a", "b", "c")),
+    ("n[1-2] m[3-4]", ("n1", "n2", "m3", "m4")),
+    ("n[1-2]  ,  m[3-4]", ("n1", "n2", "m3", "m4")),
+    ("a,,b", ("a", "b")),
+    (",a", ("a",)),
+    (" n1", ("n1",)),
+    ("n1 ,n2", ("n1", "n2")),
+    # inside brackets, whitespace before a bound is part of its width (Slurm's strtoul and strlen)
+    ("1.2.3.[089, 100-110]", ("1.2.3.089", *(f"1.2.3.0{n}" for n in range(100, 111)))),
+    ("n[1, 3]", ("n1", "n03")),
+    ("n[ 1,3]", ("n01", "n3")),
+    ("n[1 - 3]", ("n01", "n02", "n03")),
+    ("n[01, 2]", ("n01", "n02")),
+    ("n[08, 9]", ("n08", "n09")),
+    ("n[1,  3]", ("n1", "n003")),
+]
+"""Host lists with whitespace, and what Slurm makes of them (``tests/test_hostlists.py::test_slurm_agrees``
+asks the test cluster's ``scontrol`` again)."""
+
+SLURM_REFUSES = ["n[5 ,7]", "n[1-3 ]", "n[1,,3]"]
+"""Whitespace (or nothing) where Slurm reads no bound: ``Invalid hostlist`` from ``scontrol``."""
+
+COLLAPSE = [  # as `scontrol show hostlist` (the given order) and `scontrol show hostlistsorted`
+    (["node10", "node9", "node11"], "node[10,9,11]", "node[9-11]"),
+    (["node3", "node1", "node2", "node1"], "node[3,1-2,1]", "node[1,1-3]"),
+    (["b1", "a1", "a2", "b2"], "b1,a[1-2],b2", "a[1-2],b[1-2]"),
+    (["n1", "n2", "n3", "n5", "n4"], "n[1-3,5,4]", "n[1-5]"),
+    (["123", "124"], "[123-124]", "[123-124]"),
+    (["n1", "n02"], "n[1,02]", "n[1,02]"),
+    (["n9", "n10", "n11"], "n[9-11]", "n[9-11]"),
+    (["n99", "n100"], "n[99-100]", "n[99-100]"),
+    (["n08", "n09", "n10"], "n[08-10]", "n[08-10]"),
+    (["a", "b1", "b2", "a"], "a,b[1-2],a", "a,a,b[1-2]"),
+    (["node1-ib", "node2-ib"], "node1-ib,node2-ib", "node1-ib,node2-ib"),
+]
+
 
 @pytest.mark.parametrize(("text", "hosts"), EXPAND)
 def test_expand(text: str, hosts: tuple[str, ...]) -> None:
     assert expand(text) == hosts
+
+
+@pytest.mark.parametrize(("text", "hosts"), SLURM_READS)
+def test_whitespace_separates_hosts_as_slurm_reads_them(text: str, hosts: tuple[str, ...]) -> None:
+    assert expand(text) == hosts
+
+
+@pytest.mark.parametrize("text", SLURM_REFUSES)
+def test_whitespace_where_slurm_reads_no_bound_is_refused_quoting_the_part(text: str) -> None:
+    with pytest.raises(EnvironmentVariableError, match=r"SLURM_STEP_NODELIST.*(no bound|\[)"):
+        expand(text, "SLURM_STEP_NODELIST")
+
+
+def test_a_partial_step_with_a_space_in_its_list_resolves_every_address() -> None:
+    from slurm_resolver.resolution import resolve
+
+    env = {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "node3, node4"}
+    assert resolve(env, resolves=lambda n: True).spec().as_dict() == {"worker": ["node3:8888", "node4:8888"]}
 
 
 @pytest.mark.parametrize("text", ["", " ", "node[1-", "node[3-1]", "node]", "node[a-b]", "n[1-2]]"])
@@ -45,8 +103,10 @@ def test_counts_reject(text: str) -> None:
         expand_counts(text)
 
 
-def test_collapse() -> None:
-    assert collapse(["node10", "node9"]) == "node[9-10]"
+@pytest.mark.parametrize(("hosts", "ordered", "sorted_"), COLLAPSE)
+def test_collapse_keeps_the_order_as_scontrol_show_hostlist(hosts: list[str], ordered: str, sorted_: str) -> None:
+    assert collapse(hosts) == ordered and collapse(hosts, sort=True) == sorted_
+    assert expand(ordered) == tuple(hosts)
 
 
 @given(st.lists(st.integers(0, 64), min_size=1, max_size=30))
@@ -54,9 +114,35 @@ def test_counts_round_trip_property(counts: list[int]) -> None:
     assert expand_counts(collapse_counts(counts)) == tuple(counts)
 
 
-@given(st.lists(st.from_regex(r"[a-z]{1,4}[0-9]{1,3}", fullmatch=True), min_size=1, max_size=20, unique=True))
+@given(st.lists(st.from_regex(r"[a-z]{0,4}[0-9]{1,3}(-[a-z]{1,2})?", fullmatch=True), min_size=1, max_size=20))
 def test_hostlist_round_trip_property(hosts: list[str]) -> None:
-    assert sorted(expand(collapse(hosts))) == sorted(hosts)
+    """expand() undoes collapse(), order and duplicates kept, sorted or not."""
+    assert expand(collapse(hosts)) == tuple(hosts)
+    assert sorted(expand(collapse(hosts, sort=True))) == sorted(hosts)
+
+
+@given(st.lists(st.sampled_from(["a", "b", "n1", "n2", "n[1-3]", "n[08, 10]", "x[1 - 2]"]), min_size=1, max_size=6),
+       st.lists(st.sampled_from([",", " ", ", ", "\t", "\n", " ,"]), min_size=5, max_size=5))
+def test_any_separators_read_as_commas(words: list[str], separators: list[str]) -> None:
+    text = "".join(w + s for w, s in zip(words, separators * 2))
+    assert expand(text) == tuple(h for w in words for h in expand(w))
+
+
+@pytest.mark.slurm
+def test_slurm_agrees(slurm_cluster: dict[str, str]) -> None:
+    """The tables above are what this cluster's own ``scontrol`` says."""
+    import subprocess
+
+    def scontrol(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["scontrol", "show", *args], capture_output=True, text=True, timeout=30)
+
+    for text, hosts in [*EXPAND[:5], *EXPAND[6:], *SLURM_READS]:  # node[1-3]-ib: python-hostlist's, not Slurm 22.05's
+        assert tuple(scontrol("hostnames", text).stdout.split()) == hosts, text
+    for text in SLURM_REFUSES:
+        assert "Invalid hostlist" in scontrol("hostnames", text).stderr, text
+    for hosts, ordered, sorted_ in COLLAPSE:
+        assert scontrol("hostlist", ",".join(hosts)).stdout.strip() == ordered
+        assert scontrol("hostlistsorted", ",".join(hosts)).stdout.strip() == sorted_
 
 
 @given(st.text(max_size=40))

@@ -20,7 +20,8 @@ PACKAGE = ROOT / "slurm_resolver"
 
 LAYERS: list[set[str]] = [
     # Values, parsing, and the one reader of the environment.
-    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema"},
+    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema", "jax_detection",
+     "frameworks"},
     # The parts of resolution, and the seams to outside systems.
     {"launchers", "launchers.*", "layout", "placement", "packing", "gpus", "nvml", "mpi", "munge", "slurmctl",
      "addresses", "exchange", "cluster_spec", "outcome", "attempts"},
@@ -29,7 +30,7 @@ LAYERS: list[set[str]] = [
     # The bootstrap.
     {"rpc", "rpc.*"},
     # What users call: the TensorFlow-shaped resolvers, adapters, training jobs.
-    {"adapters", "resolvers", "resolvers.*", "supervise", "srun_step", "restart", "preemption", "training",
+    {"adapters", "lightning", "resolvers", "resolvers.*", "supervise", "srun_step", "restart", "preemption", "training",
      "training.*", "submission", "templates", "diagnostics"},
     # The command line, and the package's lazy names.
     {"cli", "cli.*", "", "__main__"},
@@ -38,11 +39,11 @@ LAYERS: list[set[str]] = [
 
 LEVELS: list[set[str]] = [
     # 0
-    {"errors", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages", "rpc.transport",
-     "training", "training.delivery", "variables"},
+    {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages",
+     "rpc.transport", "training", "training.delivery", "variables"},
     # 1
-    {"addresses", "environment", "hostlists", "munge", "optional", "packing", "parsing", "rpc.callers", "rpc.local",
-     "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
+    {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
+     "rpc.callers", "rpc.local", "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
     # 2
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.connections",
      "rpc.rounds", "rpc.service", "slurmctl", "templates", "training.native_logs"},
@@ -66,7 +67,7 @@ LEVELS: list[set[str]] = [
     # 10
     {"adapters", "rpc.bootstrap", "supervise", "training.report"},
     # 11
-    {"rpc.learn", "rpc.simulate", "srun_step", "training.task"},
+    {"lightning", "rpc.learn", "rpc.simulate", "srun_step", "training.task"},
     # 12
     {"resolvers.slurm", "restart", "rpc.loopback", "training.data_service", "training.ddp", "training.jax_job",
      "training.parameter_server", "training.resumable"},

@@ -221,11 +221,11 @@ def bootstrap(args: argparse.Namespace) -> int:
     from ..mpi import finalize
 
     b = bootstrapped(args)
-    variables = _variables_for(b, args.format)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    variables = _exports(b, args.format, command)
     if not args.overwrite:
         _refuse_leftovers(variables)
     apply(variables, overwrite=args.overwrite)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         if speaks_for_job(b.rank, args.all_ranks):  # every task verified the same table
             print(json.dumps(b.describe(), sort_keys=True))
@@ -247,6 +247,34 @@ def bootstrap(args: argparse.Namespace) -> int:
 
         raise cannot_run(command, exc, for_child({})) from None
     return 0  # pragma: no cover
+
+
+def _exports(b: Bootstrapped, fmt: str, command: list[str]) -> dict[str, str]:
+    """The variables ``bootstrap`` exports in ``fmt``; ``auto``: the format of the framework ``command``'s script
+    imports (`slurm_resolver.frameworks`), less what a launcher below srun set already (torchrun's
+    ``MASTER_ADDR``...), and where that framework's variables cannot serve it (JAX's own detection would take
+    another count), the shell's, said once for the job."""
+    import logging
+    import os
+
+    from ..errors import ConfigurationError
+    from ..frameworks import format_for
+
+    if fmt != "auto":
+        return _variables_for(b, fmt)
+    told, why = format_for(command) if command else ("shell", "no command")
+    log = logging.getLogger("slurm_resolver")
+    log.debug("--format %s: %s", told, why)
+    try:
+        variables = _variables_for(b, told)
+        if b.cluster.launch.below is not None:  # torchrun set its workers' own (MASTER_ADDR...): they stay
+            variables = {k: v for k, v in variables.items() if k not in os.environ}
+        return variables
+    except ConfigurationError as exc:
+        if exc.said_by(b.rank):
+            log.warning("slurm_resolver: %s; exporting the shell's variables (SLURM_RESOLVER_*) instead (hint: %s)",
+                        exc.message, exc.hint)
+        return _variables_for(b, "shell")
 
 
 def _refuse_leftovers(variables: dict[str, str]) -> None:

@@ -85,7 +85,12 @@ def _global_options(parser: argparse.ArgumentParser, top: bool) -> None:
 
 
 _FORMAT_HELP = ("the variables to export: tf (TF_CONFIG), torch (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, "
-                "LOCAL_RANK...), jax (JAX_COORDINATOR_ADDRESS...), shell (SLURM_RESOLVER_*); default: %(default)s")
+                "LOCAL_RANK...), jax (what a bare jax.distributed.initialize() reads), shell (SLURM_RESOLVER_*); "
+                "default: %(default)s")
+_AUTO_HELP = _FORMAT_HELP.replace("; default: %(default)s", "; default: auto, the framework the COMMAND's Python "
+                                  "script imports (torch, lightning: torch; jax; tensorflow: tf), else shell")
+_AUTO = ("auto", *FORMATS)
+"""The choices of ``--format`` where a command is given: ``auto`` tells the framework from the command."""
 _JOBS_HELP = ("the job layout: name=count pairs such as ps=1,worker=3 (filled in rank order, names sorted), or "
               "one name per het component such as ps,worker; default: every task a worker")
 _PORT_HELP = ("the planned port of each node's first task; a task's port is this plus its local rank "
@@ -169,10 +174,12 @@ def _cluster_commands(command: Command) -> None:
 
     boot = command("bootstrap", cluster.bootstrap,
                    "bootstrap (real servers, one verified cluster), export the variables, run COMMAND",
+                   "  srun -N2 -n4 slurm-resolver bootstrap -- python train.py   (train.py imports torch: "
+                   "MASTER_ADDR...)\n"
                    "  srun -N2 -n4 slurm-resolver bootstrap --format torch -- python train.py\n"
                    "  srun -N2 -n4 slurm-resolver bootstrap      the verified cluster, printed by rank 0",
                    per_task=True)
-    boot.add_argument("--format", choices=FORMATS, default="shell", help=_FORMAT_HELP)
+    boot.add_argument("--format", choices=_AUTO, default="auto", help=_AUTO_HELP)
     boot.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     _bootstrap_options(boot)
     boot.add_argument("--overwrite", action="store_true", help="replace variables that are already set")
@@ -194,7 +201,7 @@ def _cluster_commands(command: Command) -> None:
                      help="the fewest nodes the program can run on (default: all the nodes it started on)")
     run.add_argument("--srun-args", default="", metavar="TEXT", help="more srun arguments, as shell words")
     run.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
-    run.add_argument("--format", choices=FORMATS, default="shell", help=_FORMAT_HELP)
+    run.add_argument("--format", choices=_AUTO, default="auto", help=_AUTO_HELP)
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
     check = command("check", cluster.check,
@@ -284,6 +291,8 @@ def _tools(command: Command) -> None:
     collapse = command("collapse", tools.collapse, "collapse host names into a host list, like scontrol show hostlist",
                        "  slurm-resolver collapse node1 node2 node3     node[1-3]")
     collapse.add_argument("hosts", nargs="*", help="names, separated by spaces or commas (default: standard input)")
+    collapse.add_argument("--sort", action="store_true",
+                          help="sorted by prefix and number first, like scontrol show hostlistsorted")
     completion = command("completion", tools.completion, "a shell completion script",
                          "  eval \"$(slurm-resolver completion bash)\"")
     completion.add_argument("shell", choices=("bash", "zsh"))

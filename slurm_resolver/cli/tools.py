@@ -24,7 +24,7 @@ def collapse(args: argparse.Namespace) -> int:
     names = [n for arg in args.hosts for n in arg.replace(",", " ").split()]
     if not names:
         names = sys.stdin.read().split()
-    print(collapse_names(names))
+    print(collapse_names(names, sort=args.sort))
     return 0
 
 

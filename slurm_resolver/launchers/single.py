@@ -1,11 +1,16 @@
 """The fallback: one process, no launcher; a cluster of one worker on this host.
 
-A process whose environment holds part of a launch (``SLURM_PROCID`` without the step's layout,
-a step's layout without ``SLURM_PROCID``) is refused, naming the missing variable: it is a task of
-something, and answering "one process" would be a silently wrong cluster. So is a process whose
-``RANK``/``LOCAL_RANK`` or ``WORLD_SIZE``/``LOCAL_WORLD_SIZE`` say it is one of several workers,
-started by a launcher none of the plugins knows (``torch.multiprocessing``, Lightning spawning its
-devices on a workstation, the legacy ``torch.distributed.launch``).
+"No launch at all" is decided once, from the variable table: a process holding none of the variables
+that tell a place in a launch (`slurm_resolver.variables.Variable.launched_with`: Slurm's rank, node
+and job variables, MPI's, torchrun's and DeepSpeed's markers) is one process alone. A process that
+holds any of them, and that no launcher plugin recognised, holds part of a launch (``SLURM_PROCID``
+without the step's layout, ``SLURM_NTASKS`` or ``SLURM_LOCALID`` alone, ``SLURM_NODELIST`` without
+``SLURM_JOB_ID``): it is refused, naming the first partner that is missing, since answering "one
+process" would be a silently wrong cluster. So is a process whose ``RANK``/``LOCAL_RANK`` or
+``WORLD_SIZE``/``LOCAL_WORLD_SIZE`` say it is one of several workers, started by a launcher none of the
+plugins knows (``torch.multiprocessing``, Lightning spawning its devices on a workstation, the legacy
+``torch.distributed.launch``); with the values of a process alone (``RANK=0``...) they are PyTorch's
+convention, not a launch.
 """
 
 from __future__ import annotations
@@ -13,26 +18,38 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError, ResolutionError
-from ..layout import STEP_VARIABLES
+from ..variables import launch_variables
 from .base import Launch, Launcher
 
 __all__ = ["SingleProcess"]
 
-_FIX = ("run the task under srun, which sets every one of them, or unset the Slurm variables left from "
-        "another launch (env -u ...) to run a single process")
+_FIX = ("run the task under its launcher (srun sets every Slurm variable of a task), or unset the variables left "
+        "from another launch (env -u ...) to run a single process")
+
+_WHAT = {"SLURM_PROCID": "the task's rank", "SLURM_STEP_NODELIST": "the step's nodes", "SLURM_JOB_ID": "the job's id",
+         "SLURM_JOB_NODELIST": "the job's nodes"}
+"""How the refusal names a missing partner (any other by its name alone)."""
+
+
+def _short(value: str) -> str:
+    """``value`` as a message shows it: at most 40 characters (a node list can be long).
+
+    >>> _short("node[1-4]"), _short("x" * 50)[-20:]
+    ('node[1-4]', 'x... (50 characters)')
+    """
+    return value if len(value) <= 40 else f"{value[:37]}... ({len(value)} characters)"
 
 
 def _partial_launch(env: Mapping[str, str]) -> EnvironmentVariableError | None:
-    """The error naming what a partial Slurm launch lacks; None where there is no launch at all."""
-    present = [name for name in ("SLURM_PROCID", *STEP_VARIABLES) if name in env]
+    """The error naming what a partial launch lacks; None where there is no launch at all."""
+    present = launch_variables(env)
     if not present:
         return None
-    if "SLURM_PROCID" not in env:
-        return EnvironmentVariableError("SLURM_PROCID", None, f"the task's rank, since {present[0]} is set: this "
-                                        "process belongs to an srun step", _FIX)
+    name, row = next(((n, v) for n, v in present if v.launched_with not in env), present[0])
+    missing = row.launched_with
     return EnvironmentVariableError(
-        "SLURM_STEP_NODELIST", None, f"the step's nodes, since SLURM_PROCID={env['SLURM_PROCID']} is set: this "
-        "process is a task of a launch whose other tasks are unknown", _FIX)
+        missing, None, f"{_WHAT.get(missing, missing)}, since {name}={_short(env[name])} is set ({row.source}): this "
+        "process is part of a launch whose other variables are missing", _FIX)
 
 
 _ONE_OF_ONE = (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_WORLD_SIZE", "1"))

@@ -3,7 +3,7 @@
     srun python -m slurm_resolver.training.jax_job
 
 Every task bootstraps; rank 0's spare port becomes JAX's coordinator, every task's rank
-its ``process_id`` (and its GPUs, where Slurm bound indices, its ``local_device_ids``).
+its ``process_id`` (and its GPUs, as ordinals of its process, its ``local_device_ids``).
 The tasks then sum their ranks across processes with a ``psum`` over all devices and fit
 a line by gradient descent, averaging gradients with the same collective; rank 0 prints
 both.

@@ -11,8 +11,8 @@ from ..conftest import captured
 
 @pytest.mark.parametrize(("fmt", "expected"), [
     ("torch", ["MASTER_ADDR=node1", "MASTER_PORT=8888", "RANK=4", "WORLD_SIZE=6", "LOCAL_RANK=0",
-               "LOCAL_WORLD_SIZE=1"]),
-    ("jax", ["JAX_COORDINATOR_ADDRESS=node1:8888", "JAX_NUM_PROCESSES=6", "JAX_PROCESS_ID=4"]),
+               "LOCAL_WORLD_SIZE=1", "SLURM_RESOLVER_DEVICES=''"]),
+    ("jax", ["JAX_COORDINATOR_ADDRESS=node1:8888"]),
     ("shell", ["SLURM_RESOLVER_RANK=4", "SLURM_RESOLVER_ADDRESS=node2:8888"]),
 ])
 def test_env_formats(cli: Any, fmt: str, expected: list[str]) -> None:
@@ -20,6 +20,22 @@ def test_env_formats(cli: Any, fmt: str, expected: list[str]) -> None:
     assert out.returncode == 0, out.stderr
     for item in expected:
         assert f"export {item}\n" in out.stdout
+    assert "JAX_NUM_PROCESSES" not in out.stdout and "JAX_PROCESS_ID" not in out.stdout  # JAX reads neither
+
+
+@pytest.mark.parametrize(("case", "rank", "taken"), [
+    ("sbatch_batch_step", 0, "no process count from no cluster in JAX's detection"),
+    ("srun_N1_torchrun_standalone3", 0, "1 processes and process id 0 from JAX's slurm detection"),
+])
+def test_env_format_jax_refuses_where_a_bare_initialize_would_be_wrong(cli: Any, case: str, rank: int,
+                                                                       taken: str) -> None:
+    env = dict(captured(case)[rank], PATH="/usr/bin:/bin")
+    out = cli("env", "--format", "jax", env=env)
+    assert out.returncode == 1 and f"would take {taken}" in out.stderr, out.stderr
+    assert "jax_arguments(slurm_resolver.bootstrap())" in out.stderr and not out.stdout
+    if len(captured(case)) > 1:  # said once for the job: the other tasks exit 1 without a word
+        other = cli("env", "--format", "jax", env=dict(captured(case)[1], PATH="/usr/bin:/bin"))
+        assert other.returncode == 1 and not other.stderr and not other.stdout
 
 
 def test_env_tf_config(cli: Any) -> None:

@@ -118,5 +118,6 @@ def test_env_in_the_batch_script_warns_and_the_refusal_names_its_cause(slurm_clu
     assert len(lines) == 2 and all(len(line) < 500 for line in lines), lines  # not one a task, nor the JSON
     assert lines[0].startswith("slurm-resolver: warning: env describes the batch step, this one process, not the "
                                "tasks srun starts: every task given these variables would be rank 0")
-    assert lines[1].startswith("slurm-resolver: error: refusing to replace ") and "SLURM_RESOLVER_TASK" in lines[1]
+    assert lines[1].startswith("slurm-resolver: error: refusing to replace ") and "SLURM_RESOLVER_DEVICES" in lines[1]
+    assert "and 2 more" in lines[1]  # SLURM_RESOLVER_TASK and WORLD_SIZE: six are named, the rest counted
     assert "`slurm-resolver env` wrote them in the batch step (rank 0 of 8" in lines[1] and "{" not in lines[1]
