@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Generic
@@ -45,6 +46,27 @@ def channel_target(host: str, port: int) -> str:
     if len(parts) == 4 and all(p.isascii() and p.isdigit() and p == str(int(p)) and int(p) < 256 for p in parts):
         return f"ipv4:{host}:{port}"
     return f"{host}:{port}"
+
+
+SPARE_PORTS = (10000, 20000)
+"""Where a task's spare port (for a framework's server) is found: below the launches' rendezvous ports
+(20000-32767) and Linux's ephemeral ports (32768-60999). A port bound and released in the ephemeral
+range may become the source port of any connection of the node before the framework binds it ("address
+already in use"); a port below it is only ever taken by a program that binds it by name."""
+
+
+def spare_port(address: str, tries: int = 32) -> int:
+    """A port free on ``address`` now (bound, read, released), from `SPARE_PORTS` where one of ``tries``
+    random picks is free, else any the kernel gives."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    for port in [*random.sample(range(*SPARE_PORTS), tries), 0]:
+        with socket.socket(family) as sock:
+            try:
+                sock.bind((address, port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise OSError(f"no port can be bound on {address}")
 
 
 class GrpcLink:
@@ -187,9 +209,7 @@ class GrpcNetwork:
         return True
 
     def reserve(self, host: str) -> int:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-            sock.bind((bindable(host).strip("[]"), 0))
-            return int(sock.getsockname()[1])
+        return spare_port(bindable(host).strip("[]"))
 
     async def close(self) -> None:
         """Close every channel; none is made after this."""

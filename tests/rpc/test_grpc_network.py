@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -272,3 +273,16 @@ def test_a_leader_whose_round_takes_a_while_says_in_the_calls_headers_that_it_ho
             await network.close()
 
     assert asyncio.run(scenario()) == (True, 0)
+
+
+def test_a_tasks_spare_port_is_free_and_below_the_ports_the_kernel_hands_out_for_connections() -> None:
+    """A port released in the ephemeral range may be any connection's source port by the time a
+    framework binds it (Lightning's process group once met "address already in use" so)."""
+    from slurm_resolver.rpc.grpc_network import SPARE_PORTS, spare_port
+
+    ports = {spare_port("127.0.0.1") for _ in range(20)}
+    assert all(SPARE_PORTS[0] <= p < SPARE_PORTS[1] for p in ports) and len(ports) > 1
+    with socket.socket() as held:  # a port taken is never given
+        held.bind(("127.0.0.1", 0))
+        taken = held.getsockname()[1]
+        assert all(spare_port("127.0.0.1") != taken for _ in range(20))
