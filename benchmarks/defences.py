@@ -8,10 +8,10 @@ prints for each run the CPU a task, the system calls a task (counted by the kern
 raw_syscalls:sys_enter`, where perf runs), and what each defence did in that run:
 
 - ``caller-bounds``: the bounds every call meets as it opens, per caller (`callers.Bound`: calls at
-  once, calls not yet proven); callers are told apart (the kernel's table of sockets read) only once
-  a bound is contested;
+  once, calls not yet proven); callers are told apart (the kernel asked who owns one socket) only
+  once a bound is contested;
 - ``shedder``: the per-process thread that counts the process's open files every half second (two
-  system calls) and reads the kernel's tables only once they grew past a slack
+  system calls) and asks the kernel for its ports' connections only once they grew past a slack
   (`slurm_resolver.rpc.connections`);
 - ``first-message``: the deadline on a call's first message (`service._Due`, a timer a call, held
   only while a caller's share of waiting calls is full);
@@ -79,8 +79,9 @@ def prepare() -> None:
     if off == "unproven-wait":
         coordinator.held_after = lambda deadline: deadline
         uplink.unproven_wait = lambda timeout: 10 * timeout
-    _count(callers, "host_sockets", "table_reads")
-    connections._SHEDDER._sockets = callers.host_sockets
+    _count(connections, "around", "kernel_asked_for_a_ports_connections")
+    connections._SHEDDER._sockets = connections.around
+    _count(callers, "owner", "kernel_asked_for_a_sockets_owner")
     _count(connections.Shedder, "check", "shedder_checks")
     _count(connections, "lowest_free", "open_file_counts")
     connections._SHEDDER._count = connections.lowest_free
@@ -95,14 +96,13 @@ def prepare() -> None:
 def _run(args: argparse.Namespace, off: str) -> dict[str, Any]:
     """One run (a child process of its own, under perf where perf runs), its figures."""
     folder = tempfile.mkdtemp(prefix="defences-")
-    code = ("import sys, json; sys.path.insert(0, {here!r})\n"
+    shape = f"{args.ranks // args.tasks_per_node}, {args.tasks_per_node}, procs={args.procs}, timeout={args.timeout}"
+    code = (f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
             "from slurm_resolver.rpc.loopback import over_grpc\n"
             "if __name__ == '__main__':\n"
-            "    run = over_grpc({nodes}, {per_node}, procs={procs}, timeout={timeout}, prepare='defences:prepare')\n"
-            "    print('RUN ' + json.dumps({{'ok': run.ok, 'wall_s': run.wall_s, 'cpu_s': run.cpu_s, "
-            "'errors': list(run.errors.values())[:1]}}))\n"
-            ).format(here=str(Path(__file__).parent), nodes=args.ranks // args.tasks_per_node,
-                     per_node=args.tasks_per_node, procs=args.procs, timeout=args.timeout)
+            f"    run = over_grpc({shape}, prepare='defences:prepare')\n"
+            "    print('RUN ' + json.dumps({'ok': run.ok, 'wall_s': run.wall_s, 'cpu_s': run.cpu_s, "
+            "'errors': list(run.errors.values())[:1]}))\n")
     script = Path(folder, "run.py")
     script.write_text(code)
     command = [sys.executable, str(script)]

@@ -40,7 +40,7 @@ LAYERS: list[set[str]] = [
 LEVELS: list[set[str]] = [
     # 0
     {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages",
-     "rpc.transport", "training", "training.delivery", "variables"},
+     "rpc.sockets", "rpc.transport", "training", "training.delivery", "variables"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
      "rpc.callers", "rpc.local", "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},

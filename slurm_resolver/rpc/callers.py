@@ -4,24 +4,23 @@ A stranger's flood must cost only that stranger's share of a server, never every
 not yet proven (`UNPROVEN_SHARE` of `MOST_UNPROVEN`) and calls at once (`CALLS_SHARE` of
 `MOST_CALLS`) are counted per caller, and so are open connections (`CONNECTIONS_SHARE`, held by
 `slurm_resolver.rpc.connections`). On the server's own host a caller is the user who owns the
-other end of the connection (the kernel's table of sockets, ``/proc/net/tcp``: the socket whose
-local end is the caller's address and port); from another host, its address. Callers are told
-apart only once the server is busy (a share is full if every call were one caller's): the
-bootstrap's own calls never pay for it.
+other end of the connection (the kernel says, asked for that one socket by its addresses:
+`slurm_resolver.rpc.sockets.owner`); from another host, its address. Callers are told apart only
+once the server is busy (a share is full if every call were one caller's), once per connection:
+the bootstrap's own calls never pay for it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-import socket
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Iterable
 
+from .sockets import Socket, owner
 from .transport import Refusal, Refused
 
-__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+__all__ = ["Socket"]  # internal (docs/protocol.md); Socket: the kernel's view of a connection
 
 log = logging.getLogger("slurm_resolver")
 
@@ -39,71 +38,17 @@ CONNECTIONS_SHARE = 64
 _KNOWN = 4096  # callers remembered (by connection)
 
 
-def _endpoint(text: str, v6: bool) -> tuple[str, int]:
-    """``0100007F:1F90`` (as /proc/net/tcp writes a socket's end) as ``('127.0.0.1', 8080)``."""
-    address, _, port = text.partition(":")
-    raw = bytes.fromhex(address)
-    if not v6:
-        return socket.inet_ntop(socket.AF_INET, raw[::-1]), int(port, 16)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-    found = ipaddress.IPv6Address(words)
-    mapped = found.ipv4_mapped
-    return (str(mapped) if mapped is not None else str(found)), int(port, 16)
-
-
-class Socket(NamedTuple):
-    """One established TCP socket of this host, as the kernel's table says it."""
-
-    local: tuple[str, int]
-    """Its own end (address, port)."""
-    remote: tuple[str, int]
-    """The other end."""
-    uid: int
-    """The user who owns it."""
-    inode: int
-    """Its inode (0 while it waits in a listening socket's queue, not accepted yet)."""
-
-
-def established(text: str, v6: bool) -> Iterator[Socket]:
-    """The established sockets of one kernel table (``/proc/net/tcp``, or ``tcp6`` where ``v6``), given
-    as its text; an old socket in TIME_WAIT (root's) and a malformed line are passed over."""
-    for line in text.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 9 and fields[3] == "01":
-            try:
-                yield Socket(_endpoint(fields[1], v6), _endpoint(fields[2], v6), int(fields[7]), int(fields[9]))
-            except ValueError:
-                continue
-
-
-TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
-"""The kernel's tables of this host's TCP sockets (its network namespace's)."""
-
-
-def host_sockets(tables: Iterable[str] = TABLES) -> list[Socket]:
-    """Every established TCP socket of this host (a table that cannot be read is passed over)."""
-    found: list[Socket] = []
-    for table in tables:
-        try:
-            with open(table) as f:
-                text = f.read()
-        except OSError:
-            continue
-        found.extend(established(text, table.endswith("6")))
-    return found
-
-
-def socket_owners(ends: set[tuple[str, int]], tables: Iterable[str] = TABLES) -> dict[tuple[str, int], int]:
-    """The uid owning each local socket whose own end is one of ``ends`` (address, port): what the
-    kernel says of the other end of a connection from this host."""
-    return {s.local: s.uid for s in host_sockets(tables) if s.local in ends}
+def caller_name(remote: tuple[str, int], uid: int | None) -> str:
+    """How a caller is named, for its bounds and in warnings: ``uid N`` where the other end
+    ``remote`` of its connection is a socket of this host owned by ``uid``, else ``host A``."""
+    return f"uid {uid}" if uid is not None else f"host {remote[0]}"
 
 
 def caller_of(remote: tuple[str, int], owners: dict[tuple[str, int], int]) -> tuple[str, int | None]:
-    """Who the other end ``remote`` of a connection is: ``uid N`` where its socket is in this host's
-    table (``owners``: each local socket's own end and uid), else ``host A``; and that uid."""
+    """Who the other end ``remote`` of a connection is (`caller_name`), given the owners of this
+    host's sockets by their own end (``owners``); and its uid, where it is on this host."""
     uid = owners.get(remote)
-    return (f"uid {uid}", uid) if uid is not None else (f"host {remote[0]}", None)
+    return caller_name(remote, uid), uid
 
 
 def _address(peer: str) -> tuple[str, int] | None:
@@ -121,10 +66,12 @@ class Callers:
     Args:
         own: the address the server listens on (a caller from it, or from a loopback address, is on
             this host).
+        port: the port it listens on (a local caller's socket is found by both ends).
     """
 
-    def __init__(self, own: str = "") -> None:
+    def __init__(self, own: str = "", port: int = 0) -> None:
         self._own = own.strip("[]")
+        self._port = port
         self._known: dict[str, str] = {}
 
     def local(self, host: str) -> bool:
@@ -136,17 +83,15 @@ class Callers:
 
     def of(self, peers: Iterable[str]) -> dict[str, str]:
         """Who each of ``peers`` (gRPC's peer strings) is: ``uid N`` on this host, else ``host A``."""
-        wanted = {p for p in peers if p not in self._known}
-        ends = {a for a in map(_address, wanted) if a is not None and self.local(a[0])}
-        owners = socket_owners(ends) if ends else {}
-        for peer in wanted:
+        for peer in {p for p in peers if p not in self._known}:
             address = _address(peer)
             if address is None:
                 who = peer[:100]
-            elif address not in owners and self.local(address[0]):  # gone already: a caller of its own
-                who = f"connection {peer[:100]}"
+            elif not self.local(address[0]):
+                who = caller_name(address, None)
             else:
-                who = caller_of(address, owners)[0]
+                uid = owner(address, (self._own or address[0], self._port))
+                who = caller_name(address, uid) if uid is not None else f"connection {peer[:100]}"  # gone
             if len(self._known) >= _KNOWN:
                 self._known.pop(next(iter(self._known)))
             self._known[peer] = who

@@ -6,10 +6,11 @@ a connection and closes it at once, so that the process never runs out of open f
 gRPC's listener stops accepting anyone's connections, and every file the process opens fails). And
 ours, per caller (`Shedder`, one per process): a daemon thread counts the process's open files every
 `CHECK_EVERY` seconds (`lowest_free`: two system calls), and only when they grew past a slack does it
-read the kernel's table of sockets, tell the callers of every server port apart
+ask the kernel for the connections of this process's server ports (both their ends, filtered by the
+kernel: `slurm_resolver.rpc.sockets.around`, never the host's whole table), tell their callers apart
 (`slurm_resolver.rpc.callers`: a user of this host, else a host) and cut each caller's connections
-beyond `CONNECTIONS_SHARE` per port, newest first, with ``shutdown()``: gRPC then closes them itself.
-The job's own user is never cut.
+beyond `CONNECTIONS_SHARE` per server, newest first, with ``shutdown()``: gRPC then closes them itself.
+The job's own user is never cut. This process's files are listed only to find those it cuts.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import resource
 import socket
 import threading
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Sequence
 
-from .callers import CONNECTIONS_SHARE, Socket, caller_of, host_sockets
+from .callers import CONNECTIONS_SHARE, Socket, caller_of
+from .sockets import around
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -77,17 +79,17 @@ def lowest_free() -> int | None:
     return fd
 
 
-def excess(sockets: Sequence[Socket], ports: Iterable[int], open_here: Container[int], me: int, share: int
+def excess(sockets: Sequence[Socket], servers: Container[tuple[str, int]], me: int, share: int
            ) -> dict[tuple[int, str], list[int]]:
-    """The connections to cut: of this host's established ``sockets``, those on one of ``ports`` open in
-    this process (their inodes in ``open_here``: accepted by its servers), grouped by port and caller;
-    for each caller beyond ``share`` on a port, the inodes beyond it, newest (highest) first. The
-    callers of ``me`` (the job's own user) are never cut."""
+    """The connections to cut: of this host's established ``sockets`` (both ends of the connections of
+    some ports), those accepted by one of this process's ``servers`` (their own end one's address and
+    port; a socket still in a listener's queue has no inode yet, and is not counted), grouped by port
+    and caller; for each caller beyond ``share`` at a server, the inodes beyond it, newest (highest)
+    first. The callers of ``me`` (the job's own user) are never cut."""
     owners = {s.local: s.uid for s in sockets}
-    ours = set(ports)
     held: dict[tuple[int, str], list[int]] = {}
     for s in sockets:
-        if s.local[1] in ours and s.inode in open_here:
+        if s.inode and s.local in servers:
             who, uid = caller_of(s.remote, owners)
             if uid != me:
                 held.setdefault((s.local[1], who), []).append(s.inode)
@@ -128,19 +130,20 @@ class Shedder:
     """This process's server ports and the check that cuts each caller's connections beyond its share.
 
     Args:
-        share: connections of one caller to one port.
-        fds: the directory of this process's open files (read when the count grew).
-        sockets: this host's established TCP sockets (read when the count grew).
+        share: connections of one caller to one server.
+        fds: the directory of this process's open files (read to find those it cuts).
+        sockets: the established TCP sockets of this host with one end on one of some ports (asked when
+            the count grew; None: the kernel does not say).
         files: this process's limit of open files, read at every check.
         count: the count of this process's open files (None: none is left to count with).
     """
 
     def __init__(self, share: int = CONNECTIONS_SHARE, fds: str = "/proc/self/fd",
-                 sockets: Callable[[], list[Socket]] = host_sockets,
+                 sockets: Callable[[list[int]], list[Socket] | None] = around,
                  files: Callable[[], int] = lambda: resource.getrlimit(resource.RLIMIT_NOFILE)[0],
                  count: Callable[[], int | None] = lowest_free) -> None:
         self.share, self._fds, self._sockets, self._files, self._count = share, fds, sockets, files, count
-        self._ports: Counter[int] = Counter()
+        self._servers: Counter[tuple[str, int]] = Counter()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
@@ -149,23 +152,24 @@ class Shedder:
         self._reserve: int | None = None
         self._cut_last = False
 
-    def watch(self, port: int) -> None:
-        """Hold the callers of ``port`` (a server of this process) to their share, until `forget`."""
+    def watch(self, server: tuple[str, int]) -> None:
+        """Hold the callers of ``server`` (address and port of a server of this process) to their share,
+        until `forget`."""
         with self._lock:
-            self._ports[port] += 1
+            self._servers[server] += 1
             if self._thread is None:
                 self._calm = self._count()  # before any caller: the files this process holds of its own
                 self._thread = threading.Thread(target=self._run, name="slurm-resolver-connections", daemon=True)
                 self._thread.start()
 
-    def forget(self, port: int) -> None:
-        """``port``'s server stopped; the thread ends with the last one."""
+    def forget(self, server: tuple[str, int]) -> None:
+        """The server at ``server`` stopped; the thread ends with the last one."""
         with self._lock:
-            self._ports[port] -= 1
-            if self._ports[port] <= 0:
-                del self._ports[port]
-                self._warned = {w for w in self._warned if w[0] != port}
-            if not self._ports:
+            self._servers[server] -= 1
+            if self._servers[server] <= 0:
+                del self._servers[server]
+                self._warned = {w for w in self._warned if w[0] != server[1]}
+            if not self._servers:
                 self._wake.set()
 
     def _run(self) -> None:
@@ -173,7 +177,7 @@ class Shedder:
         while True:
             self._wake.wait(pause)
             with self._lock:
-                if not self._ports:  # the last server stopped: a server started later starts a thread
+                if not self._servers:  # the last server stopped: a server started later starts a thread
                     self._thread, self._calm, self._cut_last = None, None, False
                     if self._reserve is not None:
                         os.close(self._reserve)
@@ -199,29 +203,33 @@ class Shedder:
         """One check: count the open files, and where they grew past the slack (or the last check cut
         some), cut every caller's connections beyond its share. The number cut."""
         with self._lock:
-            ports = list(self._ports)
+            servers = list(self._servers)
         self._hold_reserve()
         count = self._count()
         if count is not None and self._calm is None:
             self._calm = count
         files = self._files()
         if (not self._cut_last and count is not None and self._calm is not None
-                and count <= self._calm + slack(len(ports), self._calm, files)):
+                and count <= self._calm + slack(len(servers), self._calm, files)):
             self._calm = min(self._calm, count)
             return 0
         if self._reserve is not None:
             os.close(self._reserve)
             self._reserve = None
-        cut_now = self._shed(ports)
+        cut_now = self._shed(servers)
         self._hold_reserve()
         after = self._count()  # the connections cut are still open: gRPC closes them soon
         self._calm = max(0, (after if after is not None else files // 2) - cut_now)
         self._cut_last = cut_now > 0  # the next check reads the table again, until nothing is cut
         return cut_now
 
-    def _shed(self, ports: list[int]) -> int:
-        """Cut each caller's connections to ``ports`` beyond its share; warn once per caller and port."""
-        found: dict[int, int] = {}  # this process's sockets: inode -> fd
+    def _shed(self, servers: list[tuple[str, int]]) -> int:
+        """Cut each caller's connections to ``servers`` beyond its share; warn once per caller and port."""
+        sockets = self._sockets(sorted({port for _, port in servers}))
+        over = excess(sockets, set(servers), os.geteuid(), self.share) if sockets else {}
+        if not over:
+            return 0
+        found: dict[int, int] = {}  # this process's sockets: inode -> fd (listed only to cut some)
         for name in os.listdir(self._fds):
             try:
                 inode = socket_inode(os.readlink(f"{self._fds}/{name}"))
@@ -229,7 +237,6 @@ class Shedder:
                 continue
             if inode is not None:
                 found[inode] = int(name)
-        over = excess(self._sockets(), ports, found, os.geteuid(), self.share)
         done = 0
         for (port, who), inodes in over.items():
             mine = sum(cut(found[i], i) for i in inodes if i in found)
@@ -251,11 +258,11 @@ _SHEDDER = Shedder()
 """The one shedder of this process (every server of the process registers its port with it)."""
 
 
-def watch(port: int) -> None:
-    """Hold the callers of this process's server on ``port`` to their share of connections."""
-    _SHEDDER.watch(port)
+def watch(server: tuple[str, int]) -> None:
+    """Hold the callers of this process's server at ``server`` (address, port) to their share of connections."""
+    _SHEDDER.watch(server)
 
 
-def forget(port: int) -> None:
-    """This process's server on ``port`` stopped."""
-    _SHEDDER.forget(port)
+def forget(server: tuple[str, int]) -> None:
+    """This process's server at ``server`` stopped."""
+    _SHEDDER.forget(server)

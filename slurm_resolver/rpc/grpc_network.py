@@ -58,15 +58,16 @@ already in use"); a port below it is only ever taken by a program that binds it 
 def spare_port(address: str, tries: int = 32) -> int:
     """A port free on ``address`` now (bound, read, released), from `SPARE_PORTS` where one of ``tries``
     random picks is free, else any the kernel gives."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    for port in [*random.sample(range(*SPARE_PORTS), tries), 0]:
-        with socket.socket(family) as sock:
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
+        for _ in range(tries):
+            port = random.randrange(*SPARE_PORTS)
             try:
                 sock.bind((address, port))
             except OSError:
                 continue
-            return int(sock.getsockname()[1])
-    raise OSError(f"no port can be bound on {address}")
+            return port
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
 
 
 class GrpcLink:
@@ -77,13 +78,14 @@ class GrpcLink:
 
         self._grpc = grpc
         self.channel = aio.insecure_channel(target, options=CHANNEL_OPTIONS)
-        self._join = self.channel.stream_stream(JOIN_METHOD)
-        self._join_bundled = self.channel.unary_unary(JOIN_BUNDLED_METHOD)
-        # The same call, read as a stream of (one) answer: its headers come apart from the answer, so a
-        # server's notice that it holds the call is heard at once (a unary call's come with the answer).
-        self._join_bundled_held = self.channel.unary_stream(JOIN_BUNDLED_METHOD)
-        self._watch = self.channel.stream_stream(WATCH_METHOD)
-        self._who = self.channel.unary_unary(WHO_METHOD)
+        self._callables: dict[tuple[str, str], Any] = {}  # made on first use: most links make one kind of call
+
+    def _callable(self, kind: str, method: str) -> Any:
+        """The channel's callable of ``method`` (``kind``: gRPC's ``unary_unary``...), made once."""
+        made = self._callables.get((kind, method))
+        if made is None:
+            made = self._callables[(kind, method)] = getattr(self.channel, kind)(method)
+        return made
 
     def _error(self, exc: Any) -> LinkError:
         code = exc.code()
@@ -112,12 +114,17 @@ class GrpcLink:
             together = bundle(messages)
             if len(together) <= MAX_MESSAGE:  # most calls: one unary call, far cheaper than a stream
                 if held is None:
-                    answer = await self._join_bundled(together, timeout=max(0.01, timeout), wait_for_ready=not probe)
+                    answer = await self._callable("unary_unary", JOIN_BUNDLED_METHOD)(
+                        together, timeout=max(0.01, timeout), wait_for_ready=not probe)
                     return unbundle(bytes(answer), 1 << 20, MAX_ANSWER)
-                call = self._join_bundled_held(together, timeout=max(0.01, timeout), wait_for_ready=not probe)
+                # The same call, read as a stream of (one) answer: its headers come apart from the answer,
+                # so a server's word that it holds the call is heard at once (a unary call's come with it).
+                call = self._callable("unary_stream", JOIN_BUNDLED_METHOD)(
+                    together, timeout=max(0.01, timeout), wait_for_ready=not probe)
                 await _heard_held(call, held)
                 return unbundle(await _only_answer(call), 1 << 20, MAX_ANSWER)
-            stream = self._join(iter(messages), timeout=max(0.01, timeout), wait_for_ready=not probe)
+            stream = self._callable("stream_stream", JOIN_METHOD)(iter(messages), timeout=max(0.01, timeout),
+                                                                   wait_for_ready=not probe)
             if held is not None:
                 await _heard_held(stream, held)
             return [bytes(m) async for m in stream]
@@ -128,14 +135,15 @@ class GrpcLink:
 
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         try:
-            async for event in self._watch(beats, wait_for_ready=True):
+            async for event in self._callable("stream_stream", WATCH_METHOD)(beats, wait_for_ready=True):
                 yield bytes(event)
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
 
     async def who(self, message: bytes, timeout: float) -> bytes:
         try:
-            return bytes(await self._who(message, timeout=max(0.01, timeout), wait_for_ready=True))
+            return bytes(await self._callable("unary_unary", WHO_METHOD)(message, timeout=max(0.01, timeout),
+                                                                          wait_for_ready=True))
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
 
@@ -150,16 +158,11 @@ async def _heard_held(call: Any, held: Callable[[bytes], None]) -> None:
 
 
 async def _only_answer(call: Any) -> bytes:
-    """The one answer of a unary call read as a stream (a server that sends more is no task of this job)."""
-    answers = []
-    async for answer in call:
-        answers.append(bytes(answer))
-        if len(answers) > 1:
-            call.cancel()
-            raise WireError("more than one answer to a call that has one")
-    if not answers:
+    """The one answer of a unary call read as a stream (whatever a server sends after it is not read)."""
+    answer = await call.read()  # a call that ends in an error raises it here
+    if not isinstance(answer, bytes):  # grpc.aio.EOF: it ended well, but without an answer
         raise WireError("no answer")
-    return answers[0]
+    return answer
 
 
 class _Served(Generic[H]):
@@ -169,7 +172,7 @@ class _Served(Generic[H]):
         self.handlers = handlers
 
     async def stop(self, grace: float | None = None) -> None:
-        await stop_server(self.server, self.port, grace)
+        await stop_server(self.server, grace)
 
 
 class GrpcNetwork:

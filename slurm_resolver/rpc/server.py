@@ -139,28 +139,30 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
             bound = 0
         if bound:
             made = handlers(bound)
-            calls = _CALLS[server] = Calls()
-            server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]"), calls),))
+            calls = Calls()
+            _SERVING[server] = calls, (address.strip("[]"), bound)
+            server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]"), calls, bound),))
             await server.start()
-            watch(bound)
+            watch((address.strip("[]"), bound))
             return server, bound, made
     raise ResolutionError(f"no port among {list(ports)[:8]} could be bound on {host} ({address})",
                           "free a port, or pass another port range")
 
 
-_CALLS: weakref.WeakKeyDictionary[Any, Calls] = weakref.WeakKeyDictionary()
-"""The calls under way at each server of `open_server`."""
+_SERVING: weakref.WeakKeyDictionary[Any, tuple[Calls, tuple[str, int]]] = weakref.WeakKeyDictionary()
+"""The calls under way at each server of `open_server`, and its address and port."""
 
 
-async def stop_server(server: Any, port: int, grace: float | None) -> None:
-    """Stop a server of `open_server` on ``port``: no call is taken from now on, calls in flight get
+async def stop_server(server: Any, grace: float | None) -> None:
+    """Stop a server of `open_server`: no call is taken from now on, calls in flight get
     ``grace`` seconds to finish, and the server ends what is left itself, so that gRPC aborts nothing
     (and logs nothing: a job's output holds its own last words only)."""
-    forget(port)
-    calls = _CALLS.pop(server, None)
-    if calls is None:
+    serving = _SERVING.pop(server, None)
+    if serving is None:
         await server.stop(grace)
         return
+    calls, where = serving
+    forget(where)
     stopping = asyncio.ensure_future(server.stop((grace or 0.0) + 1.0))
     await asyncio.sleep(0)  # the shutdown begins: no call is taken from here on
     await calls.end(grace or 0.0)  # ours end first: gRPC finds none to abort
@@ -256,7 +258,7 @@ class Server:
 
     def stop(self, grace: float | None = None) -> None:
         """Stop serving; calls in flight get ``grace`` seconds to finish."""
-        self._loop.run(stop_server(self._server, self.port, grace))
+        self._loop.run(stop_server(self._server, grace))
         if self._own_loop:
             self._loop.close()
 

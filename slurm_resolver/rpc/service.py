@@ -108,8 +108,8 @@ class _Guard:
     """The bounds of one server, per caller (`slurm_resolver.rpc.callers`): calls at once, calls not
     yet proven; and refusals counted."""
 
-    def __init__(self, own: str) -> None:
-        callers = Callers(own)
+    def __init__(self, own: str, port: int) -> None:
+        callers = Callers(own, port)
         self.calls = Bound(callers, MOST_CALLS, CALLS_SHARE, "calls")
         self.unproven = Bound(callers, MOST_UNPROVEN, UNPROVEN_SHARE, "calls not yet proven")
         self.refused = 0
@@ -120,9 +120,10 @@ class _Guard:
             log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
 
 
-def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls | None = None) -> Any:
-    """gRPC's generic handler of the service, answering with ``handlers``, for a server on ``own``;
-    the calls under way are kept in ``calls``."""
+def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls | None = None, port: int = 0
+                     ) -> Any:
+    """gRPC's generic handler of the service, answering with ``handlers``, for a server on ``own``
+    and ``port``; the calls under way are kept in ``calls``."""
     calls = calls or Calls()
     status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
               Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
@@ -131,7 +132,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
               Refusal.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
               Refusal.UNREADY: grpc.StatusCode.UNAVAILABLE,
               Refusal.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED}
-    guard = _Guard(own)
+    guard = _Guard(own, port)
 
     def deadline(context: Any) -> float:
         left = context.time_remaining()

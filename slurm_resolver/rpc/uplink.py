@@ -16,7 +16,6 @@ import random
 import secrets
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..addresses import abridged
@@ -56,14 +55,16 @@ class _Impostor(Exception):
     """A server at a candidate port answered without this job's seal."""
 
 
-@dataclass
 class _Findings:
     """What the search for the task above learned of the servers that did not answer it."""
 
-    strangers: dict[int, str] = field(default_factory=dict)
-    """Ports whose server answered without this job's seal (said once; not called again)."""
-    said: list[tuple[int, LinkError]] = field(default_factory=list)
-    """Refusals from servers that proved nothing (said only if no leader answered by the deadline)."""
+    __slots__ = ("strangers", "said")
+
+    def __init__(self) -> None:
+        self.strangers: dict[int, str] = {}
+        """Ports whose server answered without this job's seal (said once; not called again)."""
+        self.said: list[tuple[int, LinkError]] = []
+        """Refusals from servers that proved nothing (said only if no leader answered by the deadline)."""
 
 
 class Uplink:

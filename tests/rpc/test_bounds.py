@@ -443,8 +443,8 @@ def _held(pid: int, port: int, uid: int) -> int:
     """Connections to ``port`` that the process ``pid`` accepted from a socket of user ``uid`` of this host."""
     import os
 
-    from slurm_resolver.rpc.callers import host_sockets
     from slurm_resolver.rpc.connections import socket_inode
+    from slurm_resolver.rpc.sockets import around
 
     accepted = set()
     for name in os.listdir(f"/proc/{pid}/fd"):
@@ -452,7 +452,7 @@ def _held(pid: int, port: int, uid: int) -> int:
             accepted.add(socket_inode(os.readlink(f"/proc/{pid}/fd/{name}")))
         except OSError:
             continue
-    sockets = host_sockets()
+    sockets = around([port]) or []
     owners = {s.local: s.uid for s in sockets}
     return sum(1 for s in sockets if s.local[1] == port and s.inode in accepted and owners.get(s.remote) == uid)
 

@@ -54,15 +54,15 @@ def strangers(port: int, uid: int, first: int, n: int, host: str = "10.0.0.1") -
 ])
 def test_each_caller_is_cut_to_its_share_newest_first(sockets: list[Socket], ports: list[int], share: int,
                                                       cut_these: dict[tuple[int, str], list[int]]) -> None:
-    open_here = {s.inode for s in sockets if s.uid == ME}
-    assert c.excess(sockets, ports, open_here, ME, share) == cut_these
+    assert c.excess(sockets, {("10.0.0.1", port) for port in ports}, ME, share) == cut_these
 
 
 def test_only_the_connections_this_process_accepted_are_counted() -> None:
-    """A socket on the same port of another process of the job's user (not open here), and one still
-    waiting in the listening socket's queue (inode 0), are neither counted nor cut."""
-    sockets = strangers(5000, STRANGER, 100, 5) + [accepted(5000, ("10.0.0.1", 1), 0)]
-    assert c.excess(sockets, [5000], {100, 101, 102}, ME, 2) == {(5000, "uid 2000"): [102]}
+    """A socket on the same port of another address (another process's server), and one still waiting
+    in the listening socket's queue (inode 0), are neither counted nor cut."""
+    elsewhere = [Socket(("10.0.0.2", 5000), ("10.0.0.1", 40100 + i), ME, 300 + i) for i in range(5)]
+    sockets = strangers(5000, STRANGER, 100, 3) + elsewhere + [accepted(5000, ("10.0.0.1", 1), 0)]
+    assert c.excess(sockets, {("10.0.0.1", 5000)}, ME, 2) == {(5000, "uid 2000"): [102]}
 
 
 @pytest.mark.parametrize("files, most", [(1024, 1024 - c.OWN_FILES * 2), (256, 256 - c.OWN_FILES), (1 << 20, 7 << 17),
@@ -100,7 +100,7 @@ def test_a_cut_shuts_the_socket_down_and_leaves_its_fd_to_its_owner() -> None:
 
 def test_the_check_reads_the_sockets_only_once_the_count_grew(tmp_path: Path,
                                                               caplog: pytest.LogCaptureFixture) -> None:
-    """Counted, a check costs a directory read; past the slack, the table is read and a stranger's
+    """Counted, a check costs two system calls; past the slack, the kernel is asked and a stranger's
     connections beyond its share are cut, newest first (a warning once per caller and port); a
     server stopped is forgotten."""
     fds = tmp_path / "fd"  # this process's open files, as /proc/self/fd shows them
@@ -110,21 +110,21 @@ def test_the_check_reads_the_sockets_only_once_the_count_grew(tmp_path: Path,
     table: list[Socket] = []
     reads = []
 
-    def sockets() -> list[Socket]:
-        reads.append(1)
+    def sockets(ports: list[int]) -> list[Socket]:
+        reads.append(ports)
         return table
 
     shedder = c.Shedder(share=2, fds=str(fds), sockets=sockets, files=lambda: 1024,
                       count=lambda: len(list(fds.iterdir())))
     shedder._calm = 10  # noqa: SLF001 - as `watch` finds it, without its thread
-    shedder._ports[5000] += 1  # noqa: SLF001
+    shedder._servers[("127.0.0.1", 5000)] += 1  # noqa: SLF001
     assert shedder.check() == 0 and not reads  # nothing grew
     pairs = [socket.socketpair() for _ in range(80)]
     try:
         inodes = [os.fstat(mine.fileno()).st_ino for mine, _ in pairs]
         for i, ((mine, _), inode) in enumerate(zip(pairs, inodes)):
             (fds / str(mine.fileno())).symlink_to(f"socket:[{inode}]")
-            table.extend([accepted(5000, ("127.0.0.1", 40000 + i), inode),
+            table.extend([Socket(("127.0.0.1", 5000), ("127.0.0.1", 40000 + i), ME, inode),
                           from_here(os.geteuid() + 1, ("127.0.0.1", 40000 + i))])
         with caplog.at_level(logging.WARNING, "slurm_resolver"):
             assert shedder.check() == 78
@@ -142,8 +142,9 @@ def test_the_check_reads_the_sockets_only_once_the_count_grew(tmp_path: Path,
         for mine, theirs in pairs:
             mine.close()
             theirs.close()
-    shedder.forget(5000)
-    assert not shedder._ports  # noqa: SLF001
+    assert reads and reads[0] == [5000]  # the kernel is asked for that port's connections only
+    shedder.forget(("127.0.0.1", 5000))
+    assert not shedder._servers  # noqa: SLF001
 
 
 def test_the_lowest_free_file_number_counts_the_files_below_it() -> None:
