@@ -15,11 +15,11 @@ raw_syscalls:sys_enter`, where perf runs), and what each defence did in that run
   (`slurm_resolver.rpc.connections`);
 - ``first-message``: the deadline on a call's first message (`service._Due`, a timer a call, held
   only while a caller's share of waiting calls is full);
-- ``unproven-wait``: a leader's sealed word that it holds a call (`coordinator.HELD_AFTER`) and the
-  search beside a call still unproven after `uplink.unproven_wait()`.
+- ``unproven-wait``: a first-round call's server still silent after `uplink.unproven_wait()` asked
+  who it is, and the search beside the call where it does not prove itself.
 
 Turning one off means: its code does nothing (a bound takes every call, the shedder thread never
-starts, a first message has no deadline, no word is sent and no search is run beside a call).
+starts, a first message has no deadline, a silent server is never asked who it is nor searched around).
 
     python benchmarks/defences.py [--ranks 16384] [--procs 16] [--repeat 3] [--off shedder ...]
 
@@ -65,7 +65,7 @@ def _count(owner: Any, name: str, key: str) -> None:
 
 def prepare() -> None:
     """In each process of a run: turn off the defence named in `OFF`, and count what the others do."""
-    from slurm_resolver.rpc import callers, connections, coordinator, service, uplink
+    from slurm_resolver.rpc import callers, connections, service, uplink
 
     off = os.environ.get(OFF, "")
     if off == "caller-bounds":
@@ -77,7 +77,6 @@ def prepare() -> None:
     if off == "first-message":
         service._Due._due = lambda self: None  # type: ignore[method-assign]
     if off == "unproven-wait":
-        coordinator.held_after = lambda deadline: deadline
         uplink.unproven_wait = lambda timeout: 10 * timeout
     _count(connections, "around", "kernel_asked_for_a_ports_connections")
     connections._SHEDDER._sockets = connections.around
@@ -88,7 +87,7 @@ def prepare() -> None:
     _count(callers.Callers, "of", "callers_told_apart")
     _count(service._Due, "_due", "first_message_deadlines_due")
     _count(uplink.Uplink, "_search", "searches")
-    _count(coordinator.Coordinator, "_held", "held_words_sent")
+    _count(uplink.Uplink, "_doubt", "silent_servers_asked")
     folder = os.environ[COUNTS]
     atexit.register(lambda: Path(folder, f"{os.getpid()}.json").write_text(json.dumps(dict(_did))))
 

@@ -82,8 +82,6 @@ class Purpose(enum.Enum):
 
     CALL = b"call"
     ANSWER = b"answer"
-    HELD = b"held"
-    """A server holds the call until its round ends (`slurm_resolver.rpc.wire.encode_held`)."""
 
 
 class SealVerdict(enum.Enum):
@@ -183,7 +181,7 @@ class Authority:
         if first_round and self.mode is AuthMode.MUNGE:
             assert self._munge is not None
             digest = hashlib.sha256(header).hexdigest().encode()
-            if purpose is not Purpose.ANSWER:  # only an answer's credential carries the launch's key
+            if purpose is Purpose.CALL:
                 return self._munge.encode(b" ".join((_VERSION, purpose.value, digest)))
             key = self.key.hex().encode() if self.key is not None else b"-"  # a failed round decided no key
             return self._restricted_munge().encode(b" ".join((_VERSION, purpose.value, digest, key)))

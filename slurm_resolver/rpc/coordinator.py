@@ -23,7 +23,7 @@ from .identity import Identity, decode_who, encode_identity
 from .messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
 from .rounds import Conflict, Rounds, RoundsFull, RoundState, wait_until
 from .transport import Refusal, Refused, within
-from .wire import Call, Decision, decision, decode_call, encode_answer, encode_held, read_records, unwrap
+from .wire import Call, Decision, decision, decode_call, encode_answer, read_records, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -33,17 +33,6 @@ FIRST_BEAT = 10.0
 """Seconds a server waits for a watch call's first beat (then it refuses the call)."""
 
 
-HELD_AFTER = 1.0
-"""Seconds after a server read a first-round call whose round is not decided yet that it tells the
-caller it holds the call: a round that ends sooner costs no notice, and the notice comes well within
-the caller's patience with an unproven server (3 s at least, `slurm_resolver.rpc.uplink.unproven_wait`),
-however late a starved server got to read the call."""
-
-
-def held_after(deadline: float) -> float:
-    """When (``time.monotonic()``) a server tells the caller of a first-round call, read now, that it
-    holds the call (not after the call's ``deadline``)."""
-    return min(deadline, time.monotonic() + HELD_AFTER)
 
 
 class Watched(Protocol):
@@ -158,14 +147,9 @@ class Coordinator:
 
     # Rounds: a task below contributes, and gets the result.
 
-    async def join(self, call: Call, more: Sequence[bytes], deadline: float,
-                   held: Callable[[bytes], Awaitable[None]] | None = None) -> tuple[Round, list[bytes]]:
+    async def join(self, call: Call, more: Sequence[bytes], deadline: float) -> tuple[Round, list[bytes]]:
         """The answer to ``call`` (checked by `open_call()`) once its round is decided, and the
-        round; the transport calls `sent()` with it once the answer went out (or failed to).
-
-        A first-round call whose round is not decided within `held_after()` is told at once that this
-        server holds it (``held``, with a sealed notice, `encode_held`): its caller, which cannot tell a
-        leader whose round takes long from a silent squatter, then knows it waits on the right server."""
+        round; the transport calls `sent()` with it once the answer went out (or failed to)."""
         try:
             records = read_records(call, more, self.world_size)
         except WireError as exc:
@@ -193,12 +177,7 @@ class Coordinator:
         margin = min(0.25, 0.05 * max(0.0, deadline - time.monotonic()))
         self._rounds.wait(call.round)
         try:
-            decided = False
-            if held is not None and call.round.kind.first:
-                decided = await wait_until(this.decided, min(deadline - margin, held_after(deadline)))
-                if not decided:
-                    await held(self._held(call))
-            decided = decided or await wait_until(this.decided, deadline - margin)
+            decided = await wait_until(this.decided, deadline - margin)
         except asyncio.CancelledError:  # the caller went away: it holds no slot
             self._rounds.gave_up(call.round)
             raise
@@ -208,10 +187,6 @@ class Coordinator:
             raise Refused(Refusal.DEADLINE, why)
         assert this.result is not None
         return call.round, self._answer(call, this.result)
-
-    def _held(self, call: Call) -> bytes:
-        return encode_held(call.nonce, self.identity.rank,
-                           lambda header: self.authority.seal(Purpose.HELD, header, call.round.kind.first))
 
     def _answer(self, call: Call, outcome: Decision) -> list[bytes]:
         first_round = call.round.kind.first

@@ -10,7 +10,7 @@ from typing import Any, Generic
 
 from .messages import WireError
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
-from .service import HELD_HEADER, JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
+from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
 from .transport import Failed, H, Link, LinkError, Refusal, Served, within
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 
@@ -108,25 +108,15 @@ class GrpcLink:
             return LinkError(Failed.DEADLINE, why or "the call did not end in time", refusal)
         return LinkError(Failed.UNAVAILABLE, f"{code.name}: {details}")
 
-    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False,
-                   held: Callable[[bytes], None] | None = None) -> list[bytes]:
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
         try:
             together = bundle(messages)
             if len(together) <= MAX_MESSAGE:  # most calls: one unary call, far cheaper than a stream
-                if held is None:
-                    answer = await self._callable("unary_unary", JOIN_BUNDLED_METHOD)(
-                        together, timeout=max(0.01, timeout), wait_for_ready=not probe)
-                    return unbundle(bytes(answer), 1 << 20, MAX_ANSWER)
-                # The same call, read as a stream of (one) answer: its headers come apart from the answer,
-                # so a server's word that it holds the call is heard at once (a unary call's come with it).
-                call = self._callable("unary_stream", JOIN_BUNDLED_METHOD)(
+                answer = await self._callable("unary_unary", JOIN_BUNDLED_METHOD)(
                     together, timeout=max(0.01, timeout), wait_for_ready=not probe)
-                await _heard_held(call, held)
-                return unbundle(await _only_answer(call), 1 << 20, MAX_ANSWER)
+                return unbundle(bytes(answer), 1 << 20, MAX_ANSWER)
             stream = self._callable("stream_stream", JOIN_METHOD)(iter(messages), timeout=max(0.01, timeout),
                                                                    wait_for_ready=not probe)
-            if held is not None:
-                await _heard_held(stream, held)
             return [bytes(m) async for m in stream]
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
@@ -146,23 +136,6 @@ class GrpcLink:
                                                                           wait_for_ready=True))
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
-
-
-async def _heard_held(call: Any, held: Callable[[bytes], None]) -> None:
-    """Wait for a call's headers (they come ahead of the answer, or with it), and pass on the server's
-    notice that it holds the call, where they carry one."""
-    for key, value in await call.initial_metadata() or ():
-        if key == HELD_HEADER and isinstance(value, bytes):
-            held(value)
-            return
-
-
-async def _only_answer(call: Any) -> bytes:
-    """The one answer of a unary call read as a stream (whatever a server sends after it is not read)."""
-    answer = await call.read()  # a call that ends in an error raises it here
-    if not isinstance(answer, bytes):  # grpc.aio.EOF: it ended well, but without an answer
-        raise WireError("no answer")
-    return answer
 
 
 class _Served(Generic[H]):

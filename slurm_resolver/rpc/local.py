@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic
 
@@ -64,15 +64,13 @@ class _LocalLink:
         stats.bytes_sent += sum(map(len, sent))
         stats.largest_message = max([stats.largest_message, *map(len, received), *map(len, sent)])
 
-    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False,
-                   held: Callable[[bytes], None] | None = None) -> list[bytes]:
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
         handlers, stats = self._server()
         try:
             call = handlers.open_call(messages[0] if messages else b"")
             if len(messages) != 1 + len(call.chunks):
                 raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
-            round, answer = await handlers.join(call, messages[1:], time.monotonic() + timeout,
-                                                None if held is None else _told(held))
+            round, answer = await handlers.join(call, messages[1:], time.monotonic() + timeout)
             handlers.sent(round)
         except Refused as exc:
             self._count(stats, messages, ())
@@ -117,14 +115,6 @@ class _LocalLink:
             await end_call(events)  # as gRPC cancels the server's handler
             stopped.cancel()
             self._network._watches.get(self._address, set()).discard(broken)
-
-
-def _told(held: Callable[[bytes], None]) -> Callable[[bytes], Awaitable[None]]:
-    """A server's notice to its caller, handed over in the process (as gRPC sends it in headers)."""
-    async def tell(notice: bytes) -> None:
-        held(notice)
-
-    return tell
 
 
 class LocalNetwork:

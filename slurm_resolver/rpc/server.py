@@ -177,8 +177,7 @@ class _Unused:
     def open_call(self, first: bytes) -> Any:
         raise Refused(Refusal.NOT_LEADER, "this server leads no round")
 
-    async def join(self, call: Any, more: Sequence[bytes], deadline: float,
-                   held: Any = None) -> tuple[Any, list[bytes]]:
+    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
         raise Refused(Refusal.NOT_LEADER, "this server leads no round")  # pragma: no cover - open_call refuses
 
     def sent(self, round: Any) -> None:

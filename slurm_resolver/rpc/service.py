@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from .callers import CALLS_SHARE, MOST_CALLS, MOST_UNPROVEN, UNPROVEN_SHARE, Bound, Callers
@@ -36,18 +36,6 @@ WHO_METHOD = f"/{SERVICE}/WhoAreYou"
 WATCH_METHOD = f"/{SERVICE}/Watch"
 HEALTH_METHOD = "/grpc.health.v1.Health/Check"
 _SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
-
-HELD_HEADER = "slurm-resolver-held-bin"
-"""The header (gRPC's initial metadata) in which a server tells a caller that it holds its call."""
-
-
-def _held_in_headers(context: Any) -> Callable[[bytes], Awaitable[None]]:
-    """How a server sends its notice that it holds a call: in the call's headers, ahead of the answer."""
-    def held(notice: bytes) -> Awaitable[None]:
-        return context.send_initial_metadata(((HELD_HEADER, notice),))  # type: ignore[no-any-return]
-
-    return held
-
 
 FIRST_MESSAGE = 5.0
 """Seconds a call's first message (a unary call's only one) may take to be read, and each further one,
@@ -173,7 +161,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
                 with guard.unproven.holding(peer):
                     call = handlers.open_call(await next_message(requests, "first message", guard.unproven))
                 more = [await next_message(requests, "announced chunk", guard.calls) for _ in call.chunks]
-                round, answer = await handlers.join(call, more, deadline(context), _held_in_headers(context))
+                round, answer = await handlers.join(call, more, deadline(context))
         except Refused as exc:
             await refuse(context, exc)
         try:
@@ -201,7 +189,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
                         raise Refused(Refusal.INVALID, str(exc)) from None
                 if len(messages) != 1 + len(call.chunks):
                     raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
-                round, answer = await handlers.join(call, messages[1:], deadline(context), _held_in_headers(context))
+                round, answer = await handlers.join(call, messages[1:], deadline(context))
                 return bundle(answer)
         except Refused as exc:
             await refuse(context, exc)

@@ -88,11 +88,9 @@ class LinkError(Exception):
 class Link(Protocol):
     """Calls to one peer's server, over one connection reused for every call."""
 
-    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False,
-                   held: Callable[[bytes], None] | None = None) -> list[bytes]:
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
         """Contribute to a round and return the answer's messages; ``probe``: fail at once where
-        nothing answers (a candidate port), instead of waiting for the peer within ``timeout``;
-        ``held``: told the server's sealed notice that it holds the call, where one comes first."""
+        nothing answers (a candidate port), instead of waiting for the peer within ``timeout``."""
         ...
 
     async def who(self, message: bytes, timeout: float) -> bytes:
@@ -113,10 +111,8 @@ class Handlers(Protocol):
         """Check a Join call from its first message (before more is read); raises `Refused`."""
         ...
 
-    async def join(self, call: Any, more: Sequence[bytes], deadline: float,
-                   held: Callable[[bytes], Awaitable[None]] | None = None) -> tuple[Any, list[bytes]]:
-        """The round of ``call`` and its answer's messages, once decided; raises `Refused`. ``held``
-        sends the caller a notice before the answer (that this server holds its call)."""
+    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
+        """The round of ``call`` and its answer's messages, once decided; raises `Refused`."""
         ...
 
     def sent(self, round: Any) -> None:
@@ -257,41 +253,33 @@ class Hedged(Exception):
         self.answer = answer
 
 
-class hedged(within):  # noqa: N801 - used as a function: ``with hedged(seconds, hedge) as h: ...``
-    """Around the ``await`` of a call that may be going nowhere (its server has not proven itself): once
-    ``seconds`` passed, ``hedge()`` runs beside it, and whichever brings an answer first wins: the
-    hedge's cancels the call and is raised as `Hedged`. The call itself is never given up for being
-    slow (its server may only be slow: its process starved of CPU, its round long); a hedge that
-    fails changes nothing, and once the server proved itself (`trust`) nothing is hedged."""
+class hedged(within):  # noqa: N801 - used as a function: ``with hedged(seconds, check, hedge): ...``
+    """Around the ``await`` of a call to a server that has not proven itself: once ``seconds`` passed,
+    ``check()`` runs beside the call, and where it gives a reason to doubt the server (``''``: none),
+    ``hedge()`` runs beside it too. Whichever brings an answer first wins: the hedge's cancels the call
+    and is raised as `Hedged`. Suspicion never cancels the call itself: a server that is only slow
+    (its process starved of CPU, its round long) still answers it, and a check or a hedge that
+    fails changes nothing."""
 
-    __slots__ = ("_hedge", "_side", "_answer", "_open", "_trusted")
+    __slots__ = ("_check", "_hedge", "_side", "_answer", "_open")
 
-    def __init__(self, seconds: float, hedge: Callable[[], Awaitable[Any]]) -> None:
+    def __init__(self, seconds: float, check: Callable[[], Awaitable[str]],
+                 hedge: Callable[[], Awaitable[Any]]) -> None:
         super().__init__(seconds)
-        self._hedge = hedge
+        self._check, self._hedge = check, hedge
         self._side: asyncio.Future[None] | None = None
         self._answer: Any = None
         self._open = True
-        self._trusted = False
-
-    def __enter__(self) -> hedged:  # type: ignore[override]
-        super().__enter__()
-        return self
-
-    def trust(self) -> None:
-        """The call's server proved itself: it is waited on alone (a hedge under way is dropped)."""
-        self._trusted = True
-        if self._side is not None and not self._side.done():
-            self._side.cancel()
 
     def _due(self) -> None:
-        if not self._trusted:
-            self._side = asyncio.ensure_future(self._beside())
+        self._side = asyncio.ensure_future(self._beside())
 
     async def _beside(self) -> None:
         try:
+            if not await self._check():
+                return  # proven: the call is waited on alone
             answer = await self._hedge()
-        except Exception:  # noqa: BLE001 - a hedge that fails leaves the call as it was
+        except Exception:  # noqa: BLE001 - a check or hedge that fails leaves the call as it was
             return
         if self._open:
             self._answer = answer

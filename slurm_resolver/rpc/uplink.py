@@ -15,15 +15,16 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from ..addresses import abridged
 from ..cluster import Cluster
 from ..errors import ResolutionError, Speaker
 from .auth import AuthMode, Authority, Purpose
+from .identity import Question, Unproven, identify
 from .messages import Contribution, Failure, Round, Table, WireError
-from .transport import Failed, Hedged, Link, LinkError, Network, Refusal, hedged, retrying
+from .transport import Failed, Hedged, Link, LinkError, Network, Refusal, hedged, retrying, within
 from .tree import Plan
 from .wire import NONCE, Call, Decision, decode_answer, encode_call, read_table, unwrap
 
@@ -33,9 +34,10 @@ log = logging.getLogger("slurm_resolver")
 
 UNPROVEN_WAIT = 3.0
 """Seconds, at least, a call of the first round to a server that has not proven itself is waited on
-alone before the other candidate ports are searched beside it (a quarter of the round's timeout where
-that is longer: a real leader answers the call once its whole subtree joined, 4-7 s at 4,096 tasks
-and 25-40 s at 16,384 on this project's 2-core machine), and the least time between two such searches."""
+alone before the server is asked who it is (a quarter of the round's timeout where that is longer: a
+real leader answers the call once its whole subtree joined, 4-7 s at 4,096 tasks and 25-40 s at 16,384
+on this project's 2-core machine, and each question is one more call); the time it then has to say who
+it is; and the least time between two searches of the other candidates beside a call."""
 
 
 def unproven_wait(timeout: float) -> float:
@@ -140,18 +142,18 @@ class Uplink:
         refusal (``invalid``, ``deadline``, ``unauthenticated``) from it counts for nothing but "not
         here" (a squatter may refuse too), and is said only if no leader answered by the deadline. A
         call still unanswered after `unproven_wait()` is never given up (a leader answers once its
-        whole subtree joined, and a starved process answers late). A leader tells its callers at once,
-        sealed, that it holds their call where the round takes a while (`held_after()`), and a call so
-        told is waited on alone; else the other candidates are searched beside it (`hedged`), gently,
-        in case a silent squatter holds this port and the leader listens on another, and the first
-        sealed answer of either wins."""
+        whole subtree joined, and a starved process answers late): its server is asked who it is
+        (`hedged`), which a leader answers at once, sealed; one that proves to be the task above is
+        waited on alone, and only where it does not (a silent squatter, another job's server, or one
+        too slow even to say who it is) are the other candidates searched beside the call, gently;
+        the first sealed answer of either wins. A round shorter than `unproven_wait()` costs none of it."""
         found = _Findings()
         port = self._ports()[0]
         link = self.network.connect(self.host or "", port)
         try:
-            with hedged(unproven_wait(timeout),
-                        lambda: self._search(round, brought, deadline, timeout, found, beside=port)) as hedge:
-                answer = await self._probe(link, port, round, brought, deadline, held=hedge.trust)
+            with hedged(unproven_wait(timeout), lambda: self._doubt(link, port, timeout, deadline),
+                        lambda: self._search(round, brought, deadline, timeout, found, beside=port)):
+                answer = await self._probe(link, port, round, brought, deadline)
         except Hedged as won:
             return won.answer  # type: ignore[no-any-return]
         except (_Impostor, LinkError) as exc:
@@ -159,6 +161,27 @@ class Uplink:
             return await self._search(round, brought, deadline, timeout, found)
         self.link, self.port = link, port
         return answer
+
+    async def _doubt(self, link: Link, port: int, timeout: float, deadline: float) -> str:
+        """Why the server on ``port``, silent so far, is not proven to be the task above (``''``: it is):
+        it is asked who it is (on the same connection), which the task above answers at once, sealed;
+        it has `unproven_wait()` to say so, however starved its process."""
+        question = Question(self.cluster.launch.key, self.plan.rank, b"", port, early=True)
+        wait = unproven_wait(timeout)
+        try:
+            with within(wait):
+                said = await identify(link, self.authority, question, deadline)
+        except asyncio.TimeoutError:
+            return f"it did not say who it is within {wait:g} s"
+        except LinkError as exc:
+            return f"it did not say who it is ({exc.detail})"
+        except (WireError, Unproven) as exc:
+            return f"an answer without this job's seal ({exc})"
+        if said.job_key != self.cluster.launch.key:
+            return "a task of another launch"
+        if said.rank != self.rank if self.rank is not None else said.node != self.node:
+            return f"{said.label}, not the leader of {self.node}"
+        return ""
 
     async def _search(self, round: Round, brought: Contribution, deadline: float, timeout: float,
                       found: _Findings, beside: int | None = None) -> tuple[Decision, Table]:
@@ -197,12 +220,10 @@ class Uplink:
             for open_call in calls:
                 open_call.cancel()
 
-    def _probe(self, link: Link, port: int, round: Round, brought: Contribution, deadline: float,
-               held: Callable[[], None] | None = None) -> Coroutine[Any, Any, tuple[Decision, Table]]:
-        """The call of the first round to ``port``, where the task above may be (its answer is checked;
-        ``held`` is called once the server proved that it holds the call)."""
-        return self._call(link, port, round, brought, deadline - time.monotonic(), probe=True, expected=self.rank,
-                          held=held)
+    def _probe(self, link: Link, port: int, round: Round, brought: Contribution, deadline: float
+               ) -> Coroutine[Any, Any, tuple[Decision, Table]]:
+        """The call of the first round to ``port``, where the task above may be (its answer is checked)."""
+        return self._call(link, port, round, brought, deadline - time.monotonic(), probe=True, expected=self.rank)
 
     async def _answered(self, calls: dict[asyncio.Future[tuple[Decision, Table]], tuple[int, Link]],
                         until: float, found: _Findings) -> tuple[Decision, Table] | None:
@@ -268,19 +289,16 @@ class Uplink:
         return [self.port] if self.port else self.candidates
 
     async def _call(self, link: Link, port: int, round: Round, brought: Contribution, timeout: float,
-                    probe: bool = False, expected: int | None = None, held: Callable[[], None] | None = None
-                    ) -> tuple[Decision, Table]:
+                    probe: bool = False, expected: int | None = None) -> tuple[Decision, Table]:
         """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
-        this job (from rank ``expected``, where known); ``held``: called where the server proves first,
-        sealed, that it holds the call."""
+        this job (from rank ``expected``, where known)."""
         first_round = round.kind.first
         nonce = secrets.token_bytes(NONCE)
         call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
                     brought.failure, votes=brought.votes)
         messages = encode_call(call, brought.records,
                                lambda header: self.authority.seal(Purpose.CALL, header, first_round))
-        told = None if held is None else lambda notice: self._held(notice, nonce, expected, first_round, held)
-        reply = await link.join(messages, timeout, probe=probe, held=told)
+        reply = await link.join(messages, timeout, probe=probe)
         world = self.cluster.world_size
         try:
             header, seal = unwrap(reply[0] if reply else b"")
@@ -299,19 +317,6 @@ class Uplink:
         except WireError as exc:
             raise _Impostor(f"a malformed answer ({exc})") from None
         return answer.decision(reply[1:]), table
-
-    def _held(self, notice: bytes, nonce: bytes, expected: int | None, first_round: bool,
-              held: Callable[[], None]) -> None:
-        """Call ``held`` if ``notice`` proves that a task of this job (rank ``expected``) holds the call
-        of ``nonce``; a notice that proves nothing is passed over (the call goes on as before)."""
-        try:
-            header, seal = unwrap(notice)
-            said = decode_answer(header, self.cluster.world_size)
-        except WireError:
-            return
-        if said.nonce == nonce and (expected is None or said.source == expected) and \
-                self.authority.check(Purpose.HELD, header, seal, first_round).believed:
-            held()
 
     async def tell_root(self, announcement: Round, timeout: float) -> None:
         """Tell the root of the tree ``announcement`` (after the bootstrap: its port is known)."""

@@ -299,13 +299,6 @@ def encode_answer(outcome: Decision, nonce: bytes, source: int, seal: Seal) -> l
     return [envelope(header, seal), *outcome.chunks]
 
 
-def encode_held(nonce: bytes, source: int, seal: Seal) -> bytes:
-    """What a server sends at once for the call of ``nonce`` whose round will take a while: it holds the
-    call (an answer's header with nothing decided, sealed for `Purpose.HELD`, so that it is never taken
-    for an answer)."""
-    return envelope(pb.Answer(nonce=nonce, source=source), seal)
-
-
 def decode_answer(header: bytes, world_size: int) -> Answer:
     """An answer's first message (its header, unwrapped), checked."""
     message = parse_message(pb.Answer(), header)

@@ -219,13 +219,13 @@ def test_grpc_resolves_names_as_the_node_does_unless_the_user_chose() -> None:
 
 
 @pytest.mark.parametrize("mode", [AuthMode.NONE, AuthMode.SECRET])
-def test_a_leader_whose_round_takes_a_while_says_in_the_calls_headers_that_it_holds_it(
+def test_a_leader_whose_round_outlasts_the_patience_is_asked_who_it_is_and_no_port_is_probed(
         mode: AuthMode, monkeypatch: pytest.MonkeyPatch) -> None:
     """Over real gRPC: a first round that outlasts the caller's patience with an unproven server (here
-    0.75 s; 25-40 s at 16,384 tasks) costs no search of the other candidates, since the leader says at
-    once, sealed, in the call's headers, that it holds the call; the call is made once."""
+    0.75 s; 25-40 s at 16,384 tasks) costs one identity question on the same connection, which the
+    leader answers at once, sealed, while its round goes on; the call is made once, no other candidate
+    is probed."""
     from slurm_resolver.resolution import resolve
-    from slurm_resolver.rpc import coordinator as coordinator_module
     from slurm_resolver.rpc import uplink as uplink_module
     from slurm_resolver.rpc.coordinator import Coordinator
     from slurm_resolver.rpc.identity import Identity
@@ -236,7 +236,6 @@ def test_a_leader_whose_round_takes_a_while_says_in_the_calls_headers_that_it_ho
     from slurm_resolver.rpc.wire import decision
 
     monkeypatch.setattr(uplink_module, "UNPROVEN_WAIT", 0.5)
-    monkeypatch.setattr(coordinator_module, "held_after", lambda deadline: time.monotonic() + 0.1)
     cluster = resolve(srun_environ(1, 3), resolves=lambda name: False,  # rank 2 never comes: the round
                       node_addresses=lambda names: {n: "127.0.0.1" for n in names})  # lasts 1.2 s
 

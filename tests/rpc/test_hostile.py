@@ -392,7 +392,7 @@ class Squatter:
             raise Refused(self.code, self.detail)
         return SimpleNamespace(chunks=())
 
-    async def join(self, call: Any, more: Any, deadline: float, held: Any = None) -> Any:
+    async def join(self, call: Any, more: Any, deadline: float) -> Any:
         await asyncio.Event().wait()  # silent: holds the call
 
     def sent(self, round: Any) -> None:

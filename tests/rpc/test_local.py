@@ -26,8 +26,7 @@ class Echo:
             raise Refused(Refusal.INVALID, "said no")
         return SimpleNamespace(first=first, chunks=first.split(b",")[1:])  # announces its chunks
 
-    async def join(self, call: Any, more: Sequence[bytes], deadline: float,
-                   held: Any = None) -> tuple[Any, list[bytes]]:
+    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
         return call.first, [call.first, *more]
 
     def sent(self, round: Any) -> None:

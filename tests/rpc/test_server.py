@@ -52,7 +52,7 @@ class _Watched:
     def open_call(self, first: bytes) -> Any:
         raise AssertionError("no rounds here")
 
-    async def join(self, call: Any, more: Any, deadline: float, held: Any = None) -> Any:
+    async def join(self, call: Any, more: Any, deadline: float) -> Any:
         raise AssertionError("no rounds here")
 
     def sent(self, round: Any) -> None:

@@ -114,30 +114,36 @@ def test_a_cancellation_from_elsewhere_during_within_stays_a_cancellation() -> N
     assert asyncio.run(scenario()) == "cancelled"
 
 
-@pytest.mark.parametrize("hedge_after, fails, expected", [
-    (0.05, False, ("hedged: elsewhere", True)),  # the hedge answers first: the call is cancelled
-    (2.0, False, ("call answered", True)),  # the call answers first: the hedge is dropped
-    (0.05, True, ("call answered", True)),  # a hedge that fails changes nothing
-], ids=["hedge first", "call first", "hedge fails"])
-def test_a_slow_call_is_never_given_up_only_outrun_by_its_hedge(hedge_after: float, fails: bool,
-                                                                expected: tuple[str, bool]) -> None:
-    """Past ``seconds`` the hedge runs beside the call (which stays open); whichever answers first wins."""
-    async def scenario() -> tuple[str, bool]:
+@pytest.mark.parametrize("check, hedge_after, expected", [
+    ("", 0.05, ("call answered", [])),  # proven: the call is waited on alone
+    ("silent", 0.05, ("hedged: elsewhere", ["hedge"])),  # doubted: the hedge answers first
+    ("silent", 2.0, ("call answered", ["hedge"])),  # doubted: the call answers first, the hedge is dropped
+    ("raise", 0.05, ("call answered", [])),  # a check that fails changes nothing
+], ids=["proven", "hedge first", "call first", "check fails"])
+def test_a_slow_call_is_never_given_up_for_suspicion_only_outrun_by_its_hedge(
+        check: str, hedge_after: float, expected: tuple[str, list[str]]) -> None:
+    """Past ``seconds``, the check runs beside the call (which stays open); only where it doubts the
+    server does the hedge run too, and whichever answers first wins."""
+    async def scenario() -> tuple[str, list[str]]:
         started: list[str] = []
+
+        async def checking() -> str:
+            await asyncio.sleep(0.02)
+            if check == "raise":
+                raise RuntimeError("the check broke")
+            return check
 
         async def hedge() -> str:
             started.append("hedge")
             await asyncio.sleep(hedge_after)
-            if fails:
-                raise RuntimeError("nothing found elsewhere")
             return "elsewhere"
 
         try:
-            with hedged(0.05, hedge):
+            with hedged(0.05, checking, hedge):
                 await asyncio.sleep(0.4)  # the call: slow, as a leader whose round takes long
-                return "call answered", bool(started)
+                return "call answered", started
         except Hedged as won:
-            return f"hedged: {won.answer}", bool(started)
+            return f"hedged: {won.answer}", started
 
     assert asyncio.run(scenario()) == expected
 
@@ -150,7 +156,7 @@ def test_a_call_answered_before_its_seconds_leaves_nothing_running_nor_cancelled
         async def never() -> str:
             raise AssertionError("not past its seconds")
 
-        with hedged(0.2, never):
+        with hedged(0.2, never, never):
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.3)
         return len(asyncio.all_tasks()), task.cancelling()
