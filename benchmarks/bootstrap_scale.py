@@ -24,7 +24,7 @@ how many living tasks were declared dead (none, if it is right), how many never 
 death, and when the last one did.
 
     python benchmarks/bootstrap_scale.py [--network local|grpc] [--procs 4] [--ranks 1024 4096] [--json]
-                                         [--heartbeat 1 --hold 15 [--kill 1]]
+                                         [--repeat 10] [--heartbeat 1 --hold 15 [--kill 1]]
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def main() -> None:
                         "third into the hold, with its nodes' tasks; prints whom the others declared dead and how soon "
                         "the last living task heard of it")
     parser.add_argument("--json", action="store_true", help="one JSON object per size")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of every size, one after another (default: 1)")
     args = parser.parse_args()
     if args.hold and not (args.heartbeat and args.network == "grpc"):
         parser.error("--hold needs --network grpc and --heartbeat")
@@ -80,7 +81,7 @@ def main() -> None:
         print(f"network: {where}; tasks per node {args.tasks_per_node}, fan-out {args.fanout}\n")
         print("| ranks | nodes | wall (s) | CPU ms per rank | ok | peak memory (MB) | max bytes sent by one server | "
               "max connections to one server | largest message (B) |\n|---|---|---|---|---|---|---|---|---|")
-    for nodes, per_node in shapes:
+    for nodes, per_node in [shape for shape in shapes for _ in range(args.repeat)]:
         run = _run(args.network, nodes, per_node, args)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # this process (local runs)
         row = {"network": args.network, **({"procs": args.procs} if args.network == "grpc" else {}),
