@@ -166,19 +166,26 @@ def _floor_values() -> str:
             f"MOST_RPCS = {MOST_RPCS!r}\nPORT_BASE = {PORT_BASE!r}\n")
 
 
-def _step_environment(nodes: int) -> dict[str, str]:
+def _nodes(count: int) -> list[str]:
+    """The cluster's first ``count`` nodes (in Slurm's order): every step of the run is given them."""
+    names = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout
+    found = sorted(dict.fromkeys(names.split()), key=lambda n: (n.rstrip("0123456789"), len(n), n))
+    if len(found) < count:
+        raise SystemExit(f"the cluster has {len(found)} nodes, not {count}")
+    return found[:count]
+
+
+def _step_environment(nodes: list[str]) -> dict[str, str]:
     """gRPC's settings of every task (as `grpc_module()` writes them), and the floor's addresses."""
     import socket
 
     from slurm_resolver.rpc.server import GRPC_DEFAULTS
     from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
 
-    tree = Tree(nodes, DEFAULT_FANOUT)
-    names = subprocess.run(["scontrol", "show", "hostnames", os.environ.get("FLOOR_NODES", f"node[1-{nodes}]")],
-                           capture_output=True, text=True, check=True).stdout.split()[:nodes]
-    parents = [tree.parent(n) for n in range(nodes)]
+    tree = Tree(len(nodes), DEFAULT_FANOUT)
+    parents = [tree.parent(n) for n in range(len(nodes))]
     return {**{k: os.environ.get(k, v) for k, v in GRPC_DEFAULTS.items()},
-            "FLOOR_ADDRESSES": ",".join(socket.gethostbyname(n) for n in names),
+            "FLOOR_ADDRESSES": ",".join(socket.gethostbyname(n) for n in nodes),
             "FLOOR_PARENTS": ",".join(str(-1 if p is None else p) for p in parents)}
 
 
@@ -191,19 +198,20 @@ def _prepare(label: str, tree: Path, into: Path, source: bool) -> Path:
     return root
 
 
-def _srun(code: str, nodes: int, per_node: int, env: dict[str, str]) -> tuple[list[dict[str, Any]], float]:
+def _srun(code: str, nodes: list[str], per_node: int, env: dict[str, str]) -> tuple[list[dict[str, Any]], float]:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(code)
     start = time.perf_counter()
     try:
-        out = subprocess.run(["srun", f"-N{nodes}", f"--ntasks-per-node={per_node}", sys.executable, f.name],
+        out = subprocess.run(["srun", f"-N{len(nodes)}", "-w", ",".join(nodes), f"--ntasks-per-node={per_node}",
+                              sys.executable, f.name],
                              capture_output=True, text=True, timeout=600, env=env, cwd="/")
     finally:
         os.unlink(f.name)
     wall = time.perf_counter() - start
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    if len(rows) != nodes * per_node:
-        raise SystemExit(f"srun failed ({len(rows)} of {nodes * per_node} tasks reported):\n{out.stderr[-3000:]}")
+    if len(rows) != len(nodes) * per_node:
+        raise SystemExit(f"srun failed ({len(rows)} of {len(nodes) * per_node} tasks reported):\n{out.stderr[-3000:]}")
     return rows, wall
 
 
@@ -227,7 +235,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="then every task's row")
     args = parser.parse_args()
     trees = dict(c.split("=", 1) for c in args.code or [f"slurm_resolver={REPOSITORY / 'slurm_resolver'}"])
-    base = {**os.environ, **_step_environment(args.nodes), "FLOOR_PER_NODE": str(args.per_node)}
+    nodes = _nodes(args.nodes)
+    base = {**os.environ, **_step_environment(nodes), "FLOOR_PER_NODE": str(args.per_node)}
     if args.source:
         base["PYTHONDONTWRITEBYTECODE"] = "1"
     floor = FLOOR.replace("import asyncio, sys\n", "import asyncio, sys\n" + _floor_values(), 1)
@@ -239,7 +248,7 @@ def main() -> None:
             runs = [("floor", floor, base)] + [(label, OURS, {**base, "PYTHONPATH": str(root)})
                                                for label, root in roots.items()]
             for label, code, env in runs:
-                rows, wall = _srun(code, args.nodes, args.per_node, env)
+                rows, wall = _srun(code, nodes, args.per_node, env)
                 if label != "floor" and any(not r["code"].startswith(str(roots[label])) for r in rows):
                     raise SystemExit(f"{label}: a task imported {rows[0]['code']}, not the tree given")
                 results[label] += rows
@@ -255,6 +264,11 @@ def main() -> None:
         print(f"| {label} | " + " | ".join(_cells(rows)) + f" | {'-' if modules is None else f'{modules:.0f}'} | "
               f"{statistics.median(r['wall'] for r in rows):.2f} ({max(r['wall'] for r in rows):.2f}) | "
               f"{statistics.median(walls[label]):.2f} |")
+    print("\ntotal CPU ms a task, median of each round (the machine's speed drifts within a run):")
+    tasks = args.nodes * args.per_node
+    for label, rows in results.items():
+        rounds = [rows[i:i + tasks] for i in range(0, len(rows), tasks)]
+        print(f"- {label}: " + ", ".join(f"{1000 * statistics.median(r['total'] for r in one):.0f}" for one in rounds))
     proofs = {r["auth"] for rows in results.values() for r in rows if "auth" in r}
     print(f"\ncalls proven by: {', '.join(sorted(proofs))}")
     if args.json:
