@@ -264,11 +264,15 @@ def main() -> None:
         print(f"| {label} | " + " | ".join(_cells(rows)) + f" | {'-' if modules is None else f'{modules:.0f}'} | "
               f"{statistics.median(r['wall'] for r in rows):.2f} ({max(r['wall'] for r in rows):.2f}) | "
               f"{statistics.median(walls[label]):.2f} |")
-    print("\ntotal CPU ms a task, median of each round (the machine's speed drifts within a run):")
+    print("\ntotal CPU ms a task, median of each round (the machine's speed drifts within a run), and above the "
+          "floor's of the same round:")
     tasks = args.nodes * args.per_node
-    for label, rows in results.items():
-        rounds = [rows[i:i + tasks] for i in range(0, len(rows), tasks)]
-        print(f"- {label}: " + ", ".join(f"{1000 * statistics.median(r['total'] for r in one):.0f}" for one in rounds))
+    totals = {label: [1000 * statistics.median(r["total"] for r in rows[i:i + tasks])
+                      for i in range(0, len(rows), tasks)] for label, rows in results.items()}
+    for label, medians in totals.items():
+        above = [m - f for m, f in zip(medians, totals["floor"])]
+        print(f"- {label}: " + ", ".join(f"{m:.0f}" for m in medians) + ("" if label == "floor" else
+              f"; above the floor: {statistics.median(above):.0f} (" + ", ".join(f"{a:.0f}" for a in above) + ")"))
     proofs = {r["auth"] for rows in results.values() for r in rows if "auth" in r}
     print(f"\ncalls proven by: {', '.join(sorted(proofs))}")
     if args.json:
