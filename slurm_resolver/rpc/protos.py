@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["Answer", "Beat", "Bundle", "Call", "Envelope", "Event", "Failure", "HandOver", "Identity", "Records",
-           "Round", "Who"]
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+MESSAGES = ("Answer", "Beat", "Bundle", "Call", "Envelope", "Event", "Failure", "HandOver", "Identity", "Records",
+            "Round", "Who")
+"""The messages of ``coordination.proto``, each a class of this module."""
 
 
 def _on_upb() -> dict[str, Any] | None:
@@ -46,16 +49,16 @@ def _on_upb() -> dict[str, Any] | None:
 
 
 def _classes() -> tuple[Any, ...]:
-    """The classes of `__all__`, in its order."""
+    """The classes of `MESSAGES`, in its order."""
     found = _on_upb()
-    if found is None or not set(__all__) <= set(found):
+    if found is None or not set(MESSAGES) <= set(found):
         from . import coordination_pb2
 
         found = vars(coordination_pb2)
-    return tuple(found[name] for name in __all__)
+    return tuple(found[name] for name in MESSAGES)
 
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typed by the generated module's stubs (setup.cfg lets mypy see them re-exported)
     from .coordination_pb2 import (
         Answer,
         Beat,

@@ -25,10 +25,10 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
 
 
 def test_the_classes_are_the_generated_modules() -> None:
-    for name in protos.__all__:
+    for name in protos.MESSAGES:
         assert getattr(protos, name) is getattr(coordination_pb2, name)
     assert protos.Records.GpusEntry is coordination_pb2.Records.GpusEntry
-    assert set(protos.__all__) == set(coordination_pb2.DESCRIPTOR.message_types_by_name)
+    assert set(protos.MESSAGES) == set(coordination_pb2.DESCRIPTOR.message_types_by_name)
 
 
 def _fresh(code: str, **environ: str) -> str:
@@ -49,7 +49,7 @@ header, seal = wire.unwrap(sent[0])
 print(wire.read_records(wire.decode_call(header, 4), sent[1:], 4) == records, seal.decode(), end=" ")
 print("google.protobuf.text_format" in sys.modules, end=" ")
 from slurm_resolver.rpc import coordination_pb2
-print(all(getattr(protos, name) is getattr(coordination_pb2, name) for name in protos.__all__))
+print(all(getattr(protos, name) is getattr(coordination_pb2, name) for name in protos.MESSAGES))
 """
 
 
@@ -72,4 +72,4 @@ def test_where_protobufs_internals_moved_they_come_from_the_generated_module(mon
 
     monkeypatch.setattr(api_implementation, "_c_module", object(), raising=False)  # no default_pool there
     assert protos._on_upb() is None
-    assert protos._classes() == tuple(getattr(coordination_pb2, name) for name in protos.__all__)
+    assert protos._classes() == tuple(getattr(coordination_pb2, name) for name in protos.MESSAGES)
