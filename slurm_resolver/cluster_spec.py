@@ -8,7 +8,6 @@ TensorFlow's wording, followed by what exists.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -181,11 +180,15 @@ class ClusterSpec:
 
     def to_json(self) -> str:
         """The ``cluster`` member of TF_CONFIG, as JSON text."""
+        import json  # here: a task's start has no use for it (benchmarks/README.md)
+
         return json.dumps(self.as_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> ClusterSpec:
         """Parse the ``cluster`` member of TF_CONFIG."""
+        import json
+
         try:
             data = json.loads(text)
         except ValueError as exc:

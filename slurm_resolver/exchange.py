@@ -19,7 +19,6 @@ bootstrap's.
 from __future__ import annotations
 
 import enum
-import json
 import logging
 import threading
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -89,6 +88,8 @@ class MPIExchange:
         self.timeout = timeout
 
     def allgather(self, value: Any) -> list[Any]:
+        import json  # here: a task's start has no use for it (benchmarks/README.md)
+
         from . import mpi
 
         data = json.dumps(value).encode()
@@ -130,6 +131,8 @@ class LocalExchange:
         return [cls(rank, size, shared) for rank in range(size)]
 
     def allgather(self, value: Any) -> list[Any]:
+        import json
+
         barrier: threading.Barrier = self._shared["barrier"]
         self._shared["values"][self.rank] = json.loads(json.dumps(value))
         try:

@@ -10,7 +10,6 @@ missing, `open_munge()` says why and returns None.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 from collections.abc import Mapping
@@ -131,13 +130,28 @@ class Munge:
                 self._libc.free(buf)
 
 
-def _library() -> tuple[Any, Any] | None:
-    name = ctypes.util.find_library("munge") or "libmunge.so.2"
+def _load(soname: str, name: str) -> Any:
+    """The library ``soname`` (as dlopen finds it: LD_LIBRARY_PATH, ld.so's cache, its directories),
+    else the one ``ctypes.util.find_library(name)`` names. By its soname first, since find_library
+    runs ``ldconfig -p`` (a process, and shutil and tempfile imported) in every task's start for the
+    name it would find; OSError where neither loads."""
     try:
-        lib = ctypes.CDLL(name)
+        return ctypes.CDLL(soname)
+    except OSError:
+        from ctypes.util import find_library
+
+        found = find_library(name)
+        if found is None or found == soname:
+            raise
+        return ctypes.CDLL(found)
+
+
+def _library() -> tuple[Any, Any] | None:
+    try:
+        lib = _load("libmunge.so.2", "munge")  # MUNGE 0.5's, every distribution's
     except OSError:
         return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc = _load("libc.so.6", "c")
     lib.munge_ctx_create.restype = ctypes.c_void_p
     lib.munge_strerror.restype = ctypes.c_char_p
     lib.munge_ctx_strerror.restype = ctypes.c_char_p

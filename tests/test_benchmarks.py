@@ -47,3 +47,16 @@ def test_the_grpc_floor_says_why_when_a_process_fails() -> None:
                           "--designs", "tree", timeout=120)
     assert done.returncode != 0
     assert "port 15000 of 127.77.0.1 is taken" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_tasks_start_is_measured_beside_the_floor(slurm_cluster: dict[str, str]) -> None:
+    """benchmarks/task_start.py on 2 nodes of 2 tasks, one round: the floor and this checkout, every phase timed."""
+    done = run_script("benchmarks/task_start.py", "--nodes", "2", "--per-node", "2", "--rounds", "1", "--json",
+                      timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["run"] for r in rows) == ["floor"] * 4 + ["slurm_resolver"] * 4
+    ours = [r for r in rows if r["run"] == "slurm_resolver"]
+    assert all(r["code"].endswith("/slurm_resolver/__init__.py") and r["total"] > r["our import"] > 0 for r in ours)
+    assert all(r["exchange"] > 0 and r["total"] > r["grpc import"] > 0 for r in rows)
+    assert "| floor |" in done.stdout and "| slurm_resolver |" in done.stdout

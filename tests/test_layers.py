@@ -39,22 +39,22 @@ LAYERS: list[set[str]] = [
 
 LEVELS: list[set[str]] = [
     # 0
-    {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_pb2", "rpc.crashes", "rpc.loop", "rpc.messages",
-     "rpc.sockets", "rpc.transport", "training", "training.delivery", "variables"},
+    {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.crashes",
+     "rpc.loop", "rpc.messages", "rpc.sockets", "rpc.transport", "training", "training.delivery", "variables"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
-     "rpc.callers", "rpc.local", "rpc.ports", "rpc.tree", "rpc.wire", "template_schema"},
+     "rpc.callers", "rpc.local", "rpc.ports", "rpc.protos", "rpc.tree", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.beats", "rpc.connections",
-     "rpc.rounds", "rpc.service", "slurmctl", "templates", "training.native_logs"},
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.connections", "rpc.wire", "slurmctl", "templates",
+     "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.deaths", "rpc.identity",
-     "rpc.server", "submission"},
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.beats", "rpc.identity",
+     "rpc.rounds", "rpc.service", "submission"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.coordinator", "rpc.grpc_network", "rpc.options"},
+     "rpc.coordinator", "rpc.deaths", "rpc.options", "rpc.server"},
     # 5
-    {"gpus", "launchers"},
+    {"gpus", "launchers", "rpc.grpc_network"},
     # 6
     {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
     # 7
@@ -239,7 +239,7 @@ def test_every_import_goes_down_a_level() -> None:
 
 def test_every_module_of_the_bootstrap_has_its_own_test_file() -> None:
     """Tests mirror the package: ``slurm_resolver/rpc/x.py`` is tested in ``tests/rpc/test_x.py``."""
-    generated = {"coordination_pb2": "protos"}  # protoc's output: its test checks it is current
+    generated = {"coordination_pb2": "protos", "coordination_descriptor": "protos"}  # its test checks they are current
     missing = [name for name in GRAPH if name.startswith("rpc.")
                and not (ROOT / "tests" / "rpc" / f"test_{generated.get(name[4:], name[4:])}.py").exists()]
     assert not missing, missing

@@ -15,7 +15,6 @@ naming the launcher and the fix.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -208,8 +207,13 @@ def written_in_batch_step(env: Mapping[str, str]) -> list[str]:
     """
     if not in_srun_step(env) or "TORCHELASTIC_RUN_ID" in env or "CROSS_RANK" in env:  # a launcher below set them
         return []
+    told = env.get("SLURM_RESOLVER_TASK")
+    if not told:  # nothing to parse: json (and its import) spared in every task's start
+        return []
+    import json
+
     try:
-        launcher = json.loads(env.get("SLURM_RESOLVER_TASK", ""))["launcher"]
+        launcher = json.loads(told)["launcher"]
     except (ValueError, KeyError, TypeError):
         return []
     return [name for name in WRITTEN if name in env] if launcher in ("batch", "salloc") else []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import coordination_pb2 as pb
+from . import protos as pb
 from .messages import REASON, SHOWN, HandOver, Source, SourceKind, WireError
 from .wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
 

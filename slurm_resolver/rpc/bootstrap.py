@@ -228,10 +228,11 @@ def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: 
 def _authority(auth: str | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
     """How this task's calls and answers are proven (see `auth`); in an in-process network, whose
     simulated tasks share one process anyway, nothing unless asked. A job without proof says so, once."""
-    from .local import LocalNetwork
+    if network is not None and auth is None:  # a job's task (no network given) never loads the in-process one
+        from .local import LocalNetwork
 
-    if isinstance(network, LocalNetwork) and auth is None:
-        return Authority(AuthMode.NONE, "not authenticated: an in-process network")
+        if isinstance(network, LocalNetwork):
+            return Authority(AuthMode.NONE, "not authenticated: an in-process network")
     found = authority(auth, env, cluster.launch.key)
     if found.mode is AuthMode.NONE and auth is None and cluster.rank == 0 and not cluster.launch.standalone:
         log.warning("slurm_resolver: this job's tasks do not prove who they are (%s): any local user who can "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from . import coordination_pb2 as pb
+from . import protos as pb
 from .auth import Authority, Purpose
 from .messages import WireError
 from .transport import Link, retrying

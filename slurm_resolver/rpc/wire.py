@@ -21,7 +21,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from . import coordination_pb2 as pb
+from . import protos as pb
 from .messages import REASON, SHOWN, Failure, Records, Round, RoundKind, Source, Table, WireError
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
