@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.loopback import over_grpc
-from slurm_resolver.rpc.simulate import simulate
+from slurm_resolver.rpc.simulate import simulate, srun_environ
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 from slurm_resolver.rpc.wire import CHUNK
 
@@ -25,6 +26,19 @@ def test_1024_tasks_agree_within_the_bounds() -> None:
     assert run.largest_message <= table_bytes
     assert run.max_bytes_sent_by_one_server <= (per_node - 1 + DEFAULT_FANOUT) * 2 * table_bytes
     assert run.wall_s < 30
+
+
+def test_gpus_bound_per_task_are_parsed_once_for_every_task_of_the_process() -> None:
+    """As on GPU nodes with ``--gpus-per-task``: every task reports its GPU, and the table carries one list a
+    rank. The tasks of one process share its parse; each parsing the whole table made the simulation
+    quadratic (16,384 tasks: 387 s and 24 GB)."""
+    environ = {**srun_environ(128, 8), "CUDA_VISIBLE_DEVICES": "0", "SLURM_GPUS_PER_TASK": "1"}
+    run = simulate(128, 8, timeout=60, keep=True, cluster=resolve(environ, resolves=lambda name: True))
+    assert run.ok, run.errors
+    clusters = [r.cluster for r in run.results if r]
+    shared = clusters[1].reported_gpus  # the table every task but the root (which decided it) read
+    assert len(clusters) == 1024 and all(c.reported_gpus is shared for c in clusters[1:])
+    assert clusters[7].task(1000).gpus == ("0",) and len(clusters[0].reported_gpus or {}) == 1024
 
 
 def test_tables_larger_than_a_chunk_travel_in_chunks() -> None:
