@@ -16,6 +16,9 @@ Resolution runs once (benchmarks/resolve.py measures it). Prints a Markdown tabl
 --json one line per size:
 {"network": "grpc", "ranks": N, "wall_s": ..., "ok": true, "cpu_ms_per_rank": ..., ...}
 
+With ``--gpus-per-task`` (in-process), every task sees one GPU that Slurm bound to it (``--gpus-per-task=1``,
+as on GPU nodes): each reports it, and the table carries a GPU list a rank.
+
 With ``--heartbeat 1 --hold 15`` (over gRPC), failure detection (off otherwise, so that the
 bootstrap is measured) runs 15 s after every task's bootstrap, every task alive: the line adds
 the tasks it declared dead (``deaths``: none, if it is right) and its CPU a task a second.
@@ -24,7 +27,11 @@ how many living tasks were declared dead (none, if it is right), how many never 
 death, and when the last one did.
 
     python benchmarks/bootstrap_scale.py [--network local|grpc] [--procs 4] [--ranks 1024 4096] [--json]
+                                         [--tasks-per-node 8 --nodes 65536 --timeout 1200 [--gpus-per-task]]
                                          [--repeat 10] [--heartbeat 1 --hold 15 [--kill 1]]
+
+The simulated tasks share one core, so the last ones start long after the first: past 131,072 tasks,
+give a timeout several times the run's wall time (524,288 tasks: ``--timeout 1200``).
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ import argparse
 import json
 import resource
 
+from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.loopback import over_grpc
-from slurm_resolver.rpc.simulate import Simulation, simulate
+from slurm_resolver.rpc.simulate import Simulation, simulate, srun_environ
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 
 
@@ -42,8 +50,12 @@ def _run(network: str, nodes: int, per_node: int, args: argparse.Namespace) -> S
     if network == "grpc":
         return over_grpc(nodes, per_node, args.procs, timeout=args.timeout, fanout=args.fanout,
                          heartbeat=args.heartbeat, hold=args.hold, kill=args.kill)
+    cluster = None
+    if args.gpus_per_task:  # each task sees its own GPU as 0, bound by Slurm
+        environ = {**srun_environ(nodes, per_node), "CUDA_VISIBLE_DEVICES": "0", "SLURM_GPUS_PER_TASK": "1"}
+        cluster = resolve(environ, resolves=lambda name: True)
     before = resource.getrusage(resource.RUSAGE_SELF)
-    run = simulate(nodes, per_node, timeout=args.timeout, fanout=args.fanout)
+    run = simulate(nodes, per_node, timeout=args.timeout, fanout=args.fanout, cluster=cluster)
     after = resource.getrusage(resource.RUSAGE_SELF)
     run.cpu_s = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     return run
@@ -66,11 +78,15 @@ def main() -> None:
     parser.add_argument("--kill", type=int, help="--network grpc, with --hold: process number KILL ends abruptly a "
                         "third into the hold, with its nodes' tasks; prints whom the others declared dead and how soon "
                         "the last living task heard of it")
+    parser.add_argument("--gpus-per-task", action="store_true", help="--network local: every task sees one GPU "
+                        "Slurm bound to it (--gpus-per-task=1, as on GPU nodes): the table carries a GPU list a rank")
     parser.add_argument("--json", action="store_true", help="one JSON object per size")
     parser.add_argument("--repeat", type=int, default=1, help="runs of every size, one after another (default: 1)")
     args = parser.parse_args()
     if args.hold and not (args.heartbeat and args.network == "grpc"):
         parser.error("--hold needs --network grpc and --heartbeat")
+    if args.gpus_per_task and args.network != "local":
+        parser.error("--gpus-per-task needs --network local")
     if args.kill is not None and not (args.hold and 0 <= args.kill < args.procs and args.procs > 1):
         parser.error(f"--kill needs --hold and names one of the --procs {args.procs} processes (more than one)")
     shapes = [(n, args.tasks_per_node) for n in args.nodes] if args.nodes else \
@@ -78,7 +94,8 @@ def main() -> None:
     where = "in-process network, one process" if args.network == "local" else \
         f"real gRPC on loopback addresses, {args.procs} processes"
     if not args.json:
-        print(f"network: {where}; tasks per node {args.tasks_per_node}, fan-out {args.fanout}\n")
+        gpus = "; a GPU bound to each task" if args.gpus_per_task else ""
+        print(f"network: {where}; tasks per node {args.tasks_per_node}, fan-out {args.fanout}{gpus}\n")
         print("| ranks | nodes | wall (s) | CPU ms per rank | ok | peak memory (MB) | max bytes sent by one server | "
               "max connections to one server | largest message (B) |\n|---|---|---|---|---|---|---|---|---|")
     for nodes, per_node in [shape for shape in shapes for _ in range(args.repeat)]:
@@ -86,7 +103,8 @@ def main() -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # this process (local runs)
         row = {"network": args.network, **({"procs": args.procs} if args.network == "grpc" else {}),
                **run.summary(), "nodes": nodes, "cpu_ms_per_rank": round(1000 * run.cpu_s / run.ranks, 2),
-               **({"peak_mb": peak} if args.network == "local" else {})}
+               **({"peak_mb": peak} if args.network == "local" else {}),
+               **({"gpus_per_task": 1} if args.gpus_per_task else {})}
         if args.json:
             print(json.dumps(row), flush=True)
         else:

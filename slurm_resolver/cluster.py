@@ -8,12 +8,12 @@ columns are built only when asked for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from functools import cached_property
 from itertools import repeat
 from operator import add, attrgetter
-from typing import Any
+from typing import Any, TypeVar
 
 from .addresses import OwnNames
 from .cluster_spec import ClusterSpec
@@ -24,6 +24,8 @@ from .packing import Packing
 from .placement import Placement
 
 __all__ = ["Task", "Cluster", "DEFAULT_PORT_BASE"]
+
+_Value = TypeVar("_Value")
 
 DEFAULT_PORT_BASE = 8888
 """The planned port of each node's first task, as TensorFlow's resolver (its port_base)."""
@@ -226,9 +228,10 @@ class Cluster:
 
     def as_rank(self, rank: int) -> Cluster:
         """The same cluster as task ``rank`` sees it (simulations run many tasks in one process)."""
-        node = self.placement.node_of(rank)
-        launch = replace(self.launch, rank=rank, node=node, local_rank=self.placement.local_rank(rank))
-        return replace(self, launch=launch, rank=rank, gpu_plan=self.gpu_plan.for_caller(rank))
+        where = self.placement
+        launch = _copied(self.launch, _LAUNCH_FIELDS, _LAUNCH_VALUES, rank=rank, node=where.node_of(rank),
+                         local_rank=where.local_rank(rank))
+        return self._evolve(launch=launch, rank=rank, gpu_plan=self.gpu_plan.for_caller(rank))
 
     def with_placement(self, placement: Placement) -> Cluster:
         """The same cluster with the placement the tasks learned from each other."""
@@ -251,9 +254,7 @@ class Cluster:
         """This cluster with ``changes`` to its fields, as `dataclasses.replace` makes it, without its
         walk of every field's metadata (a fifth of a task's work in the simulated bootstrap: every task
         makes its bootstrapped cluster once). Values computed from the fields are not carried over."""
-        evolved = object.__new__(Cluster)
-        vars(evolved).update(zip(_FIELDS, _FIELD_VALUES(self)), **changes)
-        return evolved
+        return _copied(self, _FIELDS, _FIELD_VALUES, **changes)
 
     def describe(self) -> dict[str, Any]:
         """The calling task and the cluster as plain data (``slurm-resolver show --json``)."""
@@ -284,6 +285,18 @@ def _block_addresses(node_hosts: Sequence[str], counts: Sequence[int], port_base
     return tuple(h + p for h, c in zip(node_hosts, counts) for p in suffixes[:c])
 
 
+def _copied(value: _Value, names: tuple[str, ...], values: Callable[[Any], tuple[Any, ...]], **changes: Any) -> _Value:
+    """A frozen dataclass ``value`` with ``changes`` to its fields ``names`` (read by ``values``), as
+    `dataclasses.replace` makes it without its walk of every field or ``__post_init__``: only for
+    changes that need no check. Values computed from the fields (cached properties) are not carried over."""
+    copy = object.__new__(type(value))
+    vars(copy).update(zip(names, values(value)), **changes)
+    return copy
+
+
 _FIELDS = tuple(f.name for f in fields(Cluster))
 """The fields of a `Cluster` (`Cluster._evolve` copies them)."""
 _FIELD_VALUES = attrgetter(*_FIELDS)
+_LAUNCH_FIELDS = tuple(f.name for f in fields(Launch))
+"""The fields of a `Launch` (`Cluster.as_rank` copies them)."""
+_LAUNCH_VALUES = attrgetter(*_LAUNCH_FIELDS)

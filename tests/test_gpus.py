@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from slurm_resolver import SlurmClusterResolver
 from slurm_resolver.errors import EnvironmentVariableError, ResolutionError, SlurmResolverError
-from slurm_resolver.gpus import format_devices, parse_devices, split, visible
+from slurm_resolver.gpus import format_devices, parse_devices, parse_reported, split, visible
 
 from .conftest import captured
 
@@ -42,6 +42,17 @@ def test_malformed_lists_only_raise_our_errors(text: str) -> None:
         parse_devices(text, "SLURM_STEP_GPUS")
     except SlurmResolverError:
         pass
+
+
+def test_a_table_of_reported_gpus_is_parsed_once_and_a_malformed_one_refused() -> None:
+    """The tasks of one process that hold one table share its parse (a simulation's thousands); another
+    table is parsed anew, and a malformed list names what it came from."""
+    table = {rank: str(rank % 4) for rank in range(64)}
+    first = parse_reported(table)
+    assert first[5] == ("1",) and parse_reported(table) is first
+    assert parse_reported(dict(table)) == first and parse_reported(dict(table)) is not first
+    with pytest.raises(EnvironmentVariableError, match="GPUs reported by a peer"):
+        parse_reported({0: "0", 1: "0,,1"})
 
 
 def test_visible_order_of_sources() -> None:

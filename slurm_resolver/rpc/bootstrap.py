@@ -37,7 +37,7 @@ from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, Speaker, alone, trimmed
 from ..exchange import Exchange, ExchangeMode, mpi_exchange
-from ..gpus import format_devices, parse_devices
+from ..gpus import format_devices, parse_reported
 from ..placement import Placement
 from ..resolution import resolve
 from .auth import AuthMode, Authority, authority
@@ -330,7 +330,7 @@ class _MpiRecord(NamedTuple):
 
 def _settled(cluster: Cluster, table: Table) -> Cluster:
     """The cluster with the ports every task bound (and the layout they told, where Slurm's did not)."""
-    reported = {r: parse_devices(g, "GPUs reported by a peer") for r, g in table.gpus.items()}
+    reported = parse_reported(table.gpus)  # one parse of one table a process (a simulation shares it)
     if table.nodes or not cluster.placement.exact:
         learned = _learned(cluster, table)
         if cluster.placement.exact and learned.all_hosts != cluster.placement.all_hosts:

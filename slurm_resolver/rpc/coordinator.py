@@ -21,7 +21,7 @@ from .auth import Authority, Checked, Purpose, SealVerdict
 from .beats import Beat, decode_beat, encode_first_event
 from .identity import Identity, decode_who, encode_identity
 from .messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
-from .rounds import Conflict, Rounds, RoundsFull, RoundState, wait_until
+from .rounds import Conflict, Flag, Rounds, RoundsFull, RoundState, wait_until
 from .transport import Refusal, Refused, within
 from .wire import Call, Decision, decision, decode_call, encode_answer, read_records, unwrap
 
@@ -80,7 +80,7 @@ class Coordinator:
         self._inspect = inspect
         self._asking: set[asyncio.Task[None]] = set()
         self._watched: Watched | None = None
-        self._watching = asyncio.Event()
+        self._watching = Flag()
 
     @property
     def open_rounds(self) -> int:

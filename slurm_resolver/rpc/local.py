@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic
+from typing import Any, Generic
 
 from .transport import Failed, H, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
 
@@ -22,7 +22,7 @@ _FIRST_PORT = 40000
 _LAST_PORT = 65535
 
 
-@dataclass
+@dataclass(slots=True)
 class ServerStats:
     """What one server of a `LocalNetwork` handled."""
 
@@ -34,11 +34,14 @@ class ServerStats:
 
 
 class _LocalServed(Generic[H]):
-    def __init__(self, network: LocalNetwork, address: tuple[str, int], handlers: H) -> None:
+    __slots__ = ("_network", "_address", "port", "handlers", "stats")
+
+    def __init__(self, network: LocalNetwork, address: tuple[str, int], handlers: H, stats: ServerStats) -> None:
         self._network = network
         self._address = address
         self.port = address[1]
         self.handlers = handlers
+        self.stats = stats
 
     async def stop(self, grace: float | None = None) -> None:
         self._network._servers.pop(self._address, None)
@@ -47,6 +50,8 @@ class _LocalServed(Generic[H]):
 
 
 class _LocalLink:
+    __slots__ = ("_network", "_address")
+
     def __init__(self, network: LocalNetwork, address: tuple[str, int]) -> None:
         self._network = network
         self._address = address
@@ -55,7 +60,7 @@ class _LocalLink:
         found = self._network._servers.get(self._address)
         if found is None:
             raise LinkError(Failed.UNAVAILABLE, f"nothing listens at {self._address[0]}:{self._address[1]}")
-        return found
+        return found.handlers, found.stats
 
     @staticmethod
     def _count(stats: ServerStats, received: Sequence[bytes], sent: Sequence[bytes]) -> None:
@@ -124,7 +129,7 @@ class LocalNetwork:
     """
 
     def __init__(self) -> None:
-        self._servers: dict[tuple[str, int], tuple[Handlers, ServerStats]] = {}
+        self._servers: dict[tuple[str, int], _LocalServed[Any]] = {}
         self._watches: dict[tuple[str, int], set[asyncio.Event]] = {}  # what breaks each server's watch calls
         self._next: dict[str, int] = {}
         self.stats: dict[tuple[str, int], ServerStats] = {}
@@ -140,12 +145,12 @@ class LocalNetwork:
 
     async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
         for port in ports:
-            port = port or self._free(host)
-            if (host, port) not in self._servers:
-                stats = self.stats[(host, port)] = ServerStats()
-                made = handlers(port)
-                self._servers[(host, port)] = (made, stats)
-                return _LocalServed(self, (host, port), made)
+            address = (host, port or self._free(host))
+            if address not in self._servers:
+                stats = self.stats[address] = ServerStats()
+                served = _LocalServed(self, address, handlers(address[1]), stats)
+                self._servers[address] = served
+                return served
         raise LinkError(Failed.UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")
 
     def connect(self, host: str, port: int) -> Link:

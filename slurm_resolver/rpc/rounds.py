@@ -25,6 +25,55 @@ MOST_ROUNDS = 8192
 """Rounds a server remembers: beyond, the oldest finished ones are forgotten (notices are kept)."""
 
 
+class Flag:
+    """`asyncio.Event` as servers use it (`set`, `clear`, `is_set`, `wait`), whose list of waiters is made
+    by the first waiter. An Event makes a deque of 760 bytes when it is made: every server holds one and
+    every round at a leader three, most never waited on, which a simulation of 524,288 tasks in one
+    process holds 720,000 times (6 % of its memory).
+
+    >>> flag = Flag(); flag.set(); flag.is_set(), asyncio.run(flag.wait())
+    (True, True)
+    """
+
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def is_set(self) -> bool:
+        """Whether the flag is set."""
+        return self._set
+
+    def set(self) -> None:
+        """Set the flag: every waiter wakes."""
+        if not self._set:
+            self._set = True
+            for waiter in self._waiters or ():
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def clear(self) -> None:
+        """Unset the flag (the next `wait()` blocks)."""
+        self._set = False
+
+    async def wait(self) -> bool:
+        """Return True once the flag is set (at once if it is)."""
+        if self._set:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+            return True
+        finally:
+            self._waiters.remove(waiter)
+            if not self._waiters:
+                self._waiters = None
+
+
 @dataclass
 class RoundState:
     """One round at one server: read by anyone, written only by `Rounds`."""
@@ -38,17 +87,17 @@ class RoundState:
     """Whether this leader already asked upward for the round's result (notices)."""
     started: bool = False
     """Whether this server's own task has joined the round."""
-    complete: asyncio.Event = field(default_factory=asyncio.Event)
+    complete: Flag = field(default_factory=Flag)
     """Set when every source contributed."""
     waiting: int = 0
     """Callers waiting for the result, or being sent it."""
-    answered: asyncio.Event = field(default_factory=asyncio.Event)
+    answered: Flag = field(default_factory=Flag)
     """Set while no caller waits for the result or is being sent it."""
-    decided: asyncio.Event = field(default_factory=asyncio.Event)
+    decided: Flag = field(default_factory=Flag)
     """Set when the result is known."""
 
 
-async def wait_until(event: asyncio.Event, deadline: float) -> bool:
+async def wait_until(event: Flag | asyncio.Event, deadline: float) -> bool:
     """Whether ``event`` is set before ``deadline`` (``time.monotonic()``), waited for in the
     caller's own task (no task of its own per wait: thousands wait at once in a simulation)."""
     if event.is_set():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
@@ -137,17 +138,23 @@ def plan_of(cluster: Cluster, rank: int, fanout: int) -> Plan:
     (a provisional placement), its node's ranks are Slurm's ``SLURM_GTIDS``.
     """
     where = cluster.placement
-    tree = Tree(len(where.nodes), fanout)
+    tree = _tree(len(where.nodes), fanout)
     if where.exact or cluster.launch.node_index is None:
         position = where.node_index(rank)
         local = tuple(where.ranks_on(position))
     else:
         position, local = cluster.launch.node_index, tuple(sorted(cluster.launch.gtids))
     leader = local[0]
-    sources: frozenset[Source] = frozenset()
+    sources = _NOBODY
     if rank == leader:
         sources = frozenset([*map(Source.task, local[1:]), *map(Source.node, tree.children(position))])
     return Plan(tree, position, leader, sources, rank)
+
+
+_tree = lru_cache(maxsize=16)(Tree)
+"""The tree of a size and fan-out, one value shared by every task that asks (a simulation's thousands)."""
+_NOBODY: frozenset[Source] = frozenset()
+"""The sources of a task that leads nothing, shared (each empty frozenset is an object of 216 bytes)."""
 
 
 class Checking(enum.Enum):

@@ -217,7 +217,7 @@ def decode_call(header: bytes, world_size: int) -> Call:
     message = parse_message(pb.Call(), header)
     if len(message.job_key) > MOST_NAME or message.source >= world_size or message.node >= world_size \
             or len(message.nonce) > MOST_NONCE or len(message.chunks) > most_chunks(world_size) \
-            or any(len(d) != _DIGEST for d in message.chunks) or message.port > 65535 \
+            or any(map(_DIGEST.__ne__, map(len, message.chunks))) or message.port > 65535 \
             or message.votes > world_size:
         raise WireError("a call that names no task of this job")
     return Call(message.job_key, _round(message.round), message.source, message.node, bytes(message.nonce),
@@ -303,7 +303,7 @@ def decode_answer(header: bytes, world_size: int) -> Answer:
     """An answer's first message (its header, unwrapped), checked."""
     message = parse_message(pb.Answer(), header)
     if message.total not in (0, world_size) or len(message.chunks) > most_chunks(world_size) \
-            or any(len(d) != _DIGEST for d in message.chunks) or len(message.key) > MOST_KEY \
+            or any(map(_DIGEST.__ne__, map(len, message.chunks))) or len(message.key) > MOST_KEY \
             or message.source >= world_size or len(message.nonce) > MOST_NONCE or message.votes > world_size:
         raise WireError("an answer for another job's size")
     return Answer(bytes(message.nonce), message.source, _failure(message.failure, world_size), message.total,

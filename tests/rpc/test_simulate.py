@@ -3,10 +3,13 @@ real gRPC in several processes (each simulated node on its own loopback address)
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
+from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.loopback import over_grpc
-from slurm_resolver.rpc.simulate import simulate
+from slurm_resolver.rpc.simulate import simulate, srun_environ
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 from slurm_resolver.rpc.wire import CHUNK
 
@@ -25,6 +28,44 @@ def test_1024_tasks_agree_within_the_bounds() -> None:
     assert run.largest_message <= table_bytes
     assert run.max_bytes_sent_by_one_server <= (per_node - 1 + DEFAULT_FANOUT) * 2 * table_bytes
     assert run.wall_s < 30
+
+
+def test_gpus_bound_per_task_are_parsed_once_for_every_task_of_the_process() -> None:
+    """As on GPU nodes with ``--gpus-per-task``: every task reports its GPU, and the table carries one list a
+    rank. The tasks of one process share its parse; each parsing the whole table made the simulation
+    quadratic (16,384 tasks: 387 s and 24 GB)."""
+    environ = {**srun_environ(128, 8), "CUDA_VISIBLE_DEVICES": "0", "SLURM_GPUS_PER_TASK": "1"}
+    run = simulate(128, 8, timeout=60, keep=True, cluster=resolve(environ, resolves=lambda name: True))
+    assert run.ok, run.errors
+    clusters = [r.cluster for r in run.results if r]
+    shared = clusters[1].reported_gpus  # the table every task but the root (which decided it) read
+    assert len(clusters) == 1024 and all(c.reported_gpus is shared for c in clusters[1:])
+    assert clusters[7].task(1000).gpus == ("0",) and len(clusters[0].reported_gpus or {}) == 1024
+
+
+def _peak_bytes_a_task(nodes: int, per_node: int, environ: dict[str, str]) -> float:
+    """The most memory the simulated bootstrap held at once (tracemalloc), over its tasks."""
+    cluster = resolve({**srun_environ(nodes, per_node), **environ}, resolves=lambda name: True)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        run = simulate(nodes, per_node, timeout=60, cluster=cluster)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert run.ok, run.errors
+    return peak / run.ranks
+
+
+def test_a_simulated_task_holds_a_bounded_memory_whatever_the_size() -> None:
+    """What lets 524,288 tasks bootstrap in one process (benchmarks/README.md): about 15 kB a task at the
+    peak, when every task waits for the table, the same at 512 and 2,048 tasks. GPUs bound per task (the
+    table then carries a list a rank) once made every task hold its own parse of the whole table: 370 kB
+    a task at 4,096. Generous bounds, on memory, not on time."""
+    gpu_nodes = {"CUDA_VISIBLE_DEVICES": "0", "SLURM_GPUS_PER_TASK": "1"}
+    small, large = _peak_bytes_a_task(64, 8, gpu_nodes), _peak_bytes_a_task(256, 8, gpu_nodes)
+    assert small < 24_000 and large < 24_000, (small, large)
+    assert large < 1.25 * small, f"a task's memory grows with the job: {small:.0f} B at 512 tasks, {large:.0f} at 2,048"
 
 
 def test_tables_larger_than_a_chunk_travel_in_chunks() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -69,6 +71,14 @@ def test_an_answer_round_trips_and_its_chunks_are_checked() -> None:
         read_table(answer, messages[:0:-1], n)
     with pytest.raises(WireError, match="did not announce"):
         read_table(answer, messages[1:2], n)
+
+
+@pytest.mark.parametrize("decode", [decode_call, decode_answer])
+def test_a_header_whose_digests_are_not_digests_is_refused(decode: Any) -> None:
+    header = pb.Call(round=pb.Round(kind="table"), chunks=[bytes(16), bytes(15)]) if decode is decode_call \
+        else pb.Answer(chunks=[bytes(17)])
+    with pytest.raises(WireError):
+        decode(header.SerializeToString(), 100)
 
 
 def test_failures_stay_bounded_whatever_the_size() -> None:
