@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Generic
 
+from ..errors import ResolutionError
 from .messages import WireError
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
 from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
@@ -154,6 +155,7 @@ class GrpcNetwork:
     def __init__(self) -> None:
         self._grpc = grpc_module()
         self._links: dict[tuple[str, int], GrpcLink] = {}
+        self._addresses: dict[str, str] = {}  # a peer's node name -> its address, for bare probes
         self._closed = False
 
     async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
@@ -174,7 +176,12 @@ class GrpcNetwork:
             await link.channel.close()
 
     async def listening(self, host: str, port: int) -> bool:
-        address = host.strip("[]")
+        address = self._addresses.get(host)
+        if address is None:  # a node's name is looked up once, not by asyncio in a thread at every probe
+            try:
+                address = self._addresses[host] = bindable(host).strip("[]")
+            except ResolutionError:
+                return False
         with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
             sock.setblocking(False)
             try:  # a bare connect: no transport, no protocol, closed at once
