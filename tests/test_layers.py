@@ -48,20 +48,20 @@ LEVELS: list[set[str]] = [
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.connections", "rpc.wire", "slurmctl", "templates",
      "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.beats", "rpc.identity",
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.beats", "rpc.gate",
      "rpc.rounds", "rpc.service", "submission"},
     # 4
-    {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.coordinator", "rpc.deaths", "rpc.options", "rpc.server"},
+    {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm",
+     "placement", "rpc.coordinator", "rpc.deaths", "rpc.identity", "rpc.options", "rpc.server"},
     # 5
     {"gpus", "launchers", "rpc.grpc_network"},
     # 6
     {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
     # 7
-    {"rpc.view", "cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.uplink",
-     "rpc.verify", "rpc.watch"},
+    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.uplink",
+     "rpc.verify", "rpc.view", "rpc.watch"},
     # 8
-    {"rpc.detector", "rpc.member"},
+    {"rpc.detector", "rpc.handlers", "rpc.member"},
     # 9
     {"rpc.bootstrapped"},
     # 10

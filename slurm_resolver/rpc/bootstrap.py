@@ -43,8 +43,8 @@ from ..resolution import resolve
 from .auth import AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped, Exchanged
 from .callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
-from .coordinator import Coordinator
 from .detector import FailureDetector
+from .handlers import TaskHandlers
 from .identity import Identity
 from .loop import LoopThread
 from .member import Member
@@ -106,7 +106,7 @@ class _Task:
     plan: Plan
     network: Network
     authority: Authority
-    served: Served[Coordinator]
+    served: Served[TaskHandlers]
     member: Member
     group: Exchange | None
     inspection: Inspection | None
@@ -183,7 +183,8 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
             above, link = member.above
             detector = FailureDetector(settled, task.plan, above, link, network, proof, chosen.heartbeat,
                                        chosen.patience)
-        task.served.handlers.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
+        watched = None if detector is None else detector.watch
+        task.served.handlers.watching.watch_below(watched)  # tasks below may watch now
         if task.checks_later:
             await _agree(task, member, failure, chosen.timeout)
             lap("barrier")
@@ -277,9 +278,10 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode
         inspection = Inspection(cluster, plan, network, proof,
                                 time.monotonic() + options.timeout * plan.tree.check_until(plan.position))
     arrived = None if inspection is None else inspection.arrived
-    served = await network.serve(me.host, bind, lambda port: Coordinator(  # made for the port bound: seals name it
-        identity, cluster.world_size, plan.sources, root, proof, port, None if root else uplink.notice, arrived))
-    return _Task(cluster, plan, network, proof, served, Member(cluster, plan, uplink, served.handlers, inspection),
+    served = await network.serve(me.host, bind, lambda port: TaskHandlers(  # made for the port bound: seals name it
+        identity, cluster.world_size, proof, port, plan.sources, root, None if root else uplink.notice, arrived))
+    return _Task(cluster, plan, network, proof, served, Member(cluster, plan, uplink, served.handlers.rounds,
+                                                               inspection),
                  group, inspection, checks_later=not early and options.checks.how is not Checking.NONE)
 
 

@@ -1,86 +1,56 @@
-"""What one task's server answers: its identity, and the rounds it leads; transport-agnostic.
+"""What one task's server answers of the rounds it leads: Join calls, and its own task's side; transport-agnostic.
 
 Handlers take and return bytes (the messages of ``coordination.proto``, through
 `slurm_resolver.rpc.wire`), so the same code serves gRPC calls in a real job and
-in-process calls in the scale simulation. A call is checked from its first message (its
-launch, its seal, whether the caller joins rounds here) before more of it is read; every
-answer is sealed. Handlers are coroutines on the task's event loop; every wait is on an
-event that what it waits for sets, bounded by a deadline: nothing polls.
+in-process calls in the scale simulation. A call is checked from its first message (the checks
+every call meets, in the server's `Gate`, and whether the caller joins rounds here) before more
+of it is read; every answer is sealed. Handlers are coroutines on the task's event loop; every
+wait is on an event that what it waits for sets, bounded by a deadline: nothing polls.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ..addresses import abridged
-from .auth import Authority, Checked, Purpose, SealVerdict
-from .beats import Beat, decode_beat, encode_first_event
-from .identity import Identity, decode_who, encode_identity
+from .gate import Gate
 from .messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
-from .rounds import Conflict, Flag, Rounds, RoundsFull, RoundState, wait_until
-from .transport import Refusal, Refused, within
-from .wire import Call, Decision, decision, decode_call, encode_answer, read_records, unwrap
+from .rounds import Conflict, Rounds, RoundsFull, RoundState, wait_until
+from .transport import Refusal, Refused
+from .wire import Call, Decision, decision, decode_call, encode_answer, read_records
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
-log = logging.getLogger("slurm_resolver")
-
-FIRST_BEAT = 10.0
-"""Seconds a server waits for a watch call's first beat (then it refuses the call)."""
-
-
-
-
-class Watched(Protocol):
-    """The leader's side of failure detection, once this task watches (see `watch`)."""
-
-    sources: frozenset[Source]
-
-    def serve(self, source: Source, first: Beat, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """The events of a task below whose first beat was ``first``, until its call ends; raises
-        `Refused` at once where it may not watch here."""
-        ...
-
 
 class Coordinator:
-    """The coordination state of one task's server.
+    """The rounds of one task's server: its callers' side (Join) and its own task's.
 
     Args:
-        identity: this task.
-        world_size: tasks in the launch (bounds what a message may name).
+        gate: the checks every call to this server meets (this task, the launch's size, seals).
         sources: who joins rounds here: its node's other tasks, and the leaders of its child
             nodes; empty for a task that leads nothing.
         root: whether this task is the tree's root (it decides every round, and hears
             announcements).
-        authority: seals answers and checks callers' seals.
-        port: the port this server listens on (a call made for another server is refused).
         ask_above: asks the task above for a notice a task below waits for (None at the root).
         inspect: told of every source's first-round records as they arrive, with the rank that
             sealed them (a leader asks their servers who they are: `slurm_resolver.rpc.verify`).
     """
 
-    def __init__(self, identity: Identity, world_size: int, sources: Iterable[Source], root: bool,
-                 authority: Authority, port: int,
+    def __init__(self, gate: Gate, sources: Iterable[Source], root: bool,
                  ask_above: Callable[[Round, float], Awaitable[Decision]] | None = None,
                  inspect: Callable[[Source, int, Records], None] | None = None) -> None:
-        self.identity = identity
-        self.world_size = world_size
+        self.gate = gate
+        self.identity = gate.identity
+        self.world_size = gate.world_size
+        self.authority = gate.authority
         self.sources = frozenset(sources)
         self.root = root
-        self.authority = authority
-        self.port = port
-        self.refused = 0
-        """How many calls were refused for their seals (the first ones are logged)."""
         self._rounds = Rounds(len(self.sources))
         self._ask_above = ask_above
         self._inspect = inspect
         self._asking: set[asyncio.Task[None]] = set()
-        self._watched: Watched | None = None
-        self._watching = Flag()
 
     @property
     def open_rounds(self) -> int:
@@ -92,48 +62,11 @@ class Coordinator:
         """Rounds this server remembers (decided or not)."""
         return len(self._rounds)
 
-    @property
-    def job_key(self) -> str:
-        """The key of this server's launch."""
-        return self.identity.job_key
-
-    def watch_below(self, watched: Watched | None) -> None:
-        """From now on, tasks below may keep their heartbeat here (after the bootstrap's exchange; a
-        task below that has the table first waits for this, at most `FIRST_BEAT` seconds); None:
-        this task watches nobody (failure detection is off), which a watch call is told at once."""
-        self._watched = watched
-        self._watching.set()
-
-    # Checking who calls.
-
-    def _same_launch(self, job_key: str) -> None:
-        if job_key != self.job_key:
-            raise Refused(Refusal.FOREIGN, "this server belongs to another launch")
-
-    def _authenticate(self, what: str, source: int, header: bytes, seal: bytes, port: int,
-                      first_round: bool = False) -> None:
-        """Refuse a caller whose seal is not a task's of this job, for this very call to this server."""
-        checked = Checked.refused("made for another server") if port != self.port else \
-            self.authority.check(Purpose.CALL, header, seal, first_round)
-        if checked.believed:
-            return
-        if checked.verdict is SealVerdict.UNREADY:
-            raise Refused(Refusal.UNREADY, f"rank {self.identity.rank} cannot check seals yet: ask again")
-        reason = checked.why
-        self.refused += 1
-        if self.refused <= 20 or self.refused % 1000 == 0:
-            log.warning("slurm_resolver: rank %d refused %s claiming rank %d: %s (%d refused so far)",
-                        self.identity.rank, what, source, reason, self.refused)
-        raise Refused(Refusal.UNAUTHENTICATED, reason)
-
     def open_call(self, first_message: bytes) -> Call:
-        """A Join call, checked from its first message: its launch, whether it joins here, its seal."""
-        try:
-            header, seal = unwrap(first_message)
-            call = decode_call(header, self.world_size)
-        except WireError as exc:
-            raise Refused(Refusal.INVALID, str(exc)) from None
-        self._same_launch(call.job_key)
+        """A Join call, checked from its first message: the gate's checks, and whether it joins here."""
+        gate = self.gate
+        call, header, seal = gate.read(first_message, decode_call)
+        gate.same_launch(call.job_key)
         if call.round.kind.to_root:
             if not self.root:
                 raise Refused(Refusal.INVALID, "announcements go to the root of the tree (the first node's leader)")
@@ -141,8 +74,8 @@ class Coordinator:
             # Another leader of this launch (two nodes may share an address): the caller looks further.
             raise Refused(Refusal.NOT_LEADER, f"rank {call.source} (node {call.node}) does not join rounds at rank "
                                               f"{self.identity.rank}")
-        self._authenticate(f"a call to {call.round.label[:64]}", call.source, header, seal, call.port,
-                           call.round.kind.first)  # last: a credential is spent where it is meant
+        gate.sealed(f"a call to {call.round.label[:64]}", call.source, header, seal, call.port,
+                    call.round.kind.first)  # last: a credential is spent where it is meant
         return call
 
     # Rounds: a task below contributes, and gets the result.
@@ -189,9 +122,7 @@ class Coordinator:
         return call.round, self._answer(call, this.result)
 
     def _answer(self, call: Call, outcome: Decision) -> list[bytes]:
-        first_round = call.round.kind.first
-        return encode_answer(outcome, call.nonce, self.identity.rank,
-                             lambda header: self.authority.seal(Purpose.ANSWER, header, first_round))
+        return encode_answer(outcome, call.nonce, self.identity.rank, self.gate.seal(call.round.kind.first))
 
     def sent(self, round: Round) -> None:
         """The answer of ``round`` went out to one caller (or the caller went away)."""
@@ -264,52 +195,3 @@ class Coordinator:
         for source in sorted(self.sources - set(received)):
             failure = failure.merge(covers(source))
         return Contribution(merged, failure, votes)
-
-    # WhoAreYou and Watch.
-
-    async def who(self, message: bytes, deadline: float) -> bytes:
-        """This server's identity, sealed, for a task of this job that asks."""
-        del deadline  # answered at once: a server that cannot check the seal yet says so
-        try:
-            header, seal = unwrap(message)
-            question = decode_who(header, self.world_size)
-        except WireError as exc:
-            raise Refused(Refusal.INVALID, str(exc)) from None
-        self._same_launch(question.job_key)
-        if question.early and self.authority.past_first_round:
-            # This task holds the table: its leader asked long ago. Nobody gets a first-round answer
-            # (under MUNGE, a credential carrying the launch's key) from it any more.
-            raise Refused(Refusal.INVALID, f"rank {self.identity.rank} is past the first round: ask with its seal")
-        self._authenticate("an identity call", question.source, header, seal, question.port, question.early)
-        return encode_identity(self.identity, question.nonce,
-                               lambda h: self.authority.seal(Purpose.ANSWER, h, question.early))
-
-    async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """A task below keeps its heartbeat here (see `slurm_resolver.rpc.watch`): its first
-        beat is checked, the first event answers it, and the watch serves the rest."""
-        if self._watching.is_set() and self._watched is None:
-            raise Refused(Refusal.NOT_LEADER, f"rank {self.identity.rank} watches no task")
-        try:
-            with within(FIRST_BEAT):
-                first = await beats.__anext__()
-            header, seal = unwrap(first)
-            beat = decode_beat(header, self.world_size)
-        except (StopAsyncIteration, WireError, asyncio.TimeoutError) as exc:
-            raise Refused(Refusal.INVALID, f"a watch without a first beat within {FIRST_BEAT:g} s "
-                                           f"({exc.__class__.__name__})") from None
-        self._same_launch(beat.job_key)
-        self._authenticate("a watch", beat.source, header, seal, beat.port)
-        # A task below may have the table a moment before this one watches (it goes on at once).
-        watched = self._watched if await wait_until(self._watching, time.monotonic() + FIRST_BEAT) else None
-        if watched is None:
-            raise Refused(Refusal.NOT_LEADER, f"rank {self.identity.rank} watches no task (yet)")
-        source = Source.task(beat.source)
-        source = source if source in watched.sources else Source.node(beat.node)
-        if source not in watched.sources:
-            raise Refused(Refusal.NOT_LEADER, f"rank {beat.source} (node {beat.node}) is not watched at rank "
-                                              f"{self.identity.rank}")
-        events = watched.serve(source, beat, beats)
-        yield encode_first_event(beat.nonce, self.identity.rank,
-                                 lambda h: self.authority.seal(Purpose.ANSWER, h))
-        async for event in events:
-            yield event

@@ -1,4 +1,4 @@
-"""WhoAreYou: a question to a server, what it says of itself (built and read here), and the asking.
+"""WhoAreYou: a question to a server, what it says of itself (built and read here), the asking and the answer.
 
 Like every message of the bootstrap (`slurm_resolver.rpc.wire`), each is an envelope sealed by
 its writer, checked before it is believed.
@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from . import protos as pb
 from .auth import Authority, Purpose
+from .gate import Gate
 from .messages import WireError
-from .transport import Link, retrying
+from .transport import Link, Refusal, Refused, retrying
 from .wire import MOST_NAME, MOST_NONCE, NONCE, Seal, envelope, parse_message, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -77,6 +78,28 @@ def decode_identity(header: bytes) -> tuple[Identity, bytes]:
     return Identity(message.job_key, message.rank, message.node, message.job, message.index), bytes(message.nonce)
 
 
+class IdentityHandler:
+    """The server's side of WhoAreYou: this task's identity, sealed, to a task of its job that asks.
+
+    Args:
+        gate: the checks every call to this server meets (its identity is this task's).
+    """
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    async def who(self, message: bytes, deadline: float) -> bytes:
+        """This server's identity, sealed, for a task of this job that asks; raises `Refused`."""
+        del deadline  # answered at once: a server that cannot check the seal yet says so
+        gate = self.gate
+        question, header, seal = gate.read(message, decode_who)
+        gate.same_launch(question.job_key)
+        if question.early and gate.authority.past_first_round:
+            # This task holds the table: its leader asked long ago. Nobody gets a first-round answer
+            # (under MUNGE, a credential carrying the launch's key) from it any more.
+            raise Refused(Refusal.INVALID, f"rank {gate.identity.rank} is past the first round: ask with its seal")
+        gate.sealed("an identity call", question.source, header, seal, question.port, question.early)
+        return encode_identity(gate.identity, question.nonce, gate.seal(question.early))
 
 
 class Unproven(Exception):

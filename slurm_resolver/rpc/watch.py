@@ -13,6 +13,9 @@ A task that leaves normally says so first: its silence is no failure. A leader t
 names a successor (the lowest task of its node still watching), which takes its place
 (`take_over()`). A process that was itself stopped (SIGSTOP, a long pause) does not
 count the time it stood still as anyone's silence.
+
+The call itself is taken by `WatchHandler` from the bootstrap's start on: it checks the first beat
+(through the server's `Gate`) and hands the call to this task's `Watch` once the task watches.
 """
 
 from __future__ import annotations
@@ -21,16 +24,82 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 from ..cluster import Cluster
-from .beats import Beat, decode_beat
+from .beats import Beat, decode_beat, encode_first_event
 from .deaths import Deaths, stood_still
+from .gate import Gate
 from .messages import Source, SourceKind, WireError
-from .transport import Refusal, Refused
+from .rounds import Flag, wait_until
+from .transport import Refusal, Refused, within
 from .tree import Plan
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+FIRST_BEAT = 10.0
+"""Seconds a server waits for a watch call's first beat (then it refuses the call)."""
+
+
+class Watched(Protocol):
+    """The leader's side of failure detection, once this task watches (a `Watch`)."""
+
+    sources: frozenset[Source]
+
+    def serve(self, source: Source, first: Beat, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The events of a task below whose first beat was ``first``, until its call ends; raises
+        `Refused` at once where it may not watch here."""
+        ...
+
+
+class WatchHandler:
+    """The server's side of Watch: a call's first beat checked (`Gate`), then the call served by this
+    task's `Watch` once it watches (after the bootstrap's exchange).
+
+    Args:
+        gate: the checks every call to this server meets.
+    """
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+        self._watched: Watched | None = None
+        self._watching = Flag()
+
+    def watch_below(self, watched: Watched | None) -> None:
+        """From now on, tasks below may keep their heartbeat here (after the bootstrap's exchange; a
+        task below that has the table first waits for this, at most `FIRST_BEAT` seconds); None:
+        this task watches nobody (failure detection is off), which a watch call is told at once."""
+        self._watched = watched
+        self._watching.set()
+
+    async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A task below keeps its heartbeat here: its first beat is checked, the first event answers
+        it, and this task's `Watch` serves the rest; raises `Refused`."""
+        gate = self.gate
+        rank = gate.identity.rank
+        if self._watching.is_set() and self._watched is None:
+            raise Refused(Refusal.NOT_LEADER, f"rank {rank} watches no task")
+        try:
+            with within(FIRST_BEAT):
+                first = await beats.__anext__()
+        except (StopAsyncIteration, asyncio.TimeoutError) as exc:
+            raise Refused(Refusal.INVALID, f"a watch without a first beat within {FIRST_BEAT:g} s "
+                                           f"({exc.__class__.__name__})") from None
+        beat, header, seal = gate.read(first, decode_beat)
+        gate.same_launch(beat.job_key)
+        gate.sealed("a watch", beat.source, header, seal, beat.port)
+        # A task below may have the table a moment before this one watches (it goes on at once).
+        watched = self._watched if await wait_until(self._watching, time.monotonic() + FIRST_BEAT) else None
+        if watched is None:
+            raise Refused(Refusal.NOT_LEADER, f"rank {rank} watches no task (yet)")
+        source = Source.task(beat.source)
+        source = source if source in watched.sources else Source.node(beat.node)
+        if source not in watched.sources:
+            raise Refused(Refusal.NOT_LEADER, f"rank {beat.source} (node {beat.node}) is not watched at rank {rank}")
+        events = watched.serve(source, beat, beats)
+        yield encode_first_event(beat.nonce, rank, gate.seal())
+        async for event in events:
+            yield event
 
 
 class Watch:

@@ -15,7 +15,7 @@ from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.ports import rendezvous_ports
@@ -126,9 +126,9 @@ def test_foreign_server_on_a_candidate_port_is_skipped() -> None:
     taken = free.port
     free.stop(0)
     other = rendezvous_ports("spare")[0]
-    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0, handlers=lambda port: Coordinator(
-        Identity("another.0", 0, "localhost", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
-        Authority(AuthMode.NONE, "a test"), port))
+    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+        Identity("another.0", 0, "localhost", "worker", 0), 4, Authority(AuthMode.NONE, "a test"), port,
+        map(Source.task, [1, 2, 3]), True))
     try:
         results = run_all(3, timeout=20, rendezvous=[taken, other])
         try:

@@ -29,13 +29,13 @@ from .forge import join_call
 SERVER = """
 import threading
 from slurm_resolver.rpc.auth import Authority, AuthMode
-from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.server import Server
 from slurm_resolver.rpc.identity import Identity
 authority = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
-server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, handlers=lambda port: Coordinator(
-    Identity("9.0", 0, "localhost", "worker", 0), 100000, map(Source.task, range(1, 8)), True, authority, port))
+server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+    Identity("9.0", 0, "localhost", "worker", 0), 100000, authority, port, map(Source.task, range(1, 8)), True))
 print(server.port, flush=True)
 threading.Event().wait()
 """

@@ -9,6 +9,7 @@ import pytest
 
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.gate import Gate
 from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Records, Round, Source
 from slurm_resolver.rpc.transport import Refusal, Refused
@@ -25,8 +26,7 @@ def _keyed() -> Authority:
 
 def _coordinator(authority: Authority | None = None, root: bool = True) -> Coordinator:
     """Rank 0 of launch 5.0 on port 8000, gathering rank 1 and the leader of node position 1."""
-    return Coordinator(_identity(), 4, [Source.task(1), Source.node(1)], root,
-                       authority or _keyed(), 8000)
+    return Coordinator(Gate(_identity(), 4, authority or _keyed(), 8000), [Source.task(1), Source.node(1)], root)
 
 
 def _identity() -> Identity:
@@ -46,7 +46,7 @@ def test_who_may_call_is_decided_from_the_first_message() -> None:
     assert _refusal(coordinator, join_call("5.0", barrier, 3, port=8000, authority=keyed)) is Refusal.NOT_LEADER
     assert _refusal(coordinator, join_call("5.0", barrier, 1, port=8001, authority=keyed)) is Refusal.UNAUTHENTICATED
     assert _refusal(coordinator, join_call("5.0", barrier, 1, port=8000)) is Refusal.UNAUTHENTICATED  # no seal
-    assert coordinator.refused == 2
+    assert coordinator.gate.refused == 2
     below = _coordinator(root=False)
     assert _refusal(below, join_call("5.0", Round.announce("go"), 1, port=8000, authority=keyed)) is Refusal.INVALID
     assert coordinator.open_call(join_call("5.0", barrier, 1, port=8000, authority=keyed)[0]).source == 1
@@ -57,7 +57,7 @@ def test_who_may_call_is_decided_from_the_first_message() -> None:
 def test_a_server_that_does_not_know_the_key_yet_says_so_and_is_asked_again() -> None:
     coordinator = _coordinator(Authority(AuthMode.NONE, "before the first round"))
     messages = join_call("5.0", Round.barrier("b", 0), 1, port=8000, authority=_keyed())
-    assert _refusal(coordinator, messages) is Refusal.UNREADY and coordinator.refused == 0
+    assert _refusal(coordinator, messages) is Refusal.UNREADY and coordinator.gate.refused == 0
     first = join_call("5.0", TABLE_ROUND, 1, port=8000)  # the first round needs no key (auth none)
     assert coordinator.open_call(first[0]).round == TABLE_ROUND
 
@@ -143,7 +143,7 @@ def test_a_leader_asks_above_once_for_all_its_notices_waiters() -> None:
         return decision(Failure())
 
     async def scenario() -> list[Decision | None]:
-        coordinator = Coordinator(_identity(), 4, [Source.task(1)], False, _keyed(), 8000, above)
+        coordinator = Coordinator(Gate(_identity(), 4, _keyed(), 8000), [Source.task(1)], False, above)
         notice = Round.notice("go")
         coordinator.want(notice, time.monotonic() + 5)
         coordinator.want(notice, time.monotonic() + 5)

@@ -25,13 +25,13 @@ from .forge import who_call
 PEER = """
 import threading
 from slurm_resolver.rpc.auth import Authority, AuthMode
-from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.server import Server
 from slurm_resolver.rpc.identity import Identity
 authority = Authority(AuthMode.NONE, "a test")
 authority.learn(b"k" * 32)
-server = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: Coordinator(
-    Identity("7.0", 1, "localhost", "worker", 1), 2, (), False, authority, port))
+server = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+    Identity("7.0", 1, "localhost", "worker", 1), 2, authority, port))
 print(server.port, flush=True)
 threading.Event().wait()
 """
@@ -227,7 +227,7 @@ def test_a_leader_whose_round_outlasts_the_patience_is_asked_who_it_is_and_no_po
     is probed."""
     from slurm_resolver.resolution import resolve
     from slurm_resolver.rpc import uplink as uplink_module
-    from slurm_resolver.rpc.coordinator import Coordinator
+    from slurm_resolver.rpc.handlers import TaskHandlers
     from slurm_resolver.rpc.identity import Identity
     from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure
     from slurm_resolver.rpc.simulate import srun_environ
@@ -252,10 +252,10 @@ def test_a_leader_whose_round_outlasts_the_patience_is_asked_who_it_is_and_no_po
     async def scenario() -> tuple[bool, int]:
         network = Probing()
         started = time.monotonic()
-        served = await network.serve("127.0.0.1", [0], lambda port: Coordinator(
-            Identity(cluster.launch.key, 0, cluster.placement.nodes[0], "worker", 0), 3,
-            plan_of(cluster.as_rank(0), 0, 8).sources, True, authority(), port))
-        root = served.handlers
+        served = await network.serve("127.0.0.1", [0], lambda port: TaskHandlers(
+            Identity(cluster.launch.key, 0, cluster.placement.nodes[0], "worker", 0), 3, authority(), port,
+            plan_of(cluster.as_rank(0), 0, 8).sources, True))
+        root = served.handlers.rounds
         uplink = Uplink(cluster.as_rank(1), plan_of(cluster.as_rank(1), 1, 8), network, authority(),
                         [served.port, served.port + 1])
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from slurm_resolver.rpc import service
 from slurm_resolver.rpc.auth import AuthMode, Authority, Purpose
 from slurm_resolver.rpc.callers import UNPROVEN_SHARE, Bound
-from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.identity import Identity, decode_identity
 from slurm_resolver.rpc.messages import TABLE_ROUND, Source
 from slurm_resolver.rpc.server import Server
@@ -36,8 +36,8 @@ def _authority() -> Authority:
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     """Rank 0 of launch 9.0, leading ranks 1-3, that knows the launch's key."""
-    served = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: Coordinator(
-        Identity("9.0", 0, "localhost", "worker", 0), 4, map(Source.task, [1, 2, 3]), True, _authority(), port))
+    served = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+        Identity("9.0", 0, "localhost", "worker", 0), 4, _authority(), port, map(Source.task, [1, 2, 3]), True))
     yield served
     served.stop(0)
 

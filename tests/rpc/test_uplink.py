@@ -13,6 +13,8 @@ from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc import uplink as uplink_module
 from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.gate import Gate
+from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.identity import Identity
 from slurm_resolver.rpc.local import LocalNetwork
 from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Round
@@ -32,10 +34,10 @@ def _keyed() -> Authority:
     return authority
 
 
-def _leader(port: int, authority: Authority | None = None) -> Coordinator:
+def _leader(port: int, authority: Authority | None = None) -> TaskHandlers:
     plan = plan_of(CLUSTER.as_rank(0), 0, 8)
-    return Coordinator(Identity(CLUSTER.launch.key, 0, CLUSTER.placement.nodes[0], "worker", 0), 2, plan.sources,
-                       True, authority or _keyed(), port)
+    return TaskHandlers(Identity(CLUSTER.launch.key, 0, CLUSTER.placement.nodes[0], "worker", 0), 2,
+                        authority or _keyed(), port, plan.sources, True)
 
 
 class Stranger:
@@ -77,8 +79,8 @@ def test_the_leader_is_found_past_another_launchs_server_and_its_port_kept() -> 
         barrier = Round.barrier("b", 0)
 
         async def decide_it() -> None:
-            merged = await leader.gather(barrier, Contribution(), time.monotonic() + 5, lambda s: Failure())
-            leader.publish(barrier, decision(merged.failure))
+            merged = await leader.rounds.gather(barrier, Contribution(), time.monotonic() + 5, lambda s: Failure())
+            leader.rounds.publish(barrier, decision(merged.failure))
 
         outcome, _ = (await asyncio.gather(uplink.join(barrier, Contribution(), time.monotonic() + 5, 5),
                                            decide_it()))[0]
@@ -103,8 +105,8 @@ def test_a_leader_not_up_yet_is_called_again_on_a_channel_with_no_backoff(rank: 
 
     async def scenario() -> tuple[bool, int | None, list[int]]:
         network = Forgetful()
-        root = Coordinator(Identity(two_nodes.launch.key, 0, two_nodes.placement.nodes[0], "worker", 0), 4,
-                           root_plan.sources, True, _keyed(), 31012)
+        root = TaskHandlers(Identity(two_nodes.launch.key, 0, two_nodes.placement.nodes[0], "worker", 0), 4,
+                            _keyed(), 31012, root_plan.sources, True)
         plan = plan_of(two_nodes.as_rank(rank), rank, 8)
         assert bool(plan.sources) is (rank == 2)
         uplink = Uplink(two_nodes.as_rank(rank), plan, network, _keyed(), [31012])
@@ -113,8 +115,8 @@ def test_a_leader_not_up_yet_is_called_again_on_a_channel_with_no_backoff(rank: 
         async def late_root() -> None:
             await asyncio.sleep(0.2)
             await network.serve(two_nodes.hosts[two_nodes.placement.nodes[0]], [31012], lambda port: root)
-            merged = await root.gather(barrier, Contribution(), time.monotonic() + 0.5, lambda s: Failure())
-            root.publish(barrier, decision(merged.failure))
+            merged = await root.rounds.gather(barrier, Contribution(), time.monotonic() + 0.5, lambda s: Failure())
+            root.rounds.publish(barrier, decision(merged.failure))
 
         outcome, _ = (await asyncio.gather(uplink.join(barrier, Contribution(), time.monotonic() + 5, 5),
                                            late_root()))[0]
@@ -152,8 +154,8 @@ def test_a_leader_slower_than_the_unproven_wait_is_asked_who_it_is_once_and_then
     async def scenario() -> tuple[int, int, int]:
         network = Counting()
         first_round = Authority(AuthMode.NONE, "a test")  # nobody knows the launch's key yet
-        root = Root(Identity(two_nodes.launch.key, 0, two_nodes.placement.nodes[0], "worker", 0), 4,
-                    root_plan.sources, True, first_round, 31021)
+        root = Root(Gate(Identity(two_nodes.launch.key, 0, two_nodes.placement.nodes[0], "worker", 0), 4, first_round,
+                         31021), root_plan.sources, True)
         await network.serve(two_nodes.hosts[two_nodes.placement.nodes[0]], [31021], lambda port: root)
         uplink = Uplink(two_nodes.as_rank(rank), plan_of(two_nodes.as_rank(rank), rank, 8), network,
                         Authority(AuthMode.NONE, "a test"), [31021, 31022, 31023])

@@ -16,14 +16,15 @@ from slurm_resolver.hostlists import collapse_counts
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.auth import SECRET, AuthMode, Authority, Purpose, authority
 from slurm_resolver.rpc.bootstrap import bootstrap_async
-from slurm_resolver.rpc.coordinator import Coordinator
-from slurm_resolver.rpc.identity import Identity, decode_identity, decode_who
+from slurm_resolver.rpc.gate import Gate
+from slurm_resolver.rpc.identity import Identity, IdentityHandler, decode_identity, decode_who
 from slurm_resolver.rpc.local import LocalNetwork
 from slurm_resolver.rpc.messages import Source, SourceKind
 from slurm_resolver.rpc.simulate import srun_environ
 from slurm_resolver.rpc.transport import Failed, Handlers, LinkError, Refusal, Refused, Served
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.verify import Expected, Inspection, ask
+from slurm_resolver.rpc.watch import WatchHandler
 from slurm_resolver.rpc.wire import unwrap
 
 from .forge import first_beat, who_call
@@ -161,18 +162,18 @@ def test_an_early_question_is_sealed_as_the_first_round_and_answered_so() -> Non
     stranger = authority("secret", {**env, SECRET: "t" * 24}, "5.0")
     me = Identity("5.0", 1, "node1", "worker", 1)
 
-    def ask(coordinator: Coordinator, question: bytes) -> bytes:
-        return asyncio.run(coordinator.who(question, time.monotonic() + 5))
+    def ask(server: IdentityHandler, question: bytes) -> bytes:
+        return asyncio.run(server.who(question, time.monotonic() + 5))
 
-    header, seal = unwrap(ask(Coordinator(me, 4, (), False, mine, 8000), who_call("5.0", 0, 8000, mine, early=True)))
+    header, seal = unwrap(ask(IdentityHandler(Gate(me, 4, mine, 8000)), who_call("5.0", 0, 8000, mine, early=True)))
     assert mine.check(Purpose.ANSWER, header, seal, first_round=True).believed and decode_identity(header)[0] == me
     with pytest.raises(Refused) as refused:
-        ask(Coordinator(me, 4, (), False, mine, 8000), who_call("5.0", 0, 8000, stranger, early=True))
+        ask(IdentityHandler(Gate(me, 4, mine, 8000)), who_call("5.0", 0, 8000, stranger, early=True))
     assert refused.value.code is Refusal.UNAUTHENTICATED
     unproven = Authority(AuthMode.NONE, "a test")  # no key yet: only an early question is answered
-    ask(Coordinator(me, 4, (), False, unproven, 8000), who_call("5.0", 0, 8000, unproven, early=True))
+    ask(IdentityHandler(Gate(me, 4, unproven, 8000)), who_call("5.0", 0, 8000, unproven, early=True))
     with pytest.raises(Refused) as later:
-        ask(Coordinator(me, 4, (), False, unproven, 8000), who_call("5.0", 0, 8000, unproven))
+        ask(IdentityHandler(Gate(me, 4, unproven, 8000)), who_call("5.0", 0, 8000, unproven))
     assert later.value.code is Refusal.UNREADY
 
 
@@ -183,7 +184,7 @@ def test_after_the_first_round_no_early_question_is_answered() -> None:
     past = Authority(AuthMode.NONE, "a test")
     past.learn(b"k" * 32)
     with pytest.raises(Refused) as refused:
-        asyncio.run(Coordinator(me, 4, (), False, past, 8000).who(who_call("5.0", 0, 8000, past, early=True),
+        asyncio.run(IdentityHandler(Gate(me, 4, past, 8000)).who(who_call("5.0", 0, 8000, past, early=True),
                                                                    time.monotonic() + 5))
     assert refused.value.code is Refusal.INVALID and "past the first round" in refused.value.detail
 
@@ -208,7 +209,7 @@ def test_each_attempt_of_a_question_is_sealed_anew() -> None:
     env = {SECRET: "s" * 24, "SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent"}
     mine = authority("secret", env, "5.0")
     me = Identity("5.0", 1, "node1", "worker", 1)
-    server = Coordinator(me, 4, (), False, mine, 8000)
+    server = IdentityHandler(Gate(me, 4, mine, 8000))
     link = FlakyLink(lambda message: server.who(message, time.monotonic() + 5))
     network = LocalNetwork()
     network.connect = lambda host, port: link  # type: ignore[assignment,method-assign,return-value]
@@ -223,7 +224,7 @@ def test_a_strangers_watch_is_refused_at_once_even_before_its_leader_watches() -
     stranger cannot hold calls there during the bootstrap)."""
     env = {SECRET: "s" * 24, "SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent"}
     mine = authority("secret", env, "5.0")
-    leader = Coordinator(Identity("5.0", 0, "node1", "worker", 0), 4, [Source.task(1)], True, mine, 8000)
+    leader = WatchHandler(Gate(Identity("5.0", 0, "node1", "worker", 0), 4, mine, 8000))
 
     async def beats() -> AsyncIterator[bytes]:
         yield first_beat("5.0", 1, 0, 8000)  # not sealed
