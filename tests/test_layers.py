@@ -47,7 +47,7 @@ LEVELS: list[set[str]] = [
      "rpc.callers", "rpc.local", "rpc.ports", "rpc.protos", "rpc.tree", "stacks.classes", "template_schema"},
     # 2
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.connections", "rpc.wire", "slurmctl",
-     "stacks.render", "templates", "training.native_logs"},
+     "stacks.progress", "stacks.render", "templates", "training.native_logs"},
     # 3
     {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.beats", "rpc.identity",
      "rpc.rounds", "rpc.service", "stacks.picture", "submission"},
