@@ -16,6 +16,9 @@ nodes' leaders (their first task) in the bootstrap's tree (fan-out 8):
 
 - ``tree`` (the bootstrap's): a node's tasks call its leader, which asks each of them who
   they are (every server is checked, so the table is verified);
+- ``table``: ``tree``, with every call up answered with the bytes of the job's table (every
+  task's port and spare port, in the bootstrap's own chunks and bundle: what every task of the
+  bootstrap receives, so that it knows where each peer listens: 99 kB at 16,384 tasks);
 - ``chain``: a node's tasks call the one before them, so that only the last is asked who it
   is (every server still checked; a node's tasks would have to find each other's ports);
 - ``unchecked``: calls up only, nobody asked (the table not verified: a lower bound only).
@@ -49,7 +52,7 @@ from slurm_resolver.rpc.loopback import cpu_seconds, loopback, many_open_files, 
 from slurm_resolver.rpc.server import MOST_RPCS, grpc_module, server_options
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
 
-DESIGNS = ("tree", "chain", "unchecked")
+DESIGNS = ("tree", "table", "chain", "unchecked")
 TIMEOUT = 120.0
 """Seconds a run may take; a call, or a process waiting for the others, fails after it."""
 
@@ -72,7 +75,21 @@ def _asked(leader: int, per_node: int, design: str) -> list[int]:
     if design == "unchecked":
         return []
     mates = list(range(leader + 1, leader + per_node))
-    return mates[-1:] if design == "chain" else mates
+    return mates[-1:] if design == "chain" else mates  # tree, table
+
+
+UP = b"a record of a few bytes"
+"""A call up the tree (a who-are-you question is any other message)."""
+
+
+def _table(tasks: int) -> bytes:
+    """The answer a task of the bootstrap receives, for ``tasks`` tasks: the table's chunks, bundled."""
+    from slurm_resolver.rpc.messages import Failure, Table
+    from slurm_resolver.rpc.wire import bundle, decision, encode_answer
+
+    ports = tuple(20000 + rank % 12000 for rank in range(tasks))
+    outcome = decision(Failure(), Table(ports, tuple(p + 12000 for p in ports), {}, ()), b"k" * 32)
+    return bundle(encode_answer(outcome, b"n" * 16, 0, lambda header: b"s" * 32))
 
 
 PORT_BASE = 15000
@@ -86,8 +103,10 @@ async def _run(tasks: int, per_node: int, design: str, procs: int, index: int, s
     grpc: Any = grpc_module()  # its settings written first, as for every task's server
     from grpc import aio
 
+    table = _table(tasks) if design == "table" else b""
+
     async def answer(request: bytes, context: Any) -> bytes:
-        return request
+        return table if request == UP else request
 
     class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]
         def service(self, details: Any) -> Any:
@@ -127,7 +146,7 @@ async def _run(tasks: int, per_node: int, design: str, procs: int, index: int, s
         channels = []
         above = _above(rank, per_node, design, tree)
         if above is not None:
-            channels.append(await call(above, b"a record of a few bytes"))
+            channels.append(await call(above, UP))
         if rank % per_node == 0:
             channels += [await call(mate, b"who are you") for mate in _asked(rank, per_node, design)]
         return channels

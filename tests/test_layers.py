@@ -21,7 +21,7 @@ PACKAGE = ROOT / "slurm_resolver"
 LAYERS: list[set[str]] = [
     # Values, parsing, and the one reader of the environment.
     {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema", "jax_detection",
-     "frameworks"},
+     "frameworks", "stacks", "stacks.*"},
     # The parts of resolution, and the seams to outside systems.
     {"launchers", "launchers.*", "layout", "placement", "packing", "gpus", "nvml", "mpi", "munge", "slurmctl",
      "addresses", "exchange", "cluster_spec", "outcome", "attempts"},
@@ -40,16 +40,17 @@ LAYERS: list[set[str]] = [
 LEVELS: list[set[str]] = [
     # 0
     {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.crashes",
-     "rpc.loop", "rpc.messages", "rpc.sockets", "rpc.transport", "training", "training.delivery", "variables"},
+     "rpc.loop", "rpc.messages", "rpc.sockets", "rpc.transport", "stacks", "stacks.capture", "training",
+     "training.delivery", "variables"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
-     "rpc.callers", "rpc.local", "rpc.ports", "rpc.protos", "rpc.tree", "template_schema"},
+     "rpc.callers", "rpc.local", "rpc.ports", "rpc.protos", "rpc.tree", "stacks.classes", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.connections", "rpc.wire", "slurmctl", "templates",
-     "training.native_logs"},
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.connections", "rpc.wire", "slurmctl",
+     "stacks.progress", "stacks.render", "templates", "training.native_logs"},
     # 3
     {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.beats", "rpc.gate",
-     "rpc.rounds", "rpc.service", "submission"},
+     "rpc.rounds", "rpc.service", "stacks.picture", "submission"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm",
      "placement", "rpc.coordinator", "rpc.deaths", "rpc.identity", "rpc.options", "rpc.server"},

@@ -17,10 +17,10 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
-from .sockets import Socket, owner
+from .sockets import owner
 from .transport import Refusal, Refused
 
-__all__ = ["Socket"]  # internal (docs/protocol.md); Socket: the kernel's view of a connection
+__all__: list[str] = []  # internal (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 

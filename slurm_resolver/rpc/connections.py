@@ -23,8 +23,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Container, Sequence
 
-from .callers import CONNECTIONS_SHARE, Socket, caller_of
-from .sockets import around
+from .callers import CONNECTIONS_SHARE, caller_of
+from .sockets import Socket, around
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

@@ -7,7 +7,6 @@ its agents in another order than Slurm's: the workers learn each other's nodes.
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -229,7 +228,9 @@ def test_two_torchrun_runs_on_other_master_ports_bootstrap_apart_on_the_real_clu
     require("torch")
     torchrun = Path(sys.executable).with_name("torchrun")
     one = f'{torchrun} --nnodes=1 --nproc-per-node=2 --master-port={{}} --no-python "$@"'
-    script = f"{one.format(_free_port())} & first=$!; {one.format(_free_port())} & second=$!; " \
+    first = _free_port()
+    second = next(port for port in iter(_free_port, None) if port != first)
+    script = f"{one.format(first)} & first=$!; {one.format(second)} & second=$!; " \
              "wait $first && wait $second"
     rows = run_tasks(["salloc", "-N1", "-n1", "bash", "-c", script, "torchrun"], TWO_RUNS_WORKER, timeout=240)
     runs = {row["run"]: [r for r in rows if r["run"] == row["run"]] for row in rows}
@@ -240,9 +241,11 @@ def test_two_torchrun_runs_on_other_master_ports_bootstrap_apart_on_the_real_clu
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+    """A port free now below the ephemeral range: one bound and released there may become the source
+    port of a connection of the first torchrun run before the second binds it (EADDRINUSE)."""
+    from slurm_resolver.rpc.grpc_network import spare_port
+
+    return spare_port("")
 
 
 def torchrun_vars(rank: int, local: int, world: int, here: int) -> dict[str, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from slurm_resolver.rpc import connections as c
-from slurm_resolver.rpc.callers import Socket
+from slurm_resolver.rpc.sockets import Socket
 
 ME, STRANGER, OTHER = 1000, 2000, 3000
 
