@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from ..addresses import abridged
 from .gate import Gate
 from .messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
-from .rounds import Conflict, Rounds, RoundsFull, RoundState, wait_until
+from .rounds import Conflict, Rounds, RoundsFull, RoundState
 from .transport import Refusal, Refused
+from .waits import wait_until
 from .wire import Call, Decision, decision, decode_call, encode_answer, read_records
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)

@@ -31,9 +31,9 @@ from .beats import Beat, decode_beat, encode_first_event
 from .deaths import Deaths, stood_still
 from .gate import Gate
 from .messages import Source, SourceKind, WireError
-from .rounds import Flag, wait_until
 from .transport import Refusal, Refused, within
 from .tree import Plan
+from .waits import Flag, wait_until
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from slurm_resolver.rpc.messages import Contribution, Failure, Round, RoundKind, Source
-from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS, MOST_ROUNDS, Conflict, Flag, Rounds, RoundsFull, wait_until
+from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS, MOST_ROUNDS, Conflict, Rounds, RoundsFull
 from slurm_resolver.rpc.wire import Decision, decision
 
 DONE = decision(Failure())
@@ -133,26 +133,3 @@ def test_each_kind_carries_its_policy(kind: RoundKind, first: bool, to_root: boo
                                       carries_table: bool, verb: str) -> None:
     assert (kind.first, kind.to_root, kind.asks_above, kind.kept, kind.carries_table, kind.verb) == \
         (first, to_root, asks_above, kept, carries_table, verb)
-
-
-def test_a_flag_wakes_its_waiters_as_an_event_does_and_holds_no_list_without_one() -> None:
-    """`Flag` stands for asyncio.Event in every round: set wakes every waiter, a waiter that is cancelled
-    (its deadline) leaves, clear makes the next wait block; no waiter, no list (what it saves)."""
-    async def scenario() -> tuple[list[bool], bool, bool, bool]:
-        flag = Flag()
-        assert flag._waiters is None and not flag.is_set()
-        waiters = [asyncio.ensure_future(flag.wait()) for _ in range(3)]
-        cancelled = asyncio.ensure_future(flag.wait())
-        await asyncio.sleep(0)
-        cancelled.cancel()
-        await asyncio.sleep(0)
-        flag.set()
-        woken = list(await asyncio.gather(*waiters))
-        flag.clear()
-        blocked = not await wait_until(flag, time.monotonic() + 0.05)
-        flag.set()
-        return woken, cancelled.cancelled(), blocked, await wait_until(flag, time.monotonic() + 0.05) \
-            and flag._waiters is None
-
-    woken, cancelled, blocked, set_again = asyncio.run(scenario())
-    assert woken == [True, True, True] and cancelled and blocked and set_again
