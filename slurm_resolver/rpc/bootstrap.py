@@ -6,9 +6,9 @@
    spare free port reserved for a framework, its place in the tree of node leaders;
 2. **exchange**: what nobody can compute (bound port, spare port, GPUs Slurm bound to one
    task) through MPI's allgather under an MPI launcher (and under srun with PMIx where MPI
-   initialises), otherwise up and down the tree (`slurm_resolver.rpc.member`); the
+   initialises), otherwise up and down the tree (`slurm_resolver.rpc.rounds.member`); the
    root decides the table and the launch's key;
-3. **verify**: every server is asked once who it is (`slurm_resolver.rpc.verify`). In the
+3. **verify**: every server is asked once who it is (`slurm_resolver.rpc.trust.verify`). In the
    tree, its node's leader asks as its record arrives (its parent, for the only task of a
    node without child nodes), and the verdict goes up with the records: the table comes
    down verified. Under MPI (or with ``verify='all'`` or a count), each task asks its peers
@@ -40,20 +40,20 @@ from ..exchange import Exchange, ExchangeMode, mpi_exchange
 from ..gpus import format_devices, parse_reported
 from ..placement import Placement
 from ..resolution import resolve
-from .auth import AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped, Exchanged
-from .callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
-from .detector import FailureDetector
+from .detection.detector import FailureDetector
 from .handlers import TaskHandlers
-from .identity import Identity
-from .loop import LoopThread
-from .member import Member
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
+from .network.callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
+from .network.loop import LoopThread
 from .options import BootstrapOptions
+from .rounds.member import Member
+from .rounds.uplink import Uplink
 from .transport import Network, Served
 from .tree import Checking, Plan, checked_peers, plan_of
-from .uplink import Uplink
-from .verify import Inspection, check_peers
+from .trust.identity import Identity
+from .trust.seals import AuthMode, Authority, authority
+from .trust.verify import Inspection, check_peers
 
 __all__ = ["bootstrap", "bootstrap_async"]
 
@@ -162,7 +162,7 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     proof = _authority(chosen.auth, env, network, cluster)
     lap("resolve")
     if network is None:
-        from .grpc_network import GrpcNetwork
+        from .network.grpc_network import GrpcNetwork
 
         _open_files(cluster, chosen.fanout)
         network = GrpcNetwork()  # imports grpc: timed apart, it is most of a small job's start-up
@@ -230,7 +230,7 @@ def _authority(auth: str | None, env: Mapping[str, str], network: Network | None
     """How this task's calls and answers are proven (see `auth`); in an in-process network, whose
     simulated tasks share one process anyway, nothing unless asked. A job without proof says so, once."""
     if network is not None and auth is None:  # a job's task (no network given) never loads the in-process one
-        from .local import LocalNetwork
+        from .network.in_process import LocalNetwork
 
         if isinstance(network, LocalNetwork):
             return Authority(AuthMode.NONE, "not authenticated: an in-process network")

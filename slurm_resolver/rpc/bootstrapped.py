@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 
 from ..cluster import Cluster
 from ..errors import ConfigurationError
-from . import crashes
-from .detector import FailureDetector
-from .loop import LoopThread
-from .member import Member
+from .detection import crashes
+from .detection.detector import FailureDetector
 from .messages import NAME
+from .network.loop import LoopThread
+from .rounds.member import Member
 from .transport import Served
 from .view import ClusterView
 

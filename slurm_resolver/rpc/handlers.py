@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 
-from .auth import Authority
-from .coordinator import Coordinator
-from .gate import Gate
-from .identity import Identity, IdentityHandler
+from .detection.watch import WatchHandler
 from .messages import Records, Round, Source
-from .watch import WatchHandler
-from .wire import Decision
+from .rounds.codec import Decision
+from .rounds.coordinator import Coordinator
+from .trust.gate import Gate
+from .trust.identity import Identity, IdentityHandler
+from .trust.seals import Authority
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.handlers import TaskHandlers
-from slurm_resolver.rpc.identity import Identity, decode_identity
 from slurm_resolver.rpc.messages import Failure, Round, Source
+from slurm_resolver.rpc.rounds.codec import decision, decode_answer
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.wire import decision, decode_answer, unwrap
+from slurm_resolver.rpc.trust.identity import Identity, decode_identity
+from slurm_resolver.rpc.trust.seals import AuthMode, Authority
+from slurm_resolver.rpc.wire import unwrap
 
 from .forge import call_at, first_beat, join_call, who_call
 

@@ -15,20 +15,21 @@ import pytest
 
 from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc import coordination_pb2 as pb
-from slurm_resolver.rpc import watch as watch_module
-from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.coordinator import Coordinator
-from slurm_resolver.rpc.gate import Gate
+from slurm_resolver.rpc.detection import watch as watch_module
 from slurm_resolver.rpc.handlers import TaskHandlers
-from slurm_resolver.rpc.identity import Identity, IdentityHandler
 from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Records, Round, Source
-from slurm_resolver.rpc.ports import rendezvous_ports
-from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS
-from slurm_resolver.rpc.service import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
+from slurm_resolver.rpc.network.ports import rendezvous_ports
+from slurm_resolver.rpc.network.service import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
+from slurm_resolver.rpc.rounds.codec import decision
+from slurm_resolver.rpc.rounds.coordinator import Coordinator
+from slurm_resolver.rpc.rounds.state import MOST_OPEN_ROUNDS
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.wire import MAX_MESSAGE, decision
+from slurm_resolver.rpc.trust.gate import Gate
+from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler
+from slurm_resolver.rpc.trust.seals import AuthMode, Authority
+from slurm_resolver.rpc.wire import MAX_MESSAGE
 
 from .forge import call_at, first_beat, join_call, who_call
 from .test_bootstrap import JOB, env, run_all, stop
@@ -422,8 +423,8 @@ def test_a_squatters_refusal_or_silence_on_the_first_port_only_sends_the_tasks_t
     leader, on the next port (and a few seconds late), is found by every task."""
     from slurm_resolver.resolution import resolve
     from slurm_resolver.rpc.bootstrap import bootstrap_async
-    from slurm_resolver.rpc.local import LocalNetwork
-    from slurm_resolver.rpc.simulate import srun_environ
+    from slurm_resolver.rpc.network.in_process import LocalNetwork
+    from slurm_resolver.rpc.simulation.simulate import srun_environ
 
     base = resolve(srun_environ(1, 3), resolves=lambda name: True)
     host, ports = base.hosts[base.placement.nodes[0]], [31101, 31102, 31103]
