@@ -45,21 +45,22 @@ LEVELS: list[set[str]] = [
      "variables"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
-     "rpc.network.callers", "rpc.network.in_process", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits",
-     "stacks.classes", "template_schema"},
+     "rpc.network.callers", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits", "stacks.classes",
+     "template_schema"},
     # 2
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "rpc.wire",
      "slurmctl", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.detection.beats",
-     "rpc.network.service", "rpc.rounds.codec", "rpc.trust.gate", "stacks.picture", "submission"},
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.calls", "rpc.detection.beats",
+     "rpc.rounds.codec", "rpc.trust.gate", "stacks.picture", "submission"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.detection.deaths", "rpc.network.server", "rpc.options", "rpc.rounds.state", "rpc.trust.identity"},
+     "rpc.detection.deaths", "rpc.network.in_process", "rpc.network.service", "rpc.options", "rpc.rounds.state",
+     "rpc.trust.identity"},
     # 5
-    {"gpus", "launchers", "rpc.network.grpc_network", "rpc.rounds.coordinator"},
+    {"gpus", "launchers", "rpc.network.server", "rpc.rounds.coordinator"},
     # 6
-    {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
+    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.network.grpc_network"},
     # 7
     {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.detection.heartbeat",
      "rpc.detection.watch", "rpc.rounds.uplink", "rpc.trust.verify", "rpc.view"},
