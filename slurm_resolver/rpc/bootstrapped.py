@@ -15,7 +15,7 @@ from ..cluster import Cluster
 from ..errors import ConfigurationError
 from .detection import crashes
 from .detection.detector import FailureDetector
-from .messages import NAME
+from .messages import NAME, Cause, Fault
 from .network.loop import LoopThread
 from .rounds.member import Member
 from .transport import Served
@@ -133,7 +133,7 @@ class Bootstrapped(ClusterView):
         if self._member is not None:
             await self._member.close()
 
-    async def _fail(self, why: str) -> None:
+    async def _fail(self, why: Fault) -> None:
         if self._detector is not None:
             await self._detector.fail(why)
 
@@ -148,11 +148,19 @@ class Bootstrapped(ClusterView):
 
     def failures(self) -> dict[int, str]:
         """Every task known to have died since the bootstrap, by rank, with why (``{}``: none)."""
+        return {rank: fault.words for rank, fault in self.faults().items()}
+
+    def faults(self) -> dict[int, Fault]:
+        """Every task known to have died since the bootstrap, by rank, with its cause and words."""
         return dict(self._detector.failed) if self._detector is not None else {}
 
     def on_failure(self, callback: Callable[[int, str], None]) -> None:
         """Call ``callback(rank, why)`` (on this task's event loop thread) for every task found dead:
         at once for those already known, as they are found for the others."""
+        self.on_fault(lambda rank, fault: callback(rank, fault.words))
+
+    def on_fault(self, callback: Callable[[int, Fault], None]) -> None:
+        """`on_failure()` with each death's `Fault`: its `Cause` (what to decide on) beside its words."""
         if self._detector is None:
             raise ConfigurationError("failure detection is off", "bootstrap(heartbeat=1.0) (the default)")
         if self._loop is not None:
@@ -160,10 +168,11 @@ class Bootstrapped(ClusterView):
         else:
             self._detector.add_callback(callback)
 
-    def fail(self, why: str) -> None:
-        """Tell every task that this one fails (``why``), then stop: the others' failure callbacks run."""
+    def fail(self, why: str, cause: Cause = Cause.REPORTED, status: int = 0) -> None:
+        """Tell every task that this one fails (``why``, for ``cause``; ``status``: its command's exit status),
+        then stop: the others' failure callbacks run."""
         if self._loop is not None:
-            self._loop.run(self.aio.fail(why))
+            self._loop.run(self.aio.fail(why, cause, status))
 
     def report_crashes(self) -> None:
         """Make an uncaught exception in this process `fail()` this task, naming it, before it ends.
@@ -178,7 +187,7 @@ class Bootstrapped(ClusterView):
         """This process raised ``value`` and ends (`report_crashes()`): tell every task."""
         if self._detector is not None:
             try:
-                self.fail(f"{self.me.label} raised {kind.__name__}: {str(value)[:300]}")
+                self.fail(f"{self.me.label} raised {kind.__name__}: {str(value)[:300]}", Cause.CRASHED)
             except Exception:  # noqa: BLE001 - the report is best effort; the traceback still shows
                 pass
 
@@ -219,9 +228,9 @@ class Coroutines:
         """`announce()`."""
         await self._task._joined().announce(_round_name(name), timeout)
 
-    async def fail(self, why: str) -> None:
+    async def fail(self, why: str, cause: Cause = Cause.REPORTED, status: int = 0) -> None:
         """`fail()`."""
-        await self._task._fail(why)
+        await self._task._fail(Fault(cause, why, status))
 
     async def stop(self, grace: float | None = 1.0) -> None:
         """`stop()`, on the running event loop (the loop itself is the caller's)."""
