@@ -47,7 +47,7 @@ class FailureDetector:
         self.watch = Watch(self.deaths, cluster, plan, heartbeat, patience)
         self.heartbeat = Heartbeat(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
                                    heartbeat, patience, self.watch.take_over)
-        self._task: asyncio.Task[None] | None = None
+        self._beating: asyncio.Task[None] | None = None
 
     @property
     def failed(self) -> dict[int, Fault]:
@@ -60,7 +60,7 @@ class FailureDetector:
 
     def start(self) -> None:
         """Start beating and watching (on the running event loop)."""
-        self._task = asyncio.ensure_future(self.heartbeat.run())
+        self._beating = asyncio.ensure_future(self.heartbeat.run())
         self.watch.start()
 
     async def fail(self, why: Fault, within: float = TELL_WITHIN) -> None:
@@ -81,7 +81,7 @@ class FailureDetector:
 
     def _told(self) -> bool:
         """Whether the news went up (a beat took it, or there is no call up) and every task below watches."""
-        up = self.deaths.up.empty() or self._task is None or self._task.done()
+        up = self.deaths.up.empty() or self._beating is None or self._beating.done()
         return up and not self.watch.unheard()
 
     async def leave(self, grace: float = 1.0) -> None:
@@ -93,7 +93,7 @@ class FailureDetector:
         self.deaths.tell_below(encode_event(leaving=True, hand_over=hand_over))
         await asyncio.sleep(min(grace, 0.2))  # let the last beat and events go out
         await self.watch.stop()
-        if self._task is not None:
-            self._task.cancel()
+        if self._beating is not None:
+            self._beating.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await self._beating
