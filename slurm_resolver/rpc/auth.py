@@ -205,6 +205,44 @@ class Authority:
             return Checked.refused("a seal not made with this launch's key: not a task of this launch")
         return BELIEVED
 
+    # The job's user outside the job (``slurm-resolver stacks`` on a login node).
+
+    def seal_outside(self, purpose: Purpose, header: bytes) -> bytes:
+        """The seal of ``header`` for a call between the job and its user outside it: a MUNGE credential
+        of this uid (MUNGE), or an HMAC of the secret's key for the launch (a secret); none without
+        either (such a call is refused)."""
+        words = b" ".join((_VERSION, b"outside", purpose.value, hashlib.sha256(header).hexdigest().encode()))
+        if self.mode is AuthMode.MUNGE:
+            assert self._munge is not None
+            return self._munge.encode(words)
+        if self.mode is AuthMode.SECRET and self.key is not None:
+            return hmac.digest(self.key, words, "sha256")
+        return b""
+
+    def check_outside(self, purpose: Purpose, header: bytes, seal: bytes) -> Checked:
+        """Whether ``header`` comes from the job's user (inside or outside the job), as `seal_outside` seals."""
+        words = b" ".join((_VERSION, b"outside", purpose.value, hashlib.sha256(header).hexdigest().encode()))
+        if self.mode is AuthMode.MUNGE:
+            from ..munge import MungeError
+
+            assert self._munge is not None
+            if not seal:
+                return Checked.refused("no MUNGE credential")
+            try:
+                decoded = self._munge.decode(seal)
+            except MungeError as exc:
+                return Checked.refused(f"a credential MUNGE refuses: {exc.text}")
+            if decoded.uid != self.uid:
+                return Checked.refused(f"{_who(decoded.uid)}, not the job's {_who(self.uid)}")
+            return BELIEVED if decoded.payload == words else \
+                Checked.refused(f"{_who(decoded.uid)} presented a credential made for another message")
+        if self.mode is AuthMode.SECRET and self.key is not None:
+            if seal and hmac.compare_digest(seal, hmac.digest(self.key, words, "sha256")):
+                return BELIEVED
+            return Checked.refused("a seal not made with the job's secret")
+        return Checked.refused("the job runs without authentication (SLURM_RESOLVER_AUTH=none): nobody outside "
+                               "it is answered")
+
     def _restricted_munge(self) -> Munge:
         """libmunge minting credentials only the job's uid can decode (they carry the launch's key)."""
         if self._restricted is None:

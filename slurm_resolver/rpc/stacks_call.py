@@ -1,0 +1,264 @@
+"""Stacks: every task's Python stacks gathered down the tree and merged on the way up.
+
+The root is asked (by a task of the job, ``b.stacks()``, or by the job's user from outside it,
+``slurm-resolver stacks``); each task asks the tasks that report to it (its node's tasks, and its
+child nodes' leaders) at once, takes its own stacks meanwhile, and answers the merge: classes of
+identical stacks with their ranks (`slurm_resolver.stacks.classes`), bounded whatever the size of the
+subtree. A task that does not answer before its asker's deadline is silent, with every rank below it.
+
+Who may ask: a task of the job (its seal, as every later call's), or the job's user outside it
+(a MUNGE credential of its uid, or a seal of the job's secret, `Authority.seal_outside`); an ask
+is good once, within `FRESH` seconds of its time. Anyone else is refused, and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from ..cluster import Cluster
+from ..stacks.capture import Frame, ThreadStack
+from ..stacks.classes import MOST_CLASSES, MOST_RANGES, Ranks, StackClass, Stacks
+from ..stacks.progress import Marks
+from . import protos as pb
+from .auth import Authority, Checked, Purpose, SealVerdict
+from .messages import Source, SourceKind, WireError
+from .transport import Refusal, Refused, within
+from .tree import Plan
+from .wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, unwrap
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+log = logging.getLogger("slurm_resolver")
+
+FRESH = 120.0
+"""Seconds an ask is good for, either side of its time (clocks of a cluster agree within that)."""
+MOST_ANSWER = 512 * 1024
+"""Bytes of one answer at most: beyond them the commonest classes are left out (counted in ``others``)."""
+MOST_FILE = 200
+"""Characters of a frame's file kept (its end); of its function, `MOST_FUNCTION`."""
+MOST_FUNCTION = 128
+_REMEMBERED = 4096
+"""Nonces of asks remembered (for `FRESH` seconds): an ask seen is not answered again."""
+_STEP = 0.75
+"""The share of the time left that a task gives the tasks it asks (the rest is its own and the answer's)."""
+
+
+@dataclass(frozen=True)
+class StacksAsk:
+    """One ask for the stacks of a subtree."""
+
+    job_key: str
+    source: int
+    """The rank asking; the job's size for its user outside it."""
+    nonce: bytes
+    port: int
+    within: float
+    """Seconds the answer may take."""
+    time: float
+    """When it was asked (seconds since the epoch)."""
+
+    def outside(self, world_size: int) -> bool:
+        """Whether the job's user asks from outside the job."""
+        return self.source >= world_size
+
+
+def encode_ask(ask: StacksAsk, seal: Seal) -> bytes:
+    """An ask, sealed."""
+    return envelope(pb.StacksAsk(job_key=ask.job_key, source=ask.source, nonce=ask.nonce, port=ask.port,
+                                 within_ms=int(ask.within * 1000), time=int(ask.time)), seal)
+
+
+def decode_ask(header: bytes, world_size: int) -> StacksAsk:
+    """An ask, checked."""
+    message = parse_message(pb.StacksAsk(), header)
+    if len(message.job_key) > MOST_NAME or message.source > world_size or len(message.nonce) > MOST_NONCE:
+        raise WireError("an ask for stacks from no task of this job")
+    return StacksAsk(message.job_key, message.source, bytes(message.nonce), message.port,
+                     min(message.within_ms, 600_000) / 1000, float(message.time))
+
+
+def _ranks_pb(ranks: Ranks) -> pb.RankSet:
+    return pb.RankSet(first=[f for f, _ in ranks.ranges], last=[last for _, last in ranks.ranges], count=ranks.count)
+
+
+def _ranks(message: pb.RankSet, world_size: int) -> Ranks:
+    if len(message.first) != len(message.last) or len(message.first) > MOST_RANGES or message.count > world_size \
+            or any(f > last or last >= world_size for f, last in zip(message.first, message.last)):
+        raise WireError("a malformed set of ranks")
+    return Ranks(tuple(zip(message.first, message.last)), message.count)
+
+
+def progress_pb(marks: Marks) -> pb.Progress:
+    """Marks as a beat carries them."""
+    return pb.Progress(lowest=marks.lowest, behind=_ranks_pb(marks.behind), highest=marks.highest, tasks=marks.tasks)
+
+
+def read_progress(message: pb.Progress, world_size: int) -> Marks:
+    """Marks from a beat, checked."""
+    if message.tasks > world_size or message.lowest > message.highest:
+        raise WireError("malformed progress marks")
+    return Marks(message.lowest, _ranks(message.behind, world_size), message.highest, message.tasks)
+
+
+def _class_pb(one: StackClass) -> pb.StackClass:
+    frames = [pb.StackFrame(file=f.file[-MOST_FILE:], line=f.line, function=f.function[:MOST_FUNCTION])
+              for f in one.frames]
+    return pb.StackClass(frames=frames, main=one.main, thread=one.thread[:MOST_FUNCTION], ranks=_ranks_pb(one.ranks),
+                         skipped=one.skipped)
+
+
+def encode_stacks(stacks: Stacks, nonce: bytes, source: int, seal: Seal) -> bytes:
+    """An answer: ``stacks``, within `MOST_ANSWER` bytes (the commonest classes left out beyond them)."""
+    classes = [_class_pb(one) for one in stacks.classes]
+    others = stacks.others
+    size = sum(c.ByteSize() + 8 for c in classes)
+    while classes and size > MOST_ANSWER:
+        left = classes.pop()  # the commonest: rarest first
+        size -= left.ByteSize() + 8
+        if left.main:
+            others = others | _ranks(left.ranks, 1 << 32)
+    return envelope(pb.StacksAnswer(nonce=nonce, source=source, classes=classes, silent=_ranks_pb(stacks.silent),
+                                    answered=stacks.answered, others=_ranks_pb(others)), seal)
+
+
+def decode_stacks(header: bytes, world_size: int) -> tuple[Stacks, bytes, int]:
+    """An answer's stacks, the nonce it answers and the rank that answered, checked."""
+    message = parse_message(pb.StacksAnswer(), header, MAX_MESSAGE)
+    if len(message.classes) > MOST_CLASSES or message.answered > world_size or len(message.nonce) > MOST_NONCE \
+            or message.source >= world_size:
+        raise WireError("a malformed answer of stacks")
+    classes = []
+    for one in message.classes:
+        if len(one.frames) > 64:
+            raise WireError("a stack deeper than any task sends")
+        frames = tuple(Frame(f.file[-MOST_FILE:], f.line, f.function[:MOST_FUNCTION]) for f in one.frames)
+        classes.append(StackClass(frames, one.main, one.thread[:MOST_FUNCTION], _ranks(one.ranks, world_size),
+                                  one.skipped))
+    stacks = Stacks(tuple(classes), _ranks(message.silent, world_size), message.answered,
+                    _ranks(message.others, world_size))
+    return stacks, bytes(message.nonce), message.source
+
+
+Asker = Callable[[int, bytes, float], Awaitable[bytes]]
+"""How a task calls Stacks on another (its rank, the message, seconds): the network's."""
+
+
+class StacksHandler:
+    """A task's side of Stacks: checks who asks, asks the tasks below at once, and answers the merge.
+
+    Args:
+        cluster: the bootstrapped cluster; ``plan``: this task's place in the tree.
+        authority: checks asks and seals answers; ``port``: this task's server's.
+        take: this task's stacks now (its process's threads; a command's, under ``bootstrap --``).
+        ask: calls Stacks on another task of the job.
+    """
+
+    def __init__(self, cluster: Cluster, plan: Plan, authority: Authority, port: int,
+                 take: Callable[[], Sequence[ThreadStack]], ask: Asker) -> None:
+        self.cluster = cluster
+        self.plan = plan
+        self.authority = authority
+        self.port = port
+        self.take = take
+        self._ask = ask
+        self._seen: OrderedDict[bytes, float] = OrderedDict()
+        self.refused = 0
+
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        """The answer to an ask (``message``) for this task's subtree, by ``deadline`` (monotonic)."""
+        world = self.cluster.world_size
+        try:
+            header, seal = unwrap(message)
+            ask = decode_ask(header, world)
+        except WireError as exc:
+            raise Refused(Refusal.INVALID, str(exc)) from None
+        if ask.job_key != self.cluster.launch.key:
+            raise Refused(Refusal.FOREIGN, "this server belongs to another launch")
+        outside = ask.outside(world)
+        self._check(ask, header, seal, outside)
+        until = min(deadline, time.monotonic() + ask.within)
+        stacks = await self.gather(until)
+        rank = self.plan.rank
+        if outside:
+            return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal_outside(Purpose.ANSWER, h))
+        return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal(Purpose.ANSWER, h))
+
+    def _check(self, ask: StacksAsk, header: bytes, seal: bytes, outside: bool) -> None:
+        if ask.port != self.port:
+            checked = Checked.refused("made for another server")
+        elif outside:
+            checked = self.authority.check_outside(Purpose.CALL, header, seal)
+        else:
+            checked = self.authority.check(Purpose.CALL, header, seal)
+        now = time.time()
+        if checked.believed and abs(now - ask.time) > FRESH:
+            checked = Checked.refused(f"an ask made {now - ask.time:+.0f} s from now (good for {FRESH:g} s)")
+        if checked.believed and ask.nonce in self._seen:
+            checked = Checked.refused("an ask answered already (replayed)")
+        if checked.believed:
+            self._remember(ask.nonce, now)
+            return
+        if checked.verdict is SealVerdict.UNREADY:
+            raise Refused(Refusal.UNREADY, f"rank {self.plan.rank} cannot check seals yet: ask again")
+        self.refused += 1
+        who = "the job's user outside it" if outside else f"rank {ask.source}"
+        if self.refused <= 20 or self.refused % 1000 == 0:
+            log.warning("slurm_resolver: rank %d refused an ask for stacks claiming to be %s: %s (%d refused so far)",
+                        self.plan.rank, who, checked.why, self.refused)
+        raise Refused(Refusal.UNAUTHENTICATED, checked.why)
+
+    def _remember(self, nonce: bytes, now: float) -> None:
+        self._seen[nonce] = now
+        while self._seen and (len(self._seen) > _REMEMBERED or next(iter(self._seen.values())) < now - 2 * FRESH):
+            self._seen.popitem(last=False)
+
+    def _below(self, source: Source) -> tuple[int, list[int]]:
+        """The rank that reports for ``source``, and every rank of its subtree."""
+        where = self.cluster.placement
+        if source.kind is SourceKind.TASK:
+            return source.number, [source.number]
+        ranks = [rank for node in self.plan.tree.subtree(source.number) for rank in where.ranks_on(node)]
+        return int(where.ranks_on(source.number)[0]), ranks
+
+    async def gather(self, until: float) -> Stacks:
+        """The stacks of this task and of every task below it, by ``until`` (monotonic)."""
+        loop = asyncio.get_running_loop()
+        child_until = time.monotonic() + max(0.0, until - time.monotonic()) * _STEP
+        asks = [self._from(source, child_until) for source in sorted(self.plan.sources)]
+        own = loop.run_in_executor(None, self.take)
+        found = Stacks()
+        for stacks in await asyncio.gather(*asks):
+            found = found | stacks
+        try:
+            threads = await asyncio.wait_for(own, max(0.0, until - time.monotonic()))
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 (its own stacks unknown: it is silent)
+            return found | Stacks.silent_tasks([self.plan.rank])
+        return found | Stacks.of_task(self.plan.rank, threads)
+
+    async def _from(self, source: Source, until: float) -> Stacks:
+        rank, ranks = self._below(source)
+        bound = self.cluster.bound_ports
+        assert bound is not None
+        nonce = secrets.token_bytes(16)
+        ask = StacksAsk(self.cluster.launch.key, self.plan.rank, nonce, bound[rank], until - time.monotonic(),
+                        time.time())
+        message = encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h))
+        try:
+            left = max(0.01, until - time.monotonic())
+            with within(left):  # whatever the network does with its timeout
+                reply = await self._ask(rank, message, left)
+            header, seal = unwrap(reply)
+            stacks, echoed, answered_by = decode_stacks(header, self.cluster.world_size)
+            checked = self.authority.check(Purpose.ANSWER, header, seal)
+            if not checked.believed or echoed != nonce or answered_by != rank:
+                raise WireError(checked.why or "an answer to another ask")
+        except Exception as exc:  # noqa: BLE001 (any failure below: the subtree is silent)
+            log.debug("slurm_resolver: rank %d: stacks of rank %d: %s", self.plan.rank, rank, exc)
+            return Stacks.silent_tasks(ranks)
+        return stacks
