@@ -16,12 +16,20 @@ from hypothesis import strategies as st
 
 from slurm_resolver.cluster import Cluster
 from slurm_resolver.resolution import resolve
-from slurm_resolver.rpc.auth import Authority, AuthMode, Purpose
+from slurm_resolver.rpc.auth import AuthMode, Authority, Purpose
 from slurm_resolver.rpc.messages import WireError
 from slurm_resolver.rpc.simulate import srun_environ
-from slurm_resolver.rpc.stacks_call import (FRESH, MOST_ANSWER, StacksAsk, StacksHandler, decode_ask, decode_stacks,
-                                            encode_ask, encode_stacks)
-from slurm_resolver.rpc.transport import Refused, Refusal
+from slurm_resolver.rpc.stacks_call import (
+    FRESH,
+    MOST_ANSWER,
+    StacksAsk,
+    StacksHandler,
+    decode_ask,
+    decode_stacks,
+    encode_ask,
+    encode_stacks,
+)
+from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.wire import unwrap
 from slurm_resolver.stacks.capture import Frame, ThreadStack
