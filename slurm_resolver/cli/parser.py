@@ -104,7 +104,7 @@ Command = Callable[..., argparse.ArgumentParser]
 
 
 _GROUPS = {"cluster": "in a job (srun ... slurm-resolver COMMAND runs it in every task)",
-           "templates": "submitting a job", "tools": "tools"}
+           "templates": "submitting a job", "running": "a running job (from the login node)", "tools": "tools"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _cluster_commands(adder("cluster"))
     _template_commands(adder("templates"))
+    _running_commands(adder("running"))
     _tools(adder("tools"))
     parser.description = "\n\n".join([str(parser.description), *(f"{_GROUPS[g]}:\n" + "\n".join(lines)
                                                                    for g, lines in listed.items())])
@@ -279,6 +280,25 @@ def _template_commands(command: Command) -> None:
                         "  slurm-resolver templates ps_worker   ps_worker's parameters with its own defaults")
     templates.add_argument("name", nargs="?", help="only this template, with its own defaults")
     templates.add_argument("--json", action="store_true", help="the same as one JSON object, for scripts")
+
+
+def _running_commands(command: Command) -> None:
+    """``stacks``."""
+    from . import diagnosis
+
+    stacks = command("stacks", diagnosis.stacks,
+                     "every task's Python stacks of a running step, merged: where a hung job is",
+                     "  slurm-resolver stacks 1234          the job's one running step\n"
+                     "  slurm-resolver stacks 1234.0 --svg stacks.svg\n"
+                     "  srun --overlap --jobid 1234 -n1 slurm-resolver stacks 1234.0   (from inside the allocation)")
+    stacks.add_argument("step", metavar="JOBID[.STEP]", help="the job, and its step where it runs several")
+    stacks.add_argument("--timeout", type=_seconds, default=5.0, metavar="SECONDS",
+                        help="how long the tasks have to answer; those that do not are named silent "
+                             "(default: %(default)g s)")
+    stacks.add_argument("--svg", metavar="FILE", help="also draw the merged tree of call paths as SVG into FILE")
+    stacks.add_argument("--ports", type=_ports, metavar="PORTS",
+                        help="the step's rendezvous ports, where the job sets SLURM_RESOLVER_RENDEZVOUS_PORTS "
+                             "(default: the launch's own, as its tasks derive them)")
 
 
 def _tools(command: Command) -> None:

@@ -135,10 +135,12 @@ class Authority:
         munge: libmunge (`MUNGE`).
         secret: the job's secret (`SECRET`).
         launch: the launch's key (``<job>.<step>``): a secret's seals are good for one launch.
+        outside: the launch as its user outside the job names it (``<job>.<step>``, without the run of the
+            job: a secret's seals between the two, `seal_outside`), where ``launch`` says more.
     """
 
     def __init__(self, mode: AuthMode, how: str, *, munge: Munge | None = None, secret: bytes | None = None,
-                 launch: str = "", uid: int | None = None) -> None:
+                 launch: str = "", uid: int | None = None, outside: str | None = None) -> None:
         self.mode = mode
         self.how = how
         self.uid = os.getuid() if uid is None else uid
@@ -146,8 +148,10 @@ class Authority:
         self._restricted: Munge | None = None
         self.key: bytes | None = None
         """The key of this launch's HMAC seals, once known (a secret's: from the start)."""
+        self._outside_key: bytes | None = None
         if secret is not None:
             self.key = hmac.digest(secret, _VERSION + b" launch " + launch.encode(), "sha256")
+            self._outside_key = hmac.digest(secret, _VERSION + b" outside " + (outside or launch).encode(), "sha256")
 
     @property
     def proves_callers(self) -> bool:
@@ -215,8 +219,8 @@ class Authority:
         if self.mode is AuthMode.MUNGE:
             assert self._munge is not None
             return self._munge.encode(words)
-        if self.mode is AuthMode.SECRET and self.key is not None:
-            return hmac.digest(self.key, words, "sha256")
+        if self.mode is AuthMode.SECRET and self._outside_key is not None:
+            return hmac.digest(self._outside_key, words, "sha256")
         return b""
 
     def check_outside(self, purpose: Purpose, header: bytes, seal: bytes) -> Checked:
@@ -236,8 +240,8 @@ class Authority:
                 return Checked.refused(f"{_who(decoded.uid)}, not the job's {_who(self.uid)}")
             return BELIEVED if decoded.payload == words else \
                 Checked.refused(f"{_who(decoded.uid)} presented a credential made for another message")
-        if self.mode is AuthMode.SECRET and self.key is not None:
-            if seal and hmac.compare_digest(seal, hmac.digest(self.key, words, "sha256")):
+        if self.mode is AuthMode.SECRET and self._outside_key is not None:
+            if seal and hmac.compare_digest(seal, hmac.digest(self._outside_key, words, "sha256")):
                 return BELIEVED
             return Checked.refused("a seal not made with the job's secret")
         return Checked.refused("the job runs without authentication (SLURM_RESOLVER_AUTH=none): nobody outside "
@@ -323,7 +327,8 @@ def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authorit
     if choice in (AuthChoice.AUTO, AuthChoice.SECRET):
         secret, where = _secret(env)
         if secret is not None:
-            return Authority(AuthMode.SECRET, where, secret=secret, launch=f"{launch} run {attempt_of(env)}")
+            return Authority(AuthMode.SECRET, where, secret=secret, launch=f"{launch} run {attempt_of(env)}",
+                             outside=launch)
         if choice is AuthChoice.SECRET:
             raise ConfigurationError(f"auth='secret' but {where}",
                                      f"export {SECRET} in the job (the templates do), or use auth='auto'")

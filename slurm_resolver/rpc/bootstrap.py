@@ -50,6 +50,7 @@ from .loop import LoopThread
 from .member import Member
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
 from .options import BootstrapOptions
+from .stacks_call import StacksHandler
 from .transport import Network, Served
 from .tree import Checking, Plan, checked_peers, plan_of
 from .uplink import Uplink
@@ -184,6 +185,8 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
             detector = FailureDetector(settled, task.plan, above, link, network, proof, chosen.heartbeat,
                                        chosen.patience)
         task.served.handlers.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
+        stacks = _stacks_handler(settled, task, network)
+        task.served.handlers.stacks_below(stacks)
         if task.checks_later:
             await _agree(task, member, failure, chosen.timeout)
             lap("barrier")
@@ -198,7 +201,24 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", _decisions(task, member, chosen, lap.timings))
     return Bootstrapped(settled, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
-                        Exchanged.MPI, proof.how, detector, loop)
+                        Exchanged.MPI, proof.how, detector, loop, stacks)
+
+
+def _stacks_handler(settled: Cluster, task: _Task, network: Network) -> StacksHandler:
+    """This task's side of Stacks: its own process's stacks, and the tasks below it asked by their ports."""
+    from ..stacks.capture import ThreadStack, capture
+
+    bound = settled.bound_ports
+    assert bound is not None
+
+    async def ask(rank: int, message: bytes, timeout: float) -> bytes:
+        link = network.connect(settled.hosts[settled.placement.node_of(rank)], bound[rank])
+        return await link.stacks(message, timeout)
+
+    async def take() -> tuple[ThreadStack, ...]:
+        return capture()  # on the event loop's thread, left out with the package's own
+
+    return StacksHandler(settled, task.plan, task.authority, task.served.port, take, ask)
 
 
 def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: Mapping[str, float]) -> str:

@@ -13,11 +13,13 @@ from typing import Any, TypeVar
 
 from ..cluster import Cluster
 from ..errors import ConfigurationError
+from ..stacks.job import JobStacks, nodes_of
 from . import crashes
 from .detector import FailureDetector
 from .loop import LoopThread
 from .member import Member
 from .messages import NAME
+from .stacks_call import StacksHandler
 from .transport import Served
 from .view import ClusterView
 
@@ -65,7 +67,8 @@ class Bootstrapped(ClusterView):
 
     def __init__(self, cluster: Cluster, member: Member | None, served: Served[Any] | None,
                  timings: dict[str, float] | None = None, exchanged: Exchanged | None = None, authenticated: str = "",
-                 detector: FailureDetector | None = None, loop: LoopThread | None = None) -> None:
+                 detector: FailureDetector | None = None, loop: LoopThread | None = None,
+                 stacks: StacksHandler | None = None) -> None:
         super().__init__(cluster)
         self.timings = dict(timings or {})
         self.exchanged = exchanged
@@ -74,6 +77,7 @@ class Bootstrapped(ClusterView):
         self._served = served
         self._loop = loop
         self._detector = detector
+        self._stacks = stacks
         self.aio = Coroutines(self)
 
     @classmethod
@@ -143,6 +147,14 @@ class Bootstrapped(ClusterView):
             raise ConfigurationError("this cluster has no event loop of its own: await b.aio's coroutines on yours",
                                      "call slurm_resolver.bootstrap() (not bootstrap_async) for blocking calls")
         return self._loop.run(coroutine)
+
+    # Diagnosis.
+
+    def stacks(self, timeout: float = 5.0) -> JobStacks:
+        """Every task's Python stacks now, gathered through the tree and merged into classes of identical
+        stacks with their ranks (``print()`` it: the rarest first). A task that does not answer within
+        ``timeout`` (dead, or holding the GIL in C code) is named as silent."""
+        return self._run(self.aio.stacks(timeout))
 
     # Failures.
 
@@ -218,6 +230,17 @@ class Coroutines:
     async def announce(self, name: str, timeout: float = 60.0) -> None:
         """`announce()`."""
         await self._task._joined().announce(_round_name(name), timeout)
+
+    async def stacks(self, timeout: float = 5.0) -> JobStacks:
+        """`stacks()`."""
+        task = self._task
+        handler = task._stacks
+        if handler is None or task._served is None:
+            raise ConfigurationError("this cluster was not made by bootstrap(), or is stopped: it has no server",
+                                     "call slurm_resolver.bootstrap() first")
+        found = await handler.job(timeout)
+        cluster = task.cluster
+        return JobStacks(found, nodes_of(found, lambda rank: cluster.task(rank).node), f"step {cluster.launch.key}")
 
     async def fail(self, why: str) -> None:
         """`fail()`."""

@@ -250,17 +250,26 @@ class StackClass(_message.Message):
     def __init__(self, frames: _Optional[_Iterable[_Union[StackFrame, _Mapping]]] = ..., main: _Optional[bool] = ..., thread: _Optional[str] = ..., ranks: _Optional[_Union[RankSet, _Mapping]] = ..., skipped: _Optional[int] = ...) -> None: ...
 
 class StacksAnswer(_message.Message):
-    __slots__ = ("nonce", "source", "classes", "silent", "answered", "others")
+    __slots__ = ("nonce", "source", "classes", "silent", "answered", "others", "nodes")
+    class NodesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
     NONCE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
     SILENT_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_FIELD_NUMBER: _ClassVar[int]
     OTHERS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     nonce: bytes
     source: int
     classes: _containers.RepeatedCompositeFieldContainer[StackClass]
     silent: RankSet
     answered: int
     others: RankSet
-    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., classes: _Optional[_Iterable[_Union[StackClass, _Mapping]]] = ..., silent: _Optional[_Union[RankSet, _Mapping]] = ..., answered: _Optional[int] = ..., others: _Optional[_Union[RankSet, _Mapping]] = ...) -> None: ...
+    nodes: _containers.ScalarMap[int, str]
+    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., classes: _Optional[_Iterable[_Union[StackClass, _Mapping]]] = ..., silent: _Optional[_Union[RankSet, _Mapping]] = ..., answered: _Optional[int] = ..., others: _Optional[_Union[RankSet, _Mapping]] = ..., nodes: _Optional[_Mapping[int, str]] = ...) -> None: ...

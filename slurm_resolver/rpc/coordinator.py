@@ -35,6 +35,14 @@ FIRST_BEAT = 10.0
 
 
 
+class StacksAnswering(Protocol):
+    """Answers asks for stacks (`slurm_resolver.rpc.stacks_call.StacksHandler`)."""
+
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        """The answer to ``message``; raises `Refused`."""
+        ...
+
+
 class Watched(Protocol):
     """The leader's side of failure detection, once this task watches (see `watch`)."""
 
@@ -81,6 +89,7 @@ class Coordinator:
         self._asking: set[asyncio.Task[None]] = set()
         self._watched: Watched | None = None
         self._watching = Flag()
+        self._stacks: StacksAnswering | None = None
 
     @property
     def open_rounds(self) -> int:
@@ -103,6 +112,17 @@ class Coordinator:
         this task watches nobody (failure detection is off), which a watch call is told at once."""
         self._watched = watched
         self._watching.set()
+
+    def stacks_below(self, handler: StacksAnswering) -> None:
+        """From now on (once bootstrapped: the tasks below are known by their ports) this server
+        answers asks for stacks."""
+        self._stacks = handler
+
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        """The stacks of this task's subtree (see `slurm_resolver.rpc.stacks_call`)."""
+        if self._stacks is None:
+            raise Refused(Refusal.UNREADY, f"rank {self.identity.rank} is not bootstrapped yet: ask again")
+        return await self._stacks.stacks(message, deadline)
 
     # Checking who calls.
 

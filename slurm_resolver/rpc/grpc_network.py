@@ -11,7 +11,7 @@ from typing import Any, Generic
 from ..errors import ResolutionError
 from .messages import WireError
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
-from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, WATCH_METHOD, WHO_METHOD
+from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, STACKS_METHOD, WATCH_METHOD, WHO_METHOD
 from .transport import Failed, H, Link, LinkError, Refusal, Served, within
 from .wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 
@@ -135,6 +135,12 @@ class GrpcLink:
         try:
             return bytes(await self._callable("unary_unary", WHO_METHOD)(message, timeout=max(0.01, timeout),
                                                                           wait_for_ready=True))
+        except self._grpc.RpcError as exc:
+            raise self._error(exc) from None
+
+    async def stacks(self, message: bytes, timeout: float) -> bytes:
+        try:
+            return bytes(await self._callable("unary_unary", STACKS_METHOD)(message, timeout=max(0.01, timeout)))
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
 

@@ -92,6 +92,15 @@ class _LocalLink:
         self._count(stats, (message,), (reply,))
         return reply
 
+    async def stacks(self, message: bytes, timeout: float) -> bytes:
+        handlers, stats = self._server()
+        try:
+            reply = await handlers.stacks(message, time.monotonic() + timeout)
+        except Refused as exc:
+            raise LinkError.of(exc) from None
+        self._count(stats, (message,), (reply,))
+        return reply
+
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         handlers, stats = self._server()
         events = handlers.watch(beats).__aiter__()

@@ -189,6 +189,9 @@ class _Unused:
     def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         raise Refused(Refusal.NOT_LEADER, "this server watches no task")
 
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        raise Refused(Refusal.NOT_LEADER, "this server belongs to no launch")
+
 
 class Server:
     """An in-process gRPC server for one task, shaped like ``tf.train.Server``.

@@ -34,6 +34,7 @@ JOIN_METHOD = f"/{SERVICE}/Join"
 JOIN_BUNDLED_METHOD = f"/{SERVICE}/JoinBundled"
 WHO_METHOD = f"/{SERVICE}/WhoAreYou"
 WATCH_METHOD = f"/{SERVICE}/Watch"
+STACKS_METHOD = f"/{SERVICE}/Stacks"
 HEALTH_METHOD = "/grpc.health.v1.Health/Check"
 _SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
 
@@ -212,6 +213,19 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
         finally:
             calls.rounds.discard(task)
 
+    async def stacks(requests: AsyncIterator[bytes], context: Any) -> bytes:
+        task = asyncio.current_task()
+        calls.rounds.add(task)  # type: ignore[arg-type]
+        try:
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer), guard.unproven.holding(peer):
+                return await handlers.stacks(await only_message(context, "ask"), deadline(context))
+        except Refused as exc:
+            await refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+        finally:
+            calls.rounds.discard(task)
+
     async def health(request: bytes, context: Any) -> bytes:
         if len(request) > 256:  # a HealthCheckRequest names a service, no more
             guard.refuse("an oversized health check")
@@ -241,6 +255,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
                JOIN_BUNDLED_METHOD: grpc.stream_unary_rpc_method_handler(join_bundled),
                WHO_METHOD: grpc.stream_unary_rpc_method_handler(who),
                WATCH_METHOD: grpc.stream_stream_rpc_method_handler(watch),
+               STACKS_METHOD: grpc.stream_unary_rpc_method_handler(stacks),
                HEALTH_METHOD: grpc.unary_unary_rpc_method_handler(health)}
     other = grpc.unary_unary_rpc_method_handler(reject)
 

@@ -18,17 +18,18 @@ import logging
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..cluster import Cluster
 from ..stacks.capture import Frame, ThreadStack
 from ..stacks.classes import MOST_CLASSES, MOST_RANGES, Ranks, StackClass, Stacks
+from ..stacks.job import JobStacks, nodes_of
 from ..stacks.progress import Marks
 from . import protos as pb
 from .auth import Authority, Checked, Purpose, SealVerdict
 from .messages import Source, SourceKind, WireError
-from .transport import Refusal, Refused, within
+from .transport import Link, Refusal, Refused, within
 from .tree import Plan
 from .wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, unwrap
 
@@ -113,8 +114,10 @@ def _class_pb(one: StackClass) -> pb.StackClass:
                          skipped=one.skipped)
 
 
-def encode_stacks(stacks: Stacks, nonce: bytes, source: int, seal: Seal) -> bytes:
-    """An answer: ``stacks``, within `MOST_ANSWER` bytes (the commonest classes left out beyond them)."""
+def encode_stacks(stacks: Stacks, nonce: bytes, source: int, seal: Seal, nodes: Mapping[int, str] | None = None
+                  ) -> bytes:
+    """An answer: ``stacks`` (and the ``nodes`` of some ranks), within `MOST_ANSWER` bytes (the commonest
+    classes left out beyond them)."""
     classes = [_class_pb(one) for one in stacks.classes]
     others = stacks.others
     size = sum(c.ByteSize() + 8 for c in classes)
@@ -124,14 +127,22 @@ def encode_stacks(stacks: Stacks, nonce: bytes, source: int, seal: Seal) -> byte
         if left.main:
             others = others | _ranks(left.ranks, 1 << 32)
     return envelope(pb.StacksAnswer(nonce=nonce, source=source, classes=classes, silent=_ranks_pb(stacks.silent),
-                                    answered=stacks.answered, others=_ranks_pb(others)), seal)
+                                    answered=stacks.answered, others=_ranks_pb(others),
+                                    nodes={rank: node[:MOST_NAME] for rank, node in (nodes or {}).items()}), seal)
 
 
 def decode_stacks(header: bytes, world_size: int) -> tuple[Stacks, bytes, int]:
     """An answer's stacks, the nonce it answers and the rank that answered, checked."""
+    stacks, nonce, source, _ = decode_answer(header, world_size)
+    return stacks, nonce, source
+
+
+def decode_answer(header: bytes, world_size: int) -> tuple[Stacks, bytes, int, dict[int, str]]:
+    """An answer's stacks, the nonce it answers, the rank that answered and the nodes it names, checked."""
     message = parse_message(pb.StacksAnswer(), header, MAX_MESSAGE)
     if len(message.classes) > MOST_CLASSES or message.answered > world_size or len(message.nonce) > MOST_NONCE \
-            or message.source >= world_size:
+            or message.source >= world_size or len(message.nodes) > 8 * (MOST_CLASSES + 1) \
+            or any(rank >= world_size or len(node) > MOST_NAME for rank, node in message.nodes.items()):
         raise WireError("a malformed answer of stacks")
     classes = []
     for one in message.classes:
@@ -142,7 +153,32 @@ def decode_stacks(header: bytes, world_size: int) -> tuple[Stacks, bytes, int]:
                                   one.skipped))
     stacks = Stacks(tuple(classes), _ranks(message.silent, world_size), message.answered,
                     _ranks(message.others, world_size))
-    return stacks, bytes(message.nonce), message.source
+    return stacks, bytes(message.nonce), message.source, dict(message.nodes)
+
+
+class StacksRefused(Exception):
+    """The server asked for stacks answered with no proof of being the job's, or to another ask."""
+
+
+async def ask_for_stacks(link: Link, authority: Authority, ask: StacksAsk, world_size: int) -> JobStacks:
+    """The stacks the server at the other end of ``link`` answers ``ask`` with, proven by its seal
+    (the job's user outside the job: `Authority.seal_outside`'s). Raises `LinkError` (no answer, or
+    a refusal), `WireError` (a malformed answer) or `StacksRefused`."""
+    outside = ask.outside(world_size)
+
+    def seal(header: bytes) -> bytes:
+        return authority.seal_outside(Purpose.CALL, header) if outside else authority.seal(Purpose.CALL, header)
+
+    reply = await link.stacks(encode_ask(ask, seal), ask.within + 1.0)
+    header, answer_seal = unwrap(reply)
+    stacks, echoed, _, nodes = decode_answer(header, world_size)
+    checked = authority.check_outside(Purpose.ANSWER, header, answer_seal) if outside else \
+        authority.check(Purpose.ANSWER, header, answer_seal)
+    if not checked.believed:
+        raise StacksRefused(checked.why)
+    if echoed != ask.nonce:
+        raise StacksRefused("an answer to another ask")
+    return JobStacks(stacks, nodes, f"step {ask.job_key}")
 
 
 Asker = Callable[[int, bytes, float], Awaitable[bytes]]
@@ -155,12 +191,13 @@ class StacksHandler:
     Args:
         cluster: the bootstrapped cluster; ``plan``: this task's place in the tree.
         authority: checks asks and seals answers; ``port``: this task's server's.
-        take: this task's stacks now (its process's threads; a command's, under ``bootstrap --``).
+        take: this task's stacks now (its process's threads, taken on its event loop's thread; a
+            command's, under ``bootstrap --``).
         ask: calls Stacks on another task of the job.
     """
 
     def __init__(self, cluster: Cluster, plan: Plan, authority: Authority, port: int,
-                 take: Callable[[], Sequence[ThreadStack]], ask: Asker) -> None:
+                 take: Callable[[], Awaitable[Sequence[ThreadStack]]], ask: Asker) -> None:
         self.cluster = cluster
         self.plan = plan
         self.authority = authority
@@ -186,7 +223,9 @@ class StacksHandler:
         stacks = await self.gather(until)
         rank = self.plan.rank
         if outside:
-            return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal_outside(Purpose.ANSWER, h))
+            nodes = nodes_of(stacks, lambda r: self.cluster.task(r).node)
+            return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal_outside(Purpose.ANSWER, h),
+                                 nodes)
         return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal(Purpose.ANSWER, h))
 
     def _check(self, ask: StacksAsk, header: bytes, seal: bytes, outside: bool) -> None:
@@ -218,6 +257,30 @@ class StacksHandler:
         while self._seen and (len(self._seen) > _REMEMBERED or next(iter(self._seen.values())) < now - 2 * FRESH):
             self._seen.popitem(last=False)
 
+    async def job(self, within: float) -> Stacks:
+        """The whole job's stacks: gathered here at the root (the lowest rank of the first node), else
+        asked of it."""
+        root = int(self.cluster.placement.ranks_on(0)[0])
+        if self.plan.rank == root:
+            return await self.gather(time.monotonic() + within)
+        bound = self.cluster.bound_ports
+        assert bound is not None
+        ask = StacksAsk(self.cluster.launch.key, self.plan.rank, secrets.token_bytes(16), bound[root], within,
+                        time.time())
+        reply = await self._ask(root, encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h)), within + 1.0)
+        return self._read(reply, ask.nonce, root)
+
+    def _read(self, reply: bytes, nonce: bytes, rank: int) -> Stacks:
+        """An answer of ``rank``'s to the ask of ``nonce``, checked; raises `WireError` or `StacksRefused`."""
+        header, seal = unwrap(reply)
+        stacks, echoed, answered_by = decode_stacks(header, self.cluster.world_size)
+        checked = self.authority.check(Purpose.ANSWER, header, seal)
+        if not checked.believed:
+            raise StacksRefused(checked.why)
+        if echoed != nonce or answered_by != rank:
+            raise StacksRefused("an answer to another ask")
+        return stacks
+
     def _below(self, source: Source) -> tuple[int, list[int]]:
         """The rank that reports for ``source``, and every rank of its subtree."""
         where = self.cluster.placement
@@ -228,18 +291,18 @@ class StacksHandler:
 
     async def gather(self, until: float) -> Stacks:
         """The stacks of this task and of every task below it, by ``until`` (monotonic)."""
-        loop = asyncio.get_running_loop()
         child_until = time.monotonic() + max(0.0, until - time.monotonic()) * _STEP
         asks = [self._from(source, child_until) for source in sorted(self.plan.sources)]
-        own = loop.run_in_executor(None, self.take)
-        found = Stacks()
-        for stacks in await asyncio.gather(*asks):
-            found = found | stacks
+        below = asyncio.gather(*asks)
         try:
-            threads = await asyncio.wait_for(own, max(0.0, until - time.monotonic()))
-        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 (its own stacks unknown: it is silent)
-            return found | Stacks.silent_tasks([self.plan.rank])
-        return found | Stacks.of_task(self.plan.rank, threads)
+            with within(max(0.0, until - time.monotonic())):
+                own = Stacks.of_task(self.plan.rank, await self.take())
+        except Exception:  # noqa: BLE001 (its own stacks unknown: it is silent)
+            own = Stacks.silent_tasks([self.plan.rank])
+        found = own
+        for stacks in await below:
+            found = found | stacks
+        return found
 
     async def _from(self, source: Source, until: float) -> Stacks:
         rank, ranks = self._below(source)
@@ -253,12 +316,7 @@ class StacksHandler:
             left = max(0.01, until - time.monotonic())
             with within(left):  # whatever the network does with its timeout
                 reply = await self._ask(rank, message, left)
-            header, seal = unwrap(reply)
-            stacks, echoed, answered_by = decode_stacks(header, self.cluster.world_size)
-            checked = self.authority.check(Purpose.ANSWER, header, seal)
-            if not checked.believed or echoed != nonce or answered_by != rank:
-                raise WireError(checked.why or "an answer to another ask")
+            return self._read(reply, nonce, rank)
         except Exception as exc:  # noqa: BLE001 (any failure below: the subtree is silent)
             log.debug("slurm_resolver: rank %d: stacks of rank %d: %s", self.plan.rank, rank, exc)
             return Stacks.silent_tasks(ranks)
-        return stacks

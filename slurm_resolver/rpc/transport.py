@@ -101,6 +101,10 @@ class Link(Protocol):
         """Keep a heartbeat (``beats``) with the peer; its events come back, until either side ends."""
         ...
 
+    async def stacks(self, message: bytes, timeout: float) -> bytes:
+        """Ask the peer for the stacks of its subtree."""
+        ...
+
 
 class Handlers(Protocol):
     """What one task's server answers (the coordinator); every message is bytes."""
@@ -125,6 +129,10 @@ class Handlers(Protocol):
 
     def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """A task below keeps its heartbeat here; raises `Refused`."""
+        ...
+
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        """The stacks of this task's subtree, to the job's own; raises `Refused`."""
         ...
 
 

@@ -58,8 +58,11 @@ def _job(silent: frozenset[int] = frozenset(), take: Callable[[int], tuple[Threa
 
     for rank in range(world):
         authority = Authority(AuthMode.SECRET, "test", secret=SECRET, launch=cluster.launch.key)
+        async def taken(rank: int = rank) -> tuple[ThreadStack, ...]:
+            return take(rank)
+
         handlers[rank] = StacksHandler(cluster.as_rank(rank), plan_of(cluster.as_rank(rank), rank, 2), authority,
-                                       30000 + rank, lambda rank=rank: take(rank), ask)
+                                       30000 + rank, taken, ask)
     return cluster, handlers
 
 
