@@ -59,6 +59,18 @@ def _seconds(text: str) -> float:
     return value
 
 
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(text: str) -> float:
+    """Seconds, or a number with a unit: 90s, 10m, 2h, 1d."""
+    unit = _UNITS.get(text[-1:].lower(), 0.0) if text else 0.0
+    try:
+        return _seconds(text[:-1] if unit else text) * (unit or 1.0)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 10m or 2h") from None
+
+
 def _port(text: str) -> int:
     """A TCP port, 1-65535."""
     if not text.isdigit() or not 1 <= int(text) <= 65535:
@@ -203,6 +215,10 @@ def _cluster_commands(command: Command) -> None:
     run.add_argument("--srun-args", default="", metavar="TEXT", help="more srun arguments, as shell words")
     run.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     run.add_argument("--format", choices=_AUTO, default="auto", help=_AUTO_HELP)
+    run.add_argument("--hang-after", type=_duration, metavar="DURATION",
+                     help="a hang: no task's progress mark (b.progress(), slurm_resolver.progress()) advanced for "
+                          "DURATION (90s, 10m, 2h), or some tasks' stood still while others' advanced; every "
+                          "task's stacks are then printed once, and the step restarts (default: never)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
     check = command("check", cluster.check,
@@ -247,7 +263,7 @@ def _bootstrap_options(parser: argparse.ArgumentParser) -> None:
         "timeout": {"type": _seconds, "metavar": "SECONDS"}, "port": {"type": _port_or_any, "metavar": "PORT"},
         "verify": {"type": _verify, "metavar": "once|all|none|K"}, "rendezvous": {"type": _ports, "metavar": "PORTS"},
         "fanout": {"type": _count, "metavar": "K"}, "heartbeat": {"type": float, "metavar": "SECONDS"},
-        "patience": {"type": _seconds, "metavar": "SECONDS"}}
+        "patience": {"type": _seconds, "metavar": "SECONDS"}, "hang_after": {"type": _duration, "metavar": "DURATION"}}
     for field in FIELDS:
         shape = kinds.get(field.name) or {"choices": field.metadata.get("choices")}
         parser.add_argument(f"--{field.name.replace('_', '-')}", help=field.metadata["help"], **shape)  # type: ignore[arg-type]

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..stacks.progress import Marks
 from . import protos as pb
 from .messages import REASON, SHOWN, HandOver, Source, SourceKind, WireError
-from .wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
+from .wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, progress_pb, read_progress
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -29,6 +30,8 @@ class Beat:
     failed: tuple[int, ...] = ()
     reason: str = ""
     leaving: bool = False
+    progress: Marks | None = None
+    """The progress marks of the beating task and every task below it (None: none marked)."""
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,14 @@ def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
                              port=beat.port), seal)
 
 
-def encode_beat(failed: Sequence[int] = (), reason: str = "", leaving: bool = False) -> bytes:
-    """A later beat: ranks found dead below (at most `SHOWN`), or that this task leaves."""
-    return bytes(pb.Beat(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving).SerializeToString())
+def encode_beat(failed: Sequence[int] = (), reason: str = "", leaving: bool = False,
+                progress: Marks | None = None) -> bytes:
+    """A later beat: ranks found dead below (at most `SHOWN`), or that this task leaves, and the
+    ``progress`` marks of its subtree (where any task marked)."""
+    beat = pb.Beat(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving)
+    if progress is not None and progress.tasks:
+        beat.progress.CopyFrom(progress_pb(progress))
+    return bytes(beat.SerializeToString())
 
 
 def decode_beat(data: bytes, world_size: int) -> Beat:
@@ -67,8 +75,9 @@ def decode_beat(data: bytes, world_size: int) -> Beat:
             or len(message.nonce) > MOST_NONCE:
         raise WireError("a heartbeat from no task of this job")
     failed, reason = _news(message.failed, message.reason, world_size)
+    progress = read_progress(message.progress, world_size) if message.HasField("progress") else None
     return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
-                message.leaving)
+                message.leaving, progress)
 
 
 def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:

@@ -40,6 +40,8 @@ from ..exchange import Exchange, ExchangeMode, mpi_exchange
 from ..gpus import format_devices, parse_reported
 from ..placement import Placement
 from ..resolution import resolve
+from ..stacks.progress import Hang, HangKind
+from ..stacks.render import ranks_label
 from .auth import AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped, Exchanged
 from .callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
@@ -180,12 +182,12 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
             failure = await _verify(task, settled, chosen)
             lap("verify")
         detector = None
+        stacks = _stacks_handler(settled, task, network)
         if chosen.heartbeat:
             above, link = member.above
             detector = FailureDetector(settled, task.plan, above, link, network, proof, chosen.heartbeat,
-                                       chosen.patience)
+                                       chosen.patience, chosen.hang_after, lambda hang: _hung(hang, detector, stacks))
         task.served.handlers.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
-        stacks = _stacks_handler(settled, task, network)
         task.served.handlers.stacks_below(stacks)
         if task.checks_later:
             await _agree(task, member, failure, chosen.timeout)
@@ -202,6 +204,27 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
         log.debug("%s", _decisions(task, member, chosen, lap.timings))
     return Bootstrapped(settled, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
                         Exchanged.MPI, proof.how, detector, loop, stacks)
+
+
+HANG_STACKS = 10.0
+"""Seconds the tasks have to give their stacks when the job hangs."""
+
+
+async def _hung(hang: Hang, detector: FailureDetector | None, stacks: StacksHandler) -> None:
+    """The job hangs (judged at the top of the tree): say where every task is, once, then fail the step
+    (every task hears it as this task's failure, and ``run`` restarts the step)."""
+    from ..stacks.job import JobStacks, nodes_of
+
+    cluster = stacks.cluster
+    found = await stacks.gather(time.monotonic() + HANG_STACKS)
+    job = JobStacks(found, nodes_of(found, lambda rank: cluster.task(rank).node), f"step {cluster.launch.key}")
+    odd = [c.ranks for c in job.odd()] if hang.kind is HangKind.STILL else [hang.marks.behind]
+    named = "; ".join(ranks_label(ranks, lambda rank: cluster.task(rank).node) for ranks in odd[:4])
+    why = f"the job hung: {hang}" + (f" (odd: {named})" if named else "")
+    log.error("slurm_resolver: %s; every task's stacks:\n%s", why, job)
+    if detector is not None:
+        detector.deaths.failing(why)
+        await detector.fail(why)
 
 
 def _stacks_handler(settled: Cluster, task: _Task, network: Network) -> StacksHandler:

@@ -7,12 +7,16 @@ for barriers after the bootstrap, and says how long each phase took.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..cluster import Cluster
+from ..environment import snapshot
 from ..errors import ConfigurationError
+from ..stacks.capture import ThreadStack
+from ..stacks.command import Marker, Watched, marker
 from ..stacks.job import JobStacks, nodes_of
 from . import crashes
 from .detector import FailureDetector
@@ -78,6 +82,10 @@ class Bootstrapped(ClusterView):
         self._loop = loop
         self._detector = detector
         self._stacks = stacks
+        self._mark = 0
+        self._marker: Marker | None = None
+        self._marker_read = False
+        self._watched: Watched | None = None
         self.aio = Coroutines(self)
 
     @classmethod
@@ -150,11 +158,44 @@ class Bootstrapped(ClusterView):
 
     # Diagnosis.
 
+    def progress(self, step: int | None = None) -> None:
+        """Mark this task's progress: ``step`` (a number that grows, such as the training step), else one
+        more than the last mark. Cheap (no call: the marks ride the heartbeats); with ``hang_after``, the
+        job hangs where no mark advances for that long, or where some tasks' stand still while others'
+        advance. Under ``slurm-resolver bootstrap -- COMMAND`` the mark also goes to the task that runs
+        this process."""
+        mark = (self._mark + 1 if step is None else int(step))
+        self._mark = mark
+        detector = self._detector
+        if detector is not None:
+            detector.mark = mark
+        if not self._marker_read:  # where its task made it a file: read at the first mark, not at every start
+            self._marker, self._marker_read = marker(snapshot()), True
+        if self._marker is not None:
+            self._marker.mark(mark)
+
     def stacks(self, timeout: float = 5.0) -> JobStacks:
         """Every task's Python stacks now, gathered through the tree and merged into classes of identical
         stacks with their ranks (``print()`` it: the rarest first). A task that does not answer within
         ``timeout`` (dead, or holding the GIL in C code) is named as silent."""
         return self._run(self.aio.stacks(timeout))
+
+    def watch_command(self) -> dict[str, str]:
+        """This task runs a command (``slurm-resolver bootstrap -- COMMAND``): from now on its progress marks
+        are the command's, and its stacks the command's (`slurm_resolver.stacks.command`). Returns what
+        the command's environment gets; `stop()` removes the file."""
+        from ..stacks.command import Watched, not_marked
+
+        watched = self._watched = Watched()
+        if self._detector is not None:
+            self._detector.read_mark = watched.mark
+        if self._stacks is not None:
+            async def take() -> tuple[ThreadStack, ...]:
+                found = await asyncio.get_running_loop().run_in_executor(None, watched.stacks)
+                return found or not_marked(None)
+
+            self._stacks.take = take
+        return watched.environ()
 
     # Failures.
 
@@ -204,6 +245,8 @@ class Bootstrapped(ClusterView):
         finally:
             self._loop.close()
             self._loop = None
+            if self._watched is not None:
+                self._watched.close()
 
     def __repr__(self) -> str:
         return f"Bootstrapped(rank={self.rank}, world_size={self.world_size}, launcher={self.launcher!r})"

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from ..cluster import Cluster
+from ..stacks.progress import Marks
 from .auth import Authority, Purpose
 from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
 from .deaths import Deaths, stood_still
@@ -52,11 +53,12 @@ class Heartbeat:
         authority: seals the first beat and checks the first event.
         heartbeat: seconds between beats; ``patience``: silence from above that is its death.
         take_over: called with the sources that left when this task becomes the successor.
+        progress: the progress marks of this task and the tasks below it, for each beat.
     """
 
     def __init__(self, deaths: Deaths, cluster: Cluster, rank: int, node: int, above: int | None, link: Link | None,
                  network: Network, authority: Authority, heartbeat: float, patience: float,
-                 take_over: Callable[[frozenset[Source]], None]) -> None:
+                 take_over: Callable[[frozenset[Source]], None], progress: Callable[[], Marks] = Marks) -> None:
         self.deaths = deaths
         self.cluster = cluster
         self.rank = rank
@@ -69,6 +71,7 @@ class Heartbeat:
         self.heartbeat = heartbeat
         self.patience = patience
         self._take_over = take_over
+        self._progress = progress
         self.calls = 0
         """How many watch calls this task has made up (the beats of an earlier one stop)."""
 
@@ -88,7 +91,7 @@ class Heartbeat:
                 if news:
                     self.deaths.up.put_nowait(news)
                 return
-            yield encode_beat(news.failed, news.reason, news.leaving)
+            yield encode_beat(news.failed, news.reason, news.leaving, self._progress())
             if news.leaving:
                 return
 

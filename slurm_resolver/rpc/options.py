@@ -70,6 +70,11 @@ class BootstrapOptions:
     patience: float = field(default=5.0, metadata={
         "help": "seconds of silence after which a task is declared dead, at least twice the heartbeat "
                 "(default: 5 s)", "type": float})
+    hang_after: float | None = field(default=None, metadata={
+        "help": "a hang: no task's progress mark (b.progress(), slurm_resolver.progress()) advanced for this long "
+                "(seconds, or 90s, 10m, 2h), or some tasks' stood still while others' advanced; the root then "
+                "prints every task's stacks once and fails the step (run restarts it); it rides the heartbeats "
+                "(default: never)"})
 
     def __post_init__(self) -> None:
         if self.exchange is not None:
@@ -101,6 +106,13 @@ class BootstrapOptions:
                                          "e.g. patience=5 * heartbeat")
         else:
             object.__setattr__(self, "heartbeat", None)
+        if self.hang_after is not None:
+            _seconds("hang_after", self.hang_after, 1.0, 30 * 24 * 3600.0)
+            if not self.heartbeat or self.hang_after <= self.patience:
+                raise ConfigurationError(f"hang_after={self.hang_after:g} s needs failure detection, and longer than "
+                                         f"its patience ({self.patience:g} s): progress rides the heartbeats",
+                                         "keep heartbeat on (the default) and give hang_after in minutes, "
+                                         "e.g. hang_after=600")
 
     @classmethod
     def of(cls, options: BootstrapOptions | None, keywords: Mapping[str, Any]) -> BootstrapOptions:

@@ -23,15 +23,14 @@ from dataclasses import dataclass
 
 from ..cluster import Cluster
 from ..stacks.capture import Frame, ThreadStack
-from ..stacks.classes import MOST_CLASSES, MOST_RANGES, Ranks, StackClass, Stacks
+from ..stacks.classes import MOST_CLASSES, StackClass, Stacks
 from ..stacks.job import JobStacks, nodes_of
-from ..stacks.progress import Marks
 from . import protos as pb
 from .auth import Authority, Checked, Purpose, SealVerdict
 from .messages import Source, SourceKind, WireError
 from .transport import Link, Refusal, Refused, within
 from .tree import Plan
-from .wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, unwrap
+from .wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, ranks_of, ranks_pb, unwrap
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -84,33 +83,10 @@ def decode_ask(header: bytes, world_size: int) -> StacksAsk:
                      min(message.within_ms, 600_000) / 1000, float(message.time))
 
 
-def _ranks_pb(ranks: Ranks) -> pb.RankSet:
-    return pb.RankSet(first=[f for f, _ in ranks.ranges], last=[last for _, last in ranks.ranges], count=ranks.count)
-
-
-def _ranks(message: pb.RankSet, world_size: int) -> Ranks:
-    if len(message.first) != len(message.last) or len(message.first) > MOST_RANGES or message.count > world_size \
-            or any(f > last or last >= world_size for f, last in zip(message.first, message.last)):
-        raise WireError("a malformed set of ranks")
-    return Ranks(tuple(zip(message.first, message.last)), message.count)
-
-
-def progress_pb(marks: Marks) -> pb.Progress:
-    """Marks as a beat carries them."""
-    return pb.Progress(lowest=marks.lowest, behind=_ranks_pb(marks.behind), highest=marks.highest, tasks=marks.tasks)
-
-
-def read_progress(message: pb.Progress, world_size: int) -> Marks:
-    """Marks from a beat, checked."""
-    if message.tasks > world_size or message.lowest > message.highest:
-        raise WireError("malformed progress marks")
-    return Marks(message.lowest, _ranks(message.behind, world_size), message.highest, message.tasks)
-
-
 def _class_pb(one: StackClass) -> pb.StackClass:
     frames = [pb.StackFrame(file=f.file[-MOST_FILE:], line=f.line, function=f.function[:MOST_FUNCTION])
               for f in one.frames]
-    return pb.StackClass(frames=frames, main=one.main, thread=one.thread[:MOST_FUNCTION], ranks=_ranks_pb(one.ranks),
+    return pb.StackClass(frames=frames, main=one.main, thread=one.thread[:MOST_FUNCTION], ranks=ranks_pb(one.ranks),
                          skipped=one.skipped)
 
 
@@ -125,9 +101,9 @@ def encode_stacks(stacks: Stacks, nonce: bytes, source: int, seal: Seal, nodes: 
         left = classes.pop()  # the commonest: rarest first
         size -= left.ByteSize() + 8
         if left.main:
-            others = others | _ranks(left.ranks, 1 << 32)
-    return envelope(pb.StacksAnswer(nonce=nonce, source=source, classes=classes, silent=_ranks_pb(stacks.silent),
-                                    answered=stacks.answered, others=_ranks_pb(others),
+            others = others | ranks_of(left.ranks, 1 << 32)
+    return envelope(pb.StacksAnswer(nonce=nonce, source=source, classes=classes, silent=ranks_pb(stacks.silent),
+                                    answered=stacks.answered, others=ranks_pb(others),
                                     nodes={rank: node[:MOST_NAME] for rank, node in (nodes or {}).items()}), seal)
 
 
@@ -149,10 +125,10 @@ def decode_answer(header: bytes, world_size: int) -> tuple[Stacks, bytes, int, d
         if len(one.frames) > 64:
             raise WireError("a stack deeper than any task sends")
         frames = tuple(Frame(f.file[-MOST_FILE:], f.line, f.function[:MOST_FUNCTION]) for f in one.frames)
-        classes.append(StackClass(frames, one.main, one.thread[:MOST_FUNCTION], _ranks(one.ranks, world_size),
+        classes.append(StackClass(frames, one.main, one.thread[:MOST_FUNCTION], ranks_of(one.ranks, world_size),
                                   one.skipped))
-    stacks = Stacks(tuple(classes), _ranks(message.silent, world_size), message.answered,
-                    _ranks(message.others, world_size))
+    stacks = Stacks(tuple(classes), ranks_of(message.silent, world_size), message.answered,
+                    ranks_of(message.others, world_size))
     return stacks, bytes(message.nonce), message.source, dict(message.nodes)
 
 

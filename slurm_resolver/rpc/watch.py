@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..cluster import Cluster
+from ..stacks.progress import Marks
 from .beats import Beat, decode_beat
 from .deaths import Deaths, stood_still
 from .messages import Source, SourceKind, WireError
@@ -55,6 +56,7 @@ class Watch:
         self._heard: dict[Source, float] = {}  # when each source last beat
         self._left: set[Source] = set()
         self._holders: dict[Source, int] = {}  # the rank on a source's call (a child node's successor)
+        self._progress: dict[Source, Marks] = {}  # each source's last progress marks (its subtree's)
         self._since = time.monotonic()  # when the watched sources were last set
         self._checking: asyncio.Task[None] | None = None
 
@@ -106,6 +108,13 @@ class Watch:
                 self.deaths.declare([rank], f"{self.cluster.label(rank)} died: its connection to rank "
                                             f"{self.plan.rank} closed")
 
+    def progress(self) -> Marks:
+        """The last progress marks of every task below this one."""
+        found = Marks()
+        for marks in self._progress.values():
+            found = found | marks
+        return found
+
     def unheard(self) -> list[Source]:
         """The sources below that do not watch here yet (a moment after the bootstrap), but for those
         that left or are known dead."""
@@ -121,10 +130,13 @@ class Watch:
                 except WireError:
                     return
                 self._heard[source] = time.monotonic()
+                if beat.progress is not None:
+                    self._progress[source] = beat.progress
                 if beat.failed:
                     self.deaths.declare(list(beat.failed), beat.reason or "a task below reported it dead")
                 if beat.leaving:
                     self._left.add(source)
+                    self._progress.pop(source, None)  # done: its marks stand still, and mean no hang
                     return
 
     async def _check(self) -> None:

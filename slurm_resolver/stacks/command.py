@@ -25,7 +25,7 @@ from typing import BinaryIO
 from .capture import Frame, ThreadStack
 from .dumped import read_dump
 
-__all__ = ["PROGRESS_FILE", "DUMP_SIGNAL", "DUMPS", "Marker", "Watched", "marker", "not_marked"]
+__all__ = ["PROGRESS_FILE", "DUMP_SIGNAL", "DUMPS", "Marker", "Watched", "marker", "not_marked", "progress"]
 
 PROGRESS_FILE = "SLURM_RESOLVER_PROGRESS_FILE"
 """The variable naming the file a task made for its command."""
@@ -66,6 +66,18 @@ class Marker:
 
 
 _markers: dict[str, Marker] = {}
+
+
+def progress(step: int | None = None) -> None:
+    """Mark this process's progress for the task that runs it (``slurm-resolver bootstrap -- COMMAND``):
+    ``step`` (a number that grows, such as the training step), else one more than the last mark. Cheap
+    (a store into shared memory); nothing where no task runs this process. A process that bootstrapped
+    itself marks with ``b.progress()``, which does this too."""
+    from ..environment import snapshot
+
+    found = marker(snapshot())
+    if found is not None:
+        found.mark(step)
 
 
 def marker(env: Mapping[str, str]) -> Marker | None:

@@ -129,3 +129,46 @@ def test_another_user_is_refused_and_the_job_logs_it(
     subprocess.run(["scancel", job], timeout=30)
     _, errors = srun.communicate(timeout=60)
     assert "rank 0 refused an ask for stacks claiming to be the job's user outside it: uid" in errors, errors[-3000:]
+
+
+HANGING = textwrap.dedent("""
+    import os, time
+    import slurm_resolver
+
+    def stuck_in_loader():
+        time.sleep(300)
+
+    first = os.environ.get("SLURM_RESOLVER_ATTEMPT", "1") == "1"
+    rank = int(os.environ["SLURM_PROCID"])
+    for step in range(1, 100000):
+        slurm_resolver.progress(step)
+        if first and rank == 2 and step == 3:
+            stuck_in_loader()
+        if not first and step == 15:
+            break
+        time.sleep(0.2)
+    print(f"rank {rank} done", flush=True)
+""")
+
+
+def test_run_hang_after_says_where_once_and_restarts(slurm_cluster: dict[str, str], tmp_path: Path) -> None:
+    """Under ``run --hang-after``: in the first attempt rank 2 stops marking (stuck in its loader) while the
+    others go on; the root prints every task's stacks once, naming rank 2 and its function, the step
+    ends, and the second attempt completes."""
+    script = tmp_path / "train.py"
+    script.write_text(HANGING)
+    start = time.monotonic()
+    done = subprocess.run(["salloc", "-w", "node[1-2]", "-N2", "--ntasks-per-node=2", sys.executable, "-m",
+                           "slurm_resolver", "run",
+                           "--restarts", "1", "--hang-after", "8s", "--", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          cwd=tmp_path)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-4000:]
+    assert text.count("the job hung") >= 1 and text.count("every task's stacks") == 1, text[-4000:]
+    assert "ranks 2 (1 tasks) stayed at progress mark 3" in text, text[-4000:]
+    stacks = text[text.index("every task's stacks"):]
+    assert "stuck_in_loader" in stacks and "rank 2 (node2)" in stacks, stacks[:3000]
+    assert sorted(line for line in done.stdout.splitlines() if line.endswith(" done")) == \
+        [f"rank {r} done" for r in range(4)], text[-3000:]
+    assert time.monotonic() - start < 180
