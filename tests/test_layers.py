@@ -44,25 +44,26 @@ LEVELS: list[set[str]] = [
      "training.delivery", "variables"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
-     "rpc.callers", "rpc.local", "rpc.ports", "rpc.protos", "rpc.tree", "stacks.classes", "template_schema"},
+     "rpc.callers", "rpc.local", "rpc.ports", "rpc.protos", "rpc.tree", "stacks.classes", "stacks.dumped",
+     "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.connections", "rpc.wire", "slurmctl",
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.connections", "slurmctl", "stacks.command",
      "stacks.progress", "stacks.render", "templates", "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.beats", "rpc.identity",
-     "rpc.rounds", "rpc.service", "stacks.picture", "submission"},
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.wire", "stacks.picture",
+     "submission"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.coordinator", "rpc.deaths", "rpc.options", "rpc.server"},
+     "rpc.beats", "rpc.identity", "rpc.options", "rpc.rounds", "rpc.service", "stacks.job"},
     # 5
-    {"gpus", "launchers", "rpc.grpc_network"},
+    {"gpus", "launchers", "rpc.coordinator", "rpc.deaths", "rpc.server"},
     # 6
-    {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
+    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.grpc_network"},
     # 7
-    {"rpc.view", "cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.uplink",
-     "rpc.verify", "rpc.watch"},
+    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.stacks_call",
+     "rpc.uplink", "rpc.verify", "rpc.view", "rpc.watch"},
     # 8
-    {"rpc.detector", "rpc.member"},
+    {"cli.diagnosis", "rpc.detector", "rpc.member"},
     # 9
     {"rpc.bootstrapped"},
     # 10

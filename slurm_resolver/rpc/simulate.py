@@ -76,6 +76,12 @@ class Simulation:
     heard_s: float = 0.0
     """Seconds from that process's end until the last living task heard of a death."""
     unheard: int = 0
+    stacks_s: float = 0.0
+    """With stacks asked (``over_grpc(stacks=True)``): seconds rank 0 took to gather the job's stacks."""
+    stacks_answered: int = 0
+    """How many tasks answered them."""
+    stacks_bytes: int = 0
+    """The size of the merged answer."""
     """Living tasks that never heard of one."""
     results: list[Bootstrapped | None] = field(default_factory=list, repr=False)
 
@@ -92,7 +98,9 @@ class Simulation:
                                                          / self.held_s, 3)}
                    if self.held_s else {}),
                 **({"killed": len(self.killed), "declared_dead_but_alive": len(set(self.dead) - set(self.killed)),
-                    "last_heard_s": round(self.heard_s, 3), "never_heard": self.unheard} if self.killed else {})}
+                    "last_heard_s": round(self.heard_s, 3), "never_heard": self.unheard} if self.killed else {}),
+                **({"stacks_s": round(self.stacks_s, 3), "stacks_answered": self.stacks_answered,
+                    "stacks_bytes": self.stacks_bytes} if self.stacks_answered else {})}
 
 
 async def _run_all(base: Cluster, options: BootstrapOptions, network: LocalNetwork, results: list[Bootstrapped | None],

@@ -45,8 +45,10 @@ MOST_FILE = 200
 MOST_FUNCTION = 128
 _REMEMBERED = 4096
 """Nonces of asks remembered (for `FRESH` seconds): an ask seen is not answered again."""
-_STEP = 0.75
-"""The share of the time left that a task gives the tasks it asks (the rest is its own and the answer's)."""
+_KEEP = 0.1
+"""The share of the time left that a task keeps for merging and answering (at least `_LEAST_KEPT` s); the
+tasks it asks get the rest, so that a deep tree's leaves still get most of the time."""
+_LEAST_KEPT = 0.05
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,8 @@ class StacksHandler:
 
     async def gather(self, until: float) -> Stacks:
         """The stacks of this task and of every task below it, by ``until`` (monotonic)."""
-        child_until = time.monotonic() + max(0.0, until - time.monotonic()) * _STEP
+        left = max(0.0, until - time.monotonic())
+        child_until = until - max(_LEAST_KEPT, left * _KEEP)
         asks = [self._from(source, child_until) for source in sorted(self.plan.sources)]
         below = asyncio.gather(*asks)
         try:

@@ -65,7 +65,7 @@ def test_a_lagging_task_makes_the_root_say_where_every_task_is_and_fail_the_job(
         failures = _run(scenario)
     said = [r.getMessage() for r in caplog.records if "the job hung" in r.getMessage()]
     assert len(said) == 1, said  # once for the job, by the root
-    assert "ranks 5 (1 tasks) stayed at progress mark 1" in said[0] and "every task's stacks" in said[0]
+    assert "rank 5 stayed at progress mark 1" in said[0] and "every task's stacks" in said[0]
     assert "stacks of step 4242.0: 8 tasks, 8 answered" in said[0]
     for rank, known in failures.items():  # type: ignore[union-attr]
         if rank == 0:
