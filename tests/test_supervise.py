@@ -44,6 +44,9 @@ class Task:
     def fail(self, why: str) -> None:
         self.failed = why
 
+    def watch_command(self) -> dict[str, str]:
+        return {}
+
 
 def test_a_command_that_succeeds_ends_the_task_normally() -> None:
     task = Task()
@@ -245,6 +248,7 @@ class Task:
     def on_failure(self, callback): pass
     def fail(self, why): print("FAILED:", why, flush=True)
     def stop(self): pass
+    def watch_command(self): return {}
 
 counts = iter([7, 8])  # the node's count of OOM kills rises while the command runs
 module._oom_kills = lambda: next(counts)

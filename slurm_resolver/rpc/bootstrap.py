@@ -182,7 +182,7 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
             failure = await _verify(task, settled, chosen)
             lap("verify")
         detector = None
-        stacks = _stacks_handler(settled, task, network)
+        stacks = StacksHandler(settled, task.plan, proof, task.served.port, network)
         if chosen.heartbeat:
             above, link = member.above
             detector = FailureDetector(settled, task.plan, above, link, network, proof, chosen.heartbeat,
@@ -225,23 +225,6 @@ async def _hung(hang: Hang, detector: FailureDetector | None, stacks: StacksHand
     if detector is not None:
         detector.deaths.failing(why)
         await detector.fail(why)
-
-
-def _stacks_handler(settled: Cluster, task: _Task, network: Network) -> StacksHandler:
-    """This task's side of Stacks: its own process's stacks, and the tasks below it asked by their ports."""
-    from ..stacks.capture import ThreadStack, capture
-
-    bound = settled.bound_ports
-    assert bound is not None
-
-    async def ask(rank: int, message: bytes, timeout: float) -> bytes:
-        link = network.connect(settled.hosts[settled.placement.node_of(rank)], bound[rank])
-        return await link.stacks(message, timeout)
-
-    async def take() -> tuple[ThreadStack, ...]:
-        return capture()  # on the event loop's thread, left out with the package's own
-
-    return StacksHandler(settled, task.plan, task.authority, task.served.port, take, ask)
 
 
 def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: Mapping[str, float]) -> str:

@@ -69,6 +69,11 @@ class Bootstrapped(ClusterView):
             (`bootstrap_async()`'s).
     """
 
+    _mark = 0
+    _marker: Marker | None = None
+    _marker_read = False
+    _watched: Watched | None = None
+
     def __init__(self, cluster: Cluster, member: Member | None, served: Served[Any] | None,
                  timings: dict[str, float] | None = None, exchanged: Exchanged | None = None, authenticated: str = "",
                  detector: FailureDetector | None = None, loop: LoopThread | None = None,
@@ -82,10 +87,6 @@ class Bootstrapped(ClusterView):
         self._loop = loop
         self._detector = detector
         self._stacks = stacks
-        self._mark = 0
-        self._marker: Marker | None = None
-        self._marker_read = False
-        self._watched: Watched | None = None
         self.aio = Coroutines(self)
 
     @classmethod

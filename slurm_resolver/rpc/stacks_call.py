@@ -22,13 +22,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..cluster import Cluster
-from ..stacks.capture import Frame, ThreadStack
+from ..stacks.capture import Frame, ThreadStack, capture
 from ..stacks.classes import MOST_CLASSES, StackClass, Stacks
 from ..stacks.job import JobStacks, nodes_of
 from . import protos as pb
 from .auth import Authority, Checked, Purpose, SealVerdict
 from .messages import Source, SourceKind, WireError
-from .transport import Link, Refusal, Refused, within
+from .transport import Link, Network, Refusal, Refused, within
 from .tree import Plan
 from .wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, ranks_of, ranks_pb, unwrap
 
@@ -159,31 +159,43 @@ async def ask_for_stacks(link: Link, authority: Authority, ask: StacksAsk, world
     return JobStacks(stacks, nodes, f"step {ask.job_key}")
 
 
-Asker = Callable[[int, bytes, float], Awaitable[bytes]]
-"""How a task calls Stacks on another (its rank, the message, seconds): the network's."""
+async def own_stacks() -> tuple[ThreadStack, ...]:
+    """This process's stacks, taken on its event loop's thread (left out, with the package's own)."""
+    return capture()
 
 
 class StacksHandler:
     """A task's side of Stacks: checks who asks, asks the tasks below at once, and answers the merge.
 
+    Made in every task's bootstrap, so it holds no more than its arguments until it is first asked.
+
     Args:
         cluster: the bootstrapped cluster; ``plan``: this task's place in the tree.
         authority: checks asks and seals answers; ``port``: this task's server's.
-        take: this task's stacks now (its process's threads, taken on its event loop's thread; a
-            command's, under ``bootstrap --``).
-        ask: calls Stacks on another task of the job.
+        network: reaches the tasks below (None: `ask` is given instead).
+
+    Attributes:
+        take: this task's stacks now (`own_stacks`; its command's, under ``bootstrap --``).
     """
 
-    def __init__(self, cluster: Cluster, plan: Plan, authority: Authority, port: int,
-                 take: Callable[[], Awaitable[Sequence[ThreadStack]]], ask: Asker) -> None:
+    take: Callable[[], Awaitable[Sequence[ThreadStack]]] = staticmethod(own_stacks)
+    refused = 0
+    _seen: OrderedDict[bytes, float] | None = None
+
+    def __init__(self, cluster: Cluster, plan: Plan, authority: Authority, port: int, network: Network | None
+                 ) -> None:
         self.cluster = cluster
         self.plan = plan
         self.authority = authority
         self.port = port
-        self.take = take
-        self._ask = ask
-        self._seen: OrderedDict[bytes, float] = OrderedDict()
-        self.refused = 0
+        self.network = network
+
+    async def ask(self, rank: int, message: bytes, timeout: float) -> bytes:
+        """Call Stacks on the task of ``rank`` (its bound port, on its node)."""
+        cluster, network = self.cluster, self.network
+        assert network is not None and cluster.bound_ports is not None
+        link = network.connect(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank])
+        return await link.stacks(message, timeout)
 
     async def stacks(self, message: bytes, deadline: float) -> bytes:
         """The answer to an ask (``message``) for this task's subtree, by ``deadline`` (monotonic)."""
@@ -216,7 +228,7 @@ class StacksHandler:
         now = time.time()
         if checked.believed and abs(now - ask.time) > FRESH:
             checked = Checked.refused(f"an ask made {now - ask.time:+.0f} s from now (good for {FRESH:g} s)")
-        if checked.believed and ask.nonce in self._seen:
+        if checked.believed and self._seen is not None and ask.nonce in self._seen:
             checked = Checked.refused("an ask answered already (replayed)")
         if checked.believed:
             self._remember(ask.nonce, now)
@@ -231,9 +243,12 @@ class StacksHandler:
         raise Refused(Refusal.UNAUTHENTICATED, checked.why)
 
     def _remember(self, nonce: bytes, now: float) -> None:
-        self._seen[nonce] = now
-        while self._seen and (len(self._seen) > _REMEMBERED or next(iter(self._seen.values())) < now - 2 * FRESH):
-            self._seen.popitem(last=False)
+        seen = self._seen
+        if seen is None:
+            seen = self._seen = OrderedDict()
+        seen[nonce] = now
+        while seen and (len(seen) > _REMEMBERED or next(iter(seen.values())) < now - 2 * FRESH):
+            seen.popitem(last=False)
 
     async def job(self, within: float) -> Stacks:
         """The whole job's stacks: gathered here at the root (the lowest rank of the first node), else
@@ -245,7 +260,7 @@ class StacksHandler:
         assert bound is not None
         ask = StacksAsk(self.cluster.launch.key, self.plan.rank, secrets.token_bytes(16), bound[root], within,
                         time.time())
-        reply = await self._ask(root, encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h)), within + 1.0)
+        reply = await self.ask(root, encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h)), within + 1.0)
         return self._read(reply, ask.nonce, root)
 
     def _read(self, reply: bytes, nonce: bytes, rank: int) -> Stacks:
@@ -294,7 +309,7 @@ class StacksHandler:
         try:
             left = max(0.01, until - time.monotonic())
             with within(left):  # whatever the network does with its timeout
-                reply = await self._ask(rank, message, left)
+                reply = await self.ask(rank, message, left)
             return self._read(reply, nonce, rank)
         except Exception as exc:  # noqa: BLE001 (any failure below: the subtree is silent)
             log.debug("slurm_resolver: rank %d: stacks of rank %d: %s", self.plan.rank, rank, exc)

@@ -61,8 +61,10 @@ def _job(silent: frozenset[int] = frozenset(), take: Callable[[int], tuple[Threa
         async def taken(rank: int = rank) -> tuple[ThreadStack, ...]:
             return take(rank)
 
-        handlers[rank] = StacksHandler(cluster.as_rank(rank), plan_of(cluster.as_rank(rank), rank, 2), authority,
-                                       30000 + rank, taken, ask)
+        handler = handlers[rank] = StacksHandler(cluster.as_rank(rank), plan_of(cluster.as_rank(rank), rank, 2),
+                                                 authority, 30000 + rank, None)
+        handler.take = taken  # type: ignore[method-assign]
+        handler.ask = ask  # type: ignore[method-assign]
     return cluster, handlers
 
 
