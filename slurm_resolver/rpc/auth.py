@@ -149,6 +149,7 @@ class Authority:
         self.key: bytes | None = None
         """The key of this launch's HMAC seals, once known (a secret's: from the start)."""
         self._outside_key: bytes | None = None
+        self._munge_tried = False
         if secret is not None:
             self.key = hmac.digest(secret, _VERSION + b" launch " + launch.encode(), "sha256")
             self._outside_key = hmac.digest(secret, _VERSION + b" outside " + (outside or launch).encode(), "sha256")
@@ -211,41 +212,55 @@ class Authority:
 
     # The job's user outside the job (``slurm-resolver stacks`` on a login node).
 
-    def seal_outside(self, purpose: Purpose, header: bytes) -> bytes:
+    def seal_outside(self, purpose: Purpose, header: bytes, munge: bool | None = None) -> bytes:
         """The seal of ``header`` for a call between the job and its user outside it: a MUNGE credential
-        of this uid (MUNGE), or an HMAC of the secret's key for the launch (a secret); none without
-        either (such a call is refused)."""
-        words = b" ".join((_VERSION, b"outside", purpose.value, hashlib.sha256(header).hexdigest().encode()))
-        if self.mode is AuthMode.MUNGE:
-            assert self._munge is not None
-            return self._munge.encode(words)
-        if self.mode is AuthMode.SECRET and self._outside_key is not None:
+        of this uid (``munge``; by default where this task's seals are MUNGE's), else an HMAC of the
+        secret's key for the launch; none without either (such a call is refused)."""
+        words = _outside_words(purpose, header)
+        if munge or (munge is None and self.mode is AuthMode.MUNGE):
+            found = self._outside_munge()
+            return found.encode(words) if found is not None else b""
+        if self._outside_key is not None:
             return hmac.digest(self._outside_key, words, "sha256")
         return b""
 
     def check_outside(self, purpose: Purpose, header: bytes, seal: bytes) -> Checked:
-        """Whether ``header`` comes from the job's user (inside or outside the job), as `seal_outside` seals."""
-        words = b" ".join((_VERSION, b"outside", purpose.value, hashlib.sha256(header).hexdigest().encode()))
-        if self.mode is AuthMode.MUNGE:
+        """Whether ``header`` comes from the job's user (inside or outside the job), as `seal_outside`
+        seals: a MUNGE credential of this uid (whatever this task's own seals are: a job that runs with
+        a secret knows its user by MUNGE too, where munged answers), or an HMAC of the secret's key."""
+        words = _outside_words(purpose, header)
+        if seal.startswith(_MUNGE_PREFIX):
             from ..munge import MungeError
 
-            assert self._munge is not None
-            if not seal:
-                return Checked.refused("no MUNGE credential")
+            found = self._outside_munge()
+            if found is None:
+                return Checked.refused("a MUNGE credential, where munged does not answer")
             try:
-                decoded = self._munge.decode(seal)
+                decoded = found.decode(seal)
             except MungeError as exc:
                 return Checked.refused(f"a credential MUNGE refuses: {exc.text}")
             if decoded.uid != self.uid:
                 return Checked.refused(f"{_who(decoded.uid)}, not the job's {_who(self.uid)}")
             return BELIEVED if decoded.payload == words else \
                 Checked.refused(f"{_who(decoded.uid)} presented a credential made for another message")
-        if self.mode is AuthMode.SECRET and self._outside_key is not None:
+        if self._outside_key is not None:
             if seal and hmac.compare_digest(seal, hmac.digest(self._outside_key, words, "sha256")):
                 return BELIEVED
             return Checked.refused("a seal not made with the job's secret")
-        return Checked.refused("the job runs without authentication (SLURM_RESOLVER_AUTH=none): nobody outside "
-                               "it is answered")
+        if self.mode is AuthMode.NONE:
+            return Checked.refused("the job runs without authentication (SLURM_RESOLVER_AUTH=none): nobody "
+                                   "outside it is answered")
+        return Checked.refused("no MUNGE credential")
+
+    def _outside_munge(self) -> Munge | None:
+        """libmunge for the job's user outside it: this task's own, else opened once now."""
+        if self._munge is None and not self._munge_tried:
+            from ..environment import snapshot
+            from ..munge import open_munge
+
+            self._munge_tried = True
+            self._munge = open_munge(snapshot())[0]
+        return self._munge
 
     def _restricted_munge(self) -> Munge:
         """libmunge minting credentials only the job's uid can decode (they carry the launch's key)."""
@@ -276,6 +291,14 @@ class Authority:
             except ValueError:
                 return "a credential whose launch key is malformed"
         return ""
+
+
+_MUNGE_PREFIX = b"MUNGE:"
+"""How every MUNGE credential begins."""
+
+
+def _outside_words(purpose: Purpose, header: bytes) -> bytes:
+    return b" ".join((_VERSION, b"outside", purpose.value, hashlib.sha256(header).hexdigest().encode()))
 
 
 def _secret(env: Mapping[str, str]) -> tuple[bytes | None, str]:

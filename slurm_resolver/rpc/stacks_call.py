@@ -212,10 +212,11 @@ class StacksHandler:
         until = min(deadline, time.monotonic() + ask.within)
         stacks = await self.gather(until)
         rank = self.plan.rank
-        if outside:
+        if outside:  # answered with the proof it was asked with (MUNGE, or the secret)
             nodes = nodes_of(stacks, lambda r: self.cluster.task(r).node)
-            return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal_outside(Purpose.ANSWER, h),
-                                 nodes)
+            munge = seal.startswith(b"MUNGE:")
+            return encode_stacks(stacks, ask.nonce, rank,
+                                 lambda h: self.authority.seal_outside(Purpose.ANSWER, h, munge), nodes)
         return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal(Purpose.ANSWER, h))
 
     def _check(self, ask: StacksAsk, header: bytes, seal: bytes, outside: bool) -> None:

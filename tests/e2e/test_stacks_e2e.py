@@ -48,14 +48,18 @@ TASK = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def hung_step(slurm_cluster: dict[str, str], tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
-    """A running step of 6 tasks on node1-3 (2 a node), hung; its id, what rank 1 printed of it, and srun."""
+@pytest.fixture(params=["munge", "secret"])
+def hung_step(request: pytest.FixtureRequest, slurm_cluster: dict[str, str], tmp_path: Path
+              ) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
+    """A running step of 6 tasks on node1-3 (2 a node), hung; its id, what rank 1 printed of it, and srun.
+    Its tasks prove themselves with MUNGE, or with a secret of the job's (as the templates' jobs do: the
+    job's user asks from outside without it, by MUNGE)."""
     script = tmp_path / "task.py"
     script.write_text(TASK)
+    secret = {"SLURM_RESOLVER_SECRET": os.urandom(24).hex()} if request.param == "secret" else {}
     job = subprocess.Popen(["srun", "-w", "node[1-3]", "-N3", "--ntasks-per-node=2", "--job-name", "hung-stacks",
                             sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+                           env={**os.environ, "PYTHONPATH": str(ROOT), **secret}, start_new_session=True)
     try:
         assert job.stdout is not None
         line = job.stdout.readline()  # rank 1's, once bootstrapped and asked
