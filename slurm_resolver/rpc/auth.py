@@ -35,7 +35,7 @@ import pwd
 import secrets
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
@@ -101,11 +101,11 @@ class Checked:
 
     verdict: SealVerdict
     why: str = ""
-    believed: bool = field(init=False, repr=False, compare=False)
-    """Whether the writer is a task of this job (read for every message: a field, not a property)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "believed", self.verdict is SealVerdict.BELIEVED)
+    @property
+    def believed(self) -> bool:
+        """Whether the writer is a task of this job."""
+        return self.verdict is SealVerdict.BELIEVED
 
     @classmethod
     def refused(cls, why: str) -> Checked:
