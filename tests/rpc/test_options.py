@@ -75,7 +75,8 @@ def test_every_choice_is_its_type_once_made_and_an_unknown_word_names_the_option
     from slurm_resolver.rpc.auth import AuthChoice
 
     options = BootstrapOptions.of(None, {"exchange": "mpi", "verify": "all", "auth": "munge"})
-    assert (options.exchange, options.verify, options.auth) == (ExchangeMode.MPI, Verify(Checking.ALL), AuthChoice.MUNGE)
+    assert (options.exchange, options.verify, options.auth) == \
+        (ExchangeMode.MPI, Verify(Checking.ALL), AuthChoice.MUNGE)
     assert BootstrapOptions(verify=Verify.parse("2")).verify == Verify(Checking.NEXT, 2)  # the command line's digits
     with pytest.raises(ConfigurationError, match="(?s)auth='kerberos' is not known.*auto, secret, munge, none"):
         BootstrapOptions.of(None, {"auth": "kerberos"})
