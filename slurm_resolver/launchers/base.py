@@ -123,6 +123,10 @@ class Launcher(abc.ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    outside: ClassVar[str | None] = None
+    """What the process this launcher describes is called where it sees the whole job but is none of its
+    tasks (``'batch script'``, ``'salloc shell'``): where ``slurm-resolver env`` writes the job's variables
+    for srun to pass on to every task. None where the process is a task (or alone)."""
 
     @classmethod
     @abc.abstractmethod
