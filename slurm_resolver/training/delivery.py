@@ -32,23 +32,6 @@ class Mode(enum.Enum):
     LOCAL = "local"
     """The same pipeline run in the trainer itself, without the service (to compare)."""
 
-    @classmethod
-    def parse(cls, text: str, source: str = "--modes") -> tuple[Mode, ...]:
-        """Comma-separated words, each a mode; a `ConfigurationError` naming ``source`` and the words.
-
-        >>> Mode.parse("train,local")
-        (<Mode.TRAIN: 'train'>, <Mode.LOCAL: 'local'>)
-        """
-        from ..errors import ConfigurationError
-
-        modes = []
-        for word in text.split(","):
-            try:
-                modes.append(cls(word))
-            except ValueError:
-                raise ConfigurationError(f"{source} has {word!r}", f"use {', '.join(m.value for m in cls)}") from None
-        return tuple(modes)
-
     @property
     def processing(self) -> str:
         """TF's ``processing_mode`` for it."""

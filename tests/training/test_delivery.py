@@ -37,12 +37,12 @@ def test_records_round_trip_and_a_missing_one_is_named(tmp_path: Path) -> None:
     assert "a file system every node shares" in missing
 
 
-def test_modes_are_read_once_and_an_unknown_word_names_the_option_and_the_words() -> None:
-    from slurm_resolver.errors import ConfigurationError
-    from slurm_resolver.training.data_service import _modes
+def test_modes_are_read_once_and_an_unknown_word_names_the_option_and_the_words(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from slurm_resolver.training.data_service import _modes, main
 
-    assert _modes("train,local") == (delivery.Mode.TRAIN, delivery.Mode.LOCAL)
-    assert [(m.served, m.endless, m.shared_job) for m in delivery.Mode.parse("local,distributed_epoch")] == \
+    assert [(m.served, m.endless, m.shared_job) for m in _modes("local,distributed_epoch")] == \
         [(False, True, None), (True, False, "shared-distributed")]
-    with pytest.raises(ConfigurationError, match="(?s)--modes has 'epochs'.*distributed_epoch, parallel_epochs"):
-        delivery.Mode.parse("train,epochs")
+    with pytest.raises(SystemExit):
+        main(["--modes", "train,epochs"])
+    assert "argument --modes: 'epochs' is no mode: use distributed_epoch, parallel_epochs" in capsys.readouterr().err
