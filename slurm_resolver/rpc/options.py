@@ -4,8 +4,8 @@
 are the same: the keywords are sugar for this value. The choices (``exchange``, ``verify``,
 ``auth``) are types (`ExchangeMode`, `Verify`, `AuthChoice`); their words, as the keywords, the
 command line and the variables give them, are read into those once, when the value is made, and an
-unknown word is a `ConfigurationError` that names the option and its words. A value given explicitly wins over its
-variable (``SLURM_RESOLVER_EXCHANGE``, ``SLURM_RESOLVER_AUTH``,
+unknown word is a `ConfigurationError` that names the option and its words. A value given
+explicitly wins over its variable (``SLURM_RESOLVER_EXCHANGE``, ``SLURM_RESOLVER_AUTH``,
 ``SLURM_RESOLVER_RENDEZVOUS_PORTS``), which wins over the default; anything out of range is
 a `ConfigurationError` before anything starts. The command
 line's ``slurm-resolver bootstrap`` offers the same options (`FIELDS`).
@@ -26,6 +26,9 @@ from .ports import candidates_of
 from .tree import DEFAULT_FANOUT, ONCE, Verify
 
 __all__ = ["BootstrapOptions"]
+
+_EXCHANGES = tuple(mode.value for mode in ExchangeMode if mode is not ExchangeMode.NONE)
+"""The words of the bootstrap's ``exchange`` (it needs one: not ``'none'``)."""
 
 
 def _seconds(name: str, value: object, low: float, high: float) -> None:
@@ -48,7 +51,7 @@ class BootstrapOptions:
     exchange: ExchangeMode | Exchange | None = field(default=None, metadata={
         "help": "how tasks exchange their records: auto (MPI under an MPI launcher or srun --mpi=pmix where MPI "
                 "initialises, else the tree of node leaders), mpi, or rendezvous "
-                "(default: SLURM_RESOLVER_EXCHANGE, else auto)", "choices": ("auto", "mpi", "rendezvous")})
+                "(default: SLURM_RESOLVER_EXCHANGE, else auto)", "choices": _EXCHANGES})
     timeout: float = field(default=60.0, metadata={
         "help": "seconds the whole bootstrap may take; a task that is missing by then is named (default: 60 s)",
         "type": float})
@@ -82,7 +85,7 @@ class BootstrapOptions:
             mode = parse_mode(self.exchange, "exchange")
             if mode is ExchangeMode.NONE:
                 raise ConfigurationError("bootstrap needs an exchange between the tasks, not exchange='none'",
-                                         "use 'auto', 'mpi' or 'rendezvous'")
+                                         f"use one of {', '.join(_EXCHANGES)}")
             object.__setattr__(self, "exchange", mode)
         _seconds("timeout", self.timeout, 0.01, 30 * 24 * 3600.0)
         _whole("port", self.port, 0, 65535, "port=0 (a free port) or port=29500")
@@ -126,7 +129,7 @@ class BootstrapOptions:
         mode = parse_mode(env.get("SLURM_RESOLVER_EXCHANGE", "auto"), "SLURM_RESOLVER_EXCHANGE")
         if mode is ExchangeMode.NONE:
             raise ConfigurationError("SLURM_RESOLVER_EXCHANGE=none: bootstrap needs an exchange between the tasks",
-                                     "unset it, or use auto, mpi or rendezvous")
+                                     f"unset it, or use one of {', '.join(_EXCHANGES)}")
         return mode
 
     def candidates(self, env: Mapping[str, str], launch: str) -> list[int]:
