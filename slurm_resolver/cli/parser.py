@@ -13,9 +13,13 @@ import argparse
 import math
 import textwrap
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..template_schema import FORMATS
 from .usage import Parser
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..rpc.tree import Verify
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
@@ -236,13 +240,15 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def _verify(text: str) -> str | int:
-    """once (ring, its older name), all, none, or a count of next ranks."""
-    if text in ("once", "ring", "all", "none"):
-        return text
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"{text!r} is not once, all, none or a count of next ranks")
+def _verify(text: str) -> Verify:
+    """--verify's word or count, read by the one reader of ``verify=``."""
+    from ..errors import ConfigurationError
+    from ..rpc.tree import Verify
+
+    try:
+        return Verify.parse(text, "--verify")
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message}: {exc.hint}") from None
 
 
 def _ports(text: str) -> tuple[int, ...]:
@@ -258,10 +264,12 @@ def _port_or_any(text: str) -> int:
 def _bootstrap_options(parser: argparse.ArgumentParser) -> None:
     """Every option of the bootstrap (``BootstrapOptions``), with the help, default and unit it documents."""
     from ..rpc.options import FIELDS
+    from ..rpc.tree import VERIFY_WORDS
 
     kinds: dict[str, dict[str, object]] = {
         "timeout": {"type": _seconds, "metavar": "SECONDS"}, "port": {"type": _port_or_any, "metavar": "PORT"},
-        "verify": {"type": _verify, "metavar": "once|all|none|K"}, "rendezvous": {"type": _ports, "metavar": "PORTS"},
+        "verify": {"type": _verify, "metavar": "|".join((*VERIFY_WORDS, "K"))},
+        "rendezvous": {"type": _ports, "metavar": "PORTS"},
         "fanout": {"type": _count, "metavar": "K"}, "heartbeat": {"type": float, "metavar": "SECONDS"},
         "patience": {"type": _seconds, "metavar": "SECONDS"}, "hang_after": {"type": _duration, "metavar": "DURATION"}}
     for field in FIELDS:

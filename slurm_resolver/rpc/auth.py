@@ -35,7 +35,7 @@ import pwd
 import secrets
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
@@ -73,6 +73,22 @@ class AuthChoice(enum.Enum):
     NONE = "none"
 
 
+    @classmethod
+    def parse(cls, value: object, source: str = "auth") -> AuthChoice:
+        """``value`` as a choice (one of `MODES`, or a choice already); a `ConfigurationError` naming
+        ``source`` and the words for anything else.
+
+        >>> AuthChoice.parse("munge")
+        <AuthChoice.MUNGE: 'munge'>
+        """
+        if isinstance(value, AuthChoice):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigurationError(f"{source}={value!r} is not known", f"use one of {', '.join(MODES)}") from None
+
+
 MODES = tuple(choice.value for choice in AuthChoice)
 """The words of ``auth=`` and ``SLURM_RESOLVER_AUTH``: a secret, else MUNGE, else none; or one of them, or an error."""
 
@@ -101,11 +117,11 @@ class Checked:
 
     verdict: SealVerdict
     why: str = ""
-    believed: bool = field(init=False, repr=False, compare=False)
-    """Whether the writer is a task of this job (read for every message: a field, not a property)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "believed", self.verdict is SealVerdict.BELIEVED)
+    @property
+    def believed(self) -> bool:
+        """Whether the writer is a task of this job."""
+        return self.verdict is SealVerdict.BELIEVED
 
     @classmethod
     def refused(cls, why: str) -> Checked:
@@ -336,15 +352,12 @@ def attempt_of(env: Mapping[str, str]) -> str:
     return f"{optional_int(env, 'SLURM_RESTART_COUNT') or 0}.{optional_int(env, 'SLURM_RESOLVER_ATTEMPT') or 1}"
 
 
-def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authority:
-    """The authority of a task of ``launch`` for ``mode`` (default ``SLURM_RESOLVER_AUTH``, else
+def authority(choice: AuthChoice | None, env: Mapping[str, str], launch: str) -> Authority:
+    """The authority of a task of ``launch`` for ``choice`` (default ``SLURM_RESOLVER_AUTH``, else
     ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none). A
     secret's seals are good for this launch in this run of the job only (`attempt_of()`)."""
-    word = mode or env.get("SLURM_RESOLVER_AUTH") or "auto"
-    try:
-        choice = AuthChoice(word)
-    except ValueError:
-        raise ConfigurationError(f"auth={word!r} is not known", f"use one of {', '.join(MODES)}") from None
+    if choice is None:
+        choice = AuthChoice.parse(env.get("SLURM_RESOLVER_AUTH") or "auto", "SLURM_RESOLVER_AUTH")
     if choice is AuthChoice.NONE:
         return Authority(AuthMode.NONE, "not authenticated: auth='none'")
     if choice in (AuthChoice.AUTO, AuthChoice.SECRET):

@@ -42,7 +42,7 @@ from ..placement import Placement
 from ..resolution import resolve
 from ..stacks.progress import Hang, HangKind
 from ..stacks.render import ranks_label
-from .auth import AuthMode, Authority, authority
+from .auth import AuthChoice, AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped, Exchanged
 from .callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
 from .coordinator import Coordinator
@@ -239,19 +239,19 @@ def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: 
     else:
         place = f"on {node} under its leader, rank {plan.leader}"
     if task.checks_later:
-        peers = len(checked_peers(plan.rank, cluster.world_size, options.checks))
+        peers = len(checked_peers(plan.rank, cluster.world_size, options.verify))
         checked = f"verified {peers} peer{'s' * (peers != 1)} after the table"
     elif task.inspection is not None:
         checked = f"verified its {len(plan.sources)} source{'s' * (len(plan.sources) != 1)} as they joined"
     else:
-        nothing = options.checks.how is Checking.NONE
+        nothing = options.verify.how is Checking.NONE
         checked = "verify=none: nothing verified" if nothing else f"verified by rank {above}"
     phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in timings.items())
     return (f"bootstrap: {place}; {checked}; port {task.served.port}; table in {sum(timings.values()):.2f} s "
             f"({phases})")
 
 
-def _authority(auth: str | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
+def _authority(auth: AuthChoice | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
     """How this task's calls and answers are proven (see `auth`); in an in-process network, whose
     simulated tasks share one process anyway, nothing unless asked. A job without proof says so, once."""
     if network is not None and auth is None:  # a job's task (no network given) never loads the in-process one
@@ -297,7 +297,7 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode
     identity = Identity(cluster.launch.key, rank, me.node, me.job, me.index)
     root = uplink.position is None and plan.is_leader
     bind = candidates if options.port or (plan.is_leader and group is None) else [0]
-    early = group is None and options.checks.how is Checking.ONCE  # leaders check their sources as they join
+    early = group is None and options.verify.how is Checking.ONCE  # leaders check their sources as they join
     inspection = None
     if early and plan.is_leader and plan.sources:  # a record in at the last moment still gets its check
         inspection = Inspection(cluster, plan, network, proof,
@@ -306,7 +306,7 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode
     served = await network.serve(me.host, bind, lambda port: Coordinator(  # made for the port bound: seals name it
         identity, cluster.world_size, plan.sources, root, proof, port, None if root else uplink.notice, arrived))
     return _Task(cluster, plan, network, proof, served, Member(cluster, plan, uplink, served.handlers, inspection),
-                 group, inspection, checks_later=not early and options.checks.how is not Checking.NONE)
+                 group, inspection, checks_later=not early and options.verify.how is not Checking.NONE)
 
 
 async def _exchange(task: _Task, timeout: float) -> Table:
@@ -382,7 +382,7 @@ def _learned(cluster: Cluster, table: Table) -> Placement:
 
 async def _verify(task: _Task, settled: Cluster, options: BootstrapOptions) -> Failure:
     """Ask the peers this task checks who they are, after the table; the first mismatch, as a failure."""
-    peers = checked_peers(task.plan.rank, settled.world_size, options.checks)
+    peers = checked_peers(task.plan.rank, settled.world_size, options.verify)
     return await check_peers(task.network, task.authority, settled, task.plan.rank, peers, options.timeout)
 
 

@@ -154,7 +154,7 @@ class Coordinator:
         except WireError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
         self._same_launch(call.job_key)
-        if call.round.kind.to_root:
+        if call.round.kind.policy.to_root:
             if not self.root:
                 raise Refused(Refusal.INVALID, "announcements go to the root of the tree (the first node's leader)")
         elif call.source_at(self.sources) not in self.sources:
@@ -162,7 +162,7 @@ class Coordinator:
             raise Refused(Refusal.NOT_LEADER, f"rank {call.source} (node {call.node}) does not join rounds at rank "
                                               f"{self.identity.rank}")
         self._authenticate(f"a call to {call.round.label[:64]}", call.source, header, seal, call.port,
-                           call.round.kind.first)  # last: a credential is spent where it is meant
+                           call.round.kind.policy.first)  # last: a credential is spent where it is meant
         return call
 
     # Rounds: a task below contributes, and gets the result.
@@ -174,7 +174,7 @@ class Coordinator:
             records = read_records(call, more, self.world_size)
         except WireError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
-        if call.round.kind.to_root:
+        if call.round.kind.policy.to_root:
             try:
                 self._rounds.announced(call.round.heard)
             except RoundsFull as exc:
@@ -185,13 +185,13 @@ class Coordinator:
             this = self._rounds.for_caller(call.round, 2 * len(self.sources) + 8)
         except RoundsFull as exc:
             raise Refused(Refusal.INVALID, f"rank {self.identity.rank}: {exc}") from None
-        if call.round.kind.asks_above:
+        if call.round.kind.policy.asks_above:
             self.want(call.round, deadline)
         try:
             new = self._rounds.contribute(call.round, source, Contribution(records, call.failure, call.votes))
         except Conflict as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
-        if new and self._inspect is not None and call.round.kind.first:
+        if new and self._inspect is not None and call.round.kind.policy.first:
             self._inspect(source, call.source, records)
         # Answer a moment before the caller gives up, so that it learns who is missing.
         margin = min(0.25, 0.05 * max(0.0, deadline - time.monotonic()))
@@ -209,7 +209,7 @@ class Coordinator:
         return call.round, self._answer(call, this.result)
 
     def _answer(self, call: Call, outcome: Decision) -> list[bytes]:
-        first_round = call.round.kind.first
+        first_round = call.round.kind.policy.first
         return encode_answer(outcome, call.nonce, self.identity.rank,
                              lambda header: self.authority.seal(Purpose.ANSWER, header, first_round))
 

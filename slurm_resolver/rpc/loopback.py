@@ -25,9 +25,12 @@ from typing import Any
 
 from ..cluster import Cluster
 from ..errors import SlurmResolverError
+from ..exchange import ExchangeMode
 from ..resolution import resolve
+from .auth import AuthChoice
+from .options import BootstrapOptions
 from .simulate import Simulation, srun_environ
-from .tree import DEFAULT_FANOUT
+from .tree import DEFAULT_FANOUT, ONCE, Verify
 
 __all__ = ["over_grpc", "loopback", "many_open_files", "cpu_seconds", "next_report"]
 
@@ -56,7 +59,7 @@ class _Plan:
     job_id: str
     """A job id of this run's own: two runs on one machine at once (two checkouts' test suites) bind
     other ports and never meet."""
-    options: dict[str, Any]
+    options: BootstrapOptions
     secret: str
     hold: float
     kill: int | None
@@ -104,7 +107,8 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
 
     async def task(rank: int) -> Any:
         try:
-            return await bootstrap_async(base.as_rank(rank), environ=env, network=GrpcNetwork(), **plan.options)
+            return await bootstrap_async(base.as_rank(rank), environ=env, network=GrpcNetwork(),
+                                         options=plan.options)
         except SlurmResolverError as exc:
             errors[rank] = str(exc)
             return None
@@ -151,7 +155,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
 
 
 def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float = 120.0,
-              fanout: int = DEFAULT_FANOUT, verify: str | int = "once", heartbeat: float | None = None,
+              fanout: int = DEFAULT_FANOUT, verify: Verify | str | int = ONCE, heartbeat: float | None = None,
               hold: float = 0.0, kill: int | None = None, prepare: str | None = None, stacks: bool = False,
               marks: bool = False) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step over real gRPC, spread over
@@ -180,9 +184,10 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     living = procs - (kill is not None)
     signals = _Signals(context.Queue(), context.Event(), _Done(context.Barrier(procs)),
                        _Done(context.Barrier(living)), context.Queue(), context.Value("d", 0.0))
-    options = {"exchange": "rendezvous", "timeout": timeout, "verify": verify, "fanout": fanout,
-               "heartbeat": heartbeat, "auth": "secret", **({"patience": 5 * heartbeat} if heartbeat else {}),
-               **({"hang_after": 6 * (hold + timeout)} if marks else {})}
+    options = BootstrapOptions(exchange=ExchangeMode.RENDEZVOUS, timeout=timeout, verify=Verify.parse(verify),
+                               fanout=fanout, heartbeat=heartbeat, auth=AuthChoice.SECRET,
+                               patience=5 * heartbeat if heartbeat else 5.0,
+                               hang_after=6 * (hold + timeout) if marks else None)
     plan = _Plan(procs, (nodes, tasks_per_node), str(100_000 + secrets.randbelow(900_000)), options,
                  secrets.token_urlsafe(24), hold, kill, prepare, stacks, marks)
     workers = [context.Process(target=_worker, args=(i, plan, signals)) for i in range(procs)]

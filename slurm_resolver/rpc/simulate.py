@@ -21,12 +21,13 @@ from typing import Any
 from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import SlurmResolverError
+from ..exchange import ExchangeMode
 from ..resolution import resolve
 from .bootstrap import bootstrap_async
 from .bootstrapped import Bootstrapped
 from .local import LocalNetwork
 from .options import BootstrapOptions
-from .tree import DEFAULT_FANOUT
+from .tree import DEFAULT_FANOUT, ONCE, Verify
 
 __all__ = ["Simulation", "simulate", "srun_environ"]
 
@@ -140,7 +141,7 @@ async def _run_all(base: Cluster, options: BootstrapOptions, network: LocalNetwo
 
 
 def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: int = DEFAULT_FANOUT,
-             absent: Collection[int] = (), verify: str | int = "once", keep: bool = False,
+             absent: Collection[int] = (), verify: Verify | str | int = ONCE, keep: bool = False,
              cluster: Cluster | None = None, heartbeat: float | None = None) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step in this process.
 
@@ -158,8 +159,8 @@ def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: 
     results: list[Bootstrapped | None] = [None] * total
     errors: dict[int, str] = {}
 
-    options = BootstrapOptions(exchange="rendezvous", timeout=timeout, verify=verify, fanout=fanout,
-                               heartbeat=heartbeat)
+    options = BootstrapOptions(exchange=ExchangeMode.RENDEZVOUS, timeout=timeout, verify=Verify.parse(verify),
+                               fanout=fanout, heartbeat=heartbeat)
 
     async def every_task() -> float:
         start = time.perf_counter()
