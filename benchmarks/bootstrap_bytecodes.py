@@ -25,7 +25,7 @@ from collections import Counter
 from types import FrameType
 from typing import Any
 
-from slurm_resolver.rpc.simulate import simulate
+from slurm_resolver.rpc.simulation.simulate import simulate
 
 
 def count(nodes: int, per_node: int) -> Counter[tuple[str, str]]:

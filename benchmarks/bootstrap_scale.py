@@ -41,8 +41,8 @@ import json
 import resource
 
 from slurm_resolver.resolution import resolve
-from slurm_resolver.rpc.loopback import over_grpc
-from slurm_resolver.rpc.simulate import Simulation, simulate, srun_environ
+from slurm_resolver.rpc.simulation.loopback import over_grpc
+from slurm_resolver.rpc.simulation.simulate import Simulation, simulate, srun_environ
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 
 

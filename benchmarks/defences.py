@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: what each defence of the bootstrap costs at scale, over real sockets.
 
-Runs the bootstrap over real gRPC (`slurm_resolver.rpc.loopback.over_grpc`: 16,384 tasks in 16
+Runs the bootstrap over real gRPC (`slurm_resolver.rpc.simulation.loopback.over_grpc`: 16,384 tasks in 16
 processes by default, each simulated node on its own loopback address, tasks proving themselves
 with a secret) with every defence on, as shipped, and alternately with one of them turned off, and
 prints for each run the CPU a task, the system calls a task (counted by the kernel, `perf stat -e
@@ -12,7 +12,7 @@ raw_syscalls:sys_enter`, where perf runs), and what each defence did in that run
   once a bound is contested;
 - ``shedder``: the per-process thread that counts the process's open files every half second (two
   system calls) and asks the kernel for its ports' connections only once they grew past a slack
-  (`slurm_resolver.rpc.connections`);
+  (`slurm_resolver.rpc.network.connections`);
 - ``first-message``: the deadline on a call's first message (`service._Due`, a timer a call, held
   only while a caller's share of waiting calls is full);
 - ``unproven-wait``: a first-round call's server still silent after `uplink.unproven_wait()` asked
@@ -65,7 +65,8 @@ def _count(owner: Any, name: str, key: str) -> None:
 
 def prepare() -> None:
     """In each process of a run: turn off the defence named in `OFF`, and count what the others do."""
-    from slurm_resolver.rpc import callers, connections, service, uplink
+    from slurm_resolver.rpc.network import callers, connections, service
+    from slurm_resolver.rpc.rounds import uplink
 
     off = os.environ.get(OFF, "")
     if off == "caller-bounds":
@@ -97,7 +98,7 @@ def _run(args: argparse.Namespace, off: str) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix="defences-")
     shape = f"{args.ranks // args.tasks_per_node}, {args.tasks_per_node}, procs={args.procs}, timeout={args.timeout}"
     code = (f"import sys, json; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-            "from slurm_resolver.rpc.loopback import over_grpc\n"
+            "from slurm_resolver.rpc.simulation.loopback import over_grpc\n"
             "if __name__ == '__main__':\n"
             f"    run = over_grpc({shape}, prepare='defences:prepare')\n"
             "    print('RUN ' + json.dumps({'ok': run.ok, 'wall_s': run.wall_s, 'cpu_s': run.cpu_s, "

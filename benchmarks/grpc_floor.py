@@ -47,9 +47,9 @@ import resource
 import time
 from typing import Any
 
-from slurm_resolver.rpc.grpc_network import CHANNEL_OPTIONS, channel_target
-from slurm_resolver.rpc.loopback import cpu_seconds, loopback, many_open_files, next_report
-from slurm_resolver.rpc.server import MOST_RPCS, grpc_module, server_options
+from slurm_resolver.rpc.network.grpc_network import CHANNEL_OPTIONS, channel_target
+from slurm_resolver.rpc.network.server import MOST_RPCS, grpc_module, server_options
+from slurm_resolver.rpc.simulation.loopback import cpu_seconds, loopback, many_open_files, next_report
 from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
 
 DESIGNS = ("tree", "table", "chain", "unchecked")
@@ -85,7 +85,8 @@ UP = b"a record of a few bytes"
 def _table(tasks: int) -> bytes:
     """The answer a task of the bootstrap receives, for ``tasks`` tasks: the table's chunks, bundled."""
     from slurm_resolver.rpc.messages import Failure, Table
-    from slurm_resolver.rpc.wire import bundle, decision, encode_answer
+    from slurm_resolver.rpc.rounds.codec import decision, encode_answer
+    from slurm_resolver.rpc.wire import bundle
 
     ports = tuple(20000 + rank % 12000 for rank in range(tasks))
     outcome = decision(Failure(), Table(ports, tuple(p + 12000 for p in ports), {}, ()), b"k" * 32)

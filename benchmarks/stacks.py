@@ -9,7 +9,7 @@ Two networks, always named in the output:
 - ``--network local``: every task on one event loop, an in-process network (one process: every
   task's stacks are that process's threads, so the merge is at its smallest).
 - ``--network grpc``: every task with its own gRPC server, each node on its own loopback address,
-  the nodes spread over ``--procs`` processes (``slurm_resolver.rpc.loopback``).
+  the nodes spread over ``--procs`` processes (``slurm_resolver.rpc.simulation.loopback``).
 
 With ``--beats`` (in-process only), failure detection runs with every task marking progress each
 beat: what progress marks add to a beat, and to a leader, is counted (bytes a beat, marks merged).
@@ -26,10 +26,10 @@ import time
 
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
-from slurm_resolver.rpc.local import LocalNetwork
-from slurm_resolver.rpc.loopback import over_grpc
-from slurm_resolver.rpc.simulate import srun_environ
-from slurm_resolver.rpc.stacks_call import encode_stacks
+from slurm_resolver.rpc.detection.stacks_call import encode_stacks
+from slurm_resolver.rpc.network.in_process import LocalNetwork
+from slurm_resolver.rpc.simulation.loopback import over_grpc
+from slurm_resolver.rpc.simulation.simulate import srun_environ
 
 
 def _local(nodes: int, per_node: int) -> dict[str, object]:

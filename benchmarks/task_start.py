@@ -158,8 +158,8 @@ def _floor_values() -> str:
     """The bootstrap's gRPC settings as literals for the floor's script (which imports nothing of ours)."""
     import resource
 
-    from slurm_resolver.rpc.grpc_network import CHANNEL_OPTIONS
-    from slurm_resolver.rpc.server import MOST_RPCS, server_options
+    from slurm_resolver.rpc.network.grpc_network import CHANNEL_OPTIONS
+    from slurm_resolver.rpc.network.server import MOST_RPCS, server_options
 
     files = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # the bootstrap raises the limit to the hard one
     return (f"CHANNEL_OPTIONS = {CHANNEL_OPTIONS!r}\nSERVER_OPTIONS = {server_options(files)!r}\n"
@@ -179,7 +179,7 @@ def _step_environment(nodes: list[str]) -> dict[str, str]:
     """gRPC's settings of every task (as `grpc_module()` writes them), and the floor's addresses."""
     import socket
 
-    from slurm_resolver.rpc.server import GRPC_DEFAULTS
+    from slurm_resolver.rpc.network.server import GRPC_DEFAULTS
     from slurm_resolver.rpc.tree import DEFAULT_FANOUT, Tree
 
     tree = Tree(len(nodes), DEFAULT_FANOUT)

@@ -22,7 +22,7 @@ _EXPORTS = {
     "TFConfigClusterResolver": "resolvers.tfconfig",
     "SlurmClusterResolver": "resolvers.slurm",
     "KubernetesClusterResolver": "resolvers.kubernetes",
-    "Server": "rpc.server",
+    "Server": "rpc.network.server",
     "bootstrap": "rpc.bootstrap",
     "bootstrap_async": "rpc.bootstrap",
     "Bootstrapped": "rpc.bootstrapped",
@@ -82,5 +82,5 @@ if TYPE_CHECKING:  # pragma: no cover
     from .resolvers.tfconfig import TFConfigClusterResolver
     from .rpc.bootstrap import bootstrap, bootstrap_async
     from .rpc.bootstrapped import Bootstrapped
-    from .rpc.server import Server
+    from .rpc.network.server import Server
     from .stacks.command import progress

@@ -159,7 +159,7 @@ def _authentication(env: Mapping[str, str]) -> Check:
     """How the bootstrap's tasks would prove they belong to the job: a secret, MUNGE, or nothing (a
     warning); a secret that cannot be used fails."""
     from .errors import ConfigurationError
-    from .rpc.auth import AuthMode, authority
+    from .rpc.trust.seals import AuthMode, authority
 
     try:
         found = authority(None, env, "check")

@@ -96,11 +96,11 @@ def ended_as(code: int, error: str = "", oom: bool = False) -> tuple[Ending, str
 def command_rendezvous_ports(key: str) -> str:
     """Rendezvous ports for a command that bootstraps itself inside launch ``key``, apart from the task's.
 
-    >>> from slurm_resolver.rpc.ports import rendezvous_ports
+    >>> from slurm_resolver.rpc.network.ports import rendezvous_ports
     >>> set(map(int, command_rendezvous_ports("12.0").split(","))) & set(rendezvous_ports("12.0"))
     set()
     """
-    from .rpc.ports import rendezvous_ports
+    from .rpc.network.ports import rendezvous_ports
 
     taken = set(rendezvous_ports(key))
     return ",".join(str(p) for p in rendezvous_ports(f"{key}/command", 24) if p not in taken)

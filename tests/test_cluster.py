@@ -8,7 +8,7 @@ import pytest
 from slurm_resolver.errors import ConfigurationError, ResolutionError
 from slurm_resolver.placement import Placement
 from slurm_resolver.resolution import resolve
-from slurm_resolver.rpc.simulate import srun_environ
+from slurm_resolver.rpc.simulation.simulate import srun_environ
 
 CLUSTER = resolve(srun_environ(2, 2, rank=1), resolves=lambda name: True, port_base=29500)
 

@@ -42,13 +42,14 @@ def test_a_tasks_start_loads_only_what_it_uses() -> None:
 
     with open(DATA / "env" / "srun_N2_ntasks_per_node2.jsonl") as lines:
         env = json.loads(lines.readline())
-    code = ("import sys; from slurm_resolver import bootstrap, resolve; import slurm_resolver.rpc.grpc_network; "
+    code = ("import sys; from slurm_resolver import bootstrap, resolve; "
+            "import slurm_resolver.rpc.network.grpc_network; "
             "from slurm_resolver.launchers.below import refuse_written_in_batch_step; "
             "from slurm_resolver import munge; munge._library(); "
             f"env = {env!r}; refuse_written_in_batch_step(env); "
             "resolve(env, resolves=lambda name: True, hostname=lambda: env['SLURMD_NODENAME']); print(*sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
-    spared = {"slurm_resolver.slurmctl", "slurm_resolver.rpc.local", "ctypes.util", "json",
+    spared = {"slurm_resolver.slurmctl", "slurm_resolver.rpc.network.in_process", "ctypes.util", "json",
               "google.protobuf.text_format", "google.protobuf.internal.python_message"}
     assert "slurm_resolver.rpc.bootstrap" in loaded and not loaded & spared, loaded & spared

@@ -39,40 +39,41 @@ LAYERS: list[set[str]] = [
 
 LEVELS: list[set[str]] = [
     # 0
-    {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.crashes",
-     "rpc.loop", "rpc.messages", "rpc.sockets", "rpc.transport", "stacks", "stacks.capture", "training",
-     "training.delivery", "variables"},
+    {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.detection",
+     "rpc.detection.crashes", "rpc.messages", "rpc.network", "rpc.network.loop", "rpc.network.sockets", "rpc.rounds",
+     "rpc.simulation", "rpc.transport", "rpc.trust", "stacks", "stacks.capture", "training", "training.delivery",
+     "variables"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
-     "rpc.callers", "rpc.local", "rpc.ports", "rpc.protos", "rpc.tree", "stacks.classes", "stacks.dumped",
-     "template_schema"},
+     "rpc.network.callers", "rpc.network.in_process", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits",
+     "stacks.classes", "stacks.dumped", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.auth", "rpc.connections", "slurmctl", "stacks.command",
-     "stacks.progress", "stacks.render", "templates", "training.native_logs"},
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "slurmctl",
+     "stacks.command", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
     # 3
     {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.wire", "stacks.picture",
      "submission"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.beats", "rpc.identity", "rpc.options", "rpc.rounds", "rpc.service", "stacks.job"},
+     "rpc.detection.beats", "rpc.network.service", "rpc.options", "rpc.rounds.codec", "rpc.trust.gate", "stacks.job"},
     # 5
-    {"gpus", "launchers", "rpc.coordinator", "rpc.deaths", "rpc.server"},
+    {"gpus", "launchers", "rpc.detection.deaths", "rpc.network.server", "rpc.rounds.state", "rpc.trust.identity"},
     # 6
-    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.grpc_network"},
+    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.network.grpc_network", "rpc.rounds.coordinator"},
     # 7
-    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.heartbeat", "rpc.stacks_call",
-     "rpc.uplink", "rpc.verify", "rpc.view", "rpc.watch"},
+    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.detection.heartbeat",
+     "rpc.detection.stacks_call", "rpc.detection.watch", "rpc.rounds.uplink", "rpc.trust.verify", "rpc.view"},
     # 8
-    {"cli.diagnosis", "rpc.detector", "rpc.member"},
+    {"cli.diagnosis", "rpc.detection.detector", "rpc.handlers", "rpc.rounds.member"},
     # 9
     {"rpc.bootstrapped"},
     # 10
     {"adapters", "rpc.bootstrap", "supervise", "training.report"},
     # 11
-    {"lightning", "rpc.learn", "rpc.simulate", "srun_step", "training.task"},
+    {"lightning", "rpc.learn", "rpc.simulation.simulate", "srun_step", "training.task"},
     # 12
-    {"resolvers.slurm", "restart", "rpc.loopback", "training.data_service", "training.ddp", "training.jax_job",
-     "training.parameter_server", "training.resumable"},
+    {"resolvers.slurm", "restart", "rpc.simulation.loopback", "training.data_service", "training.ddp",
+     "training.jax_job", "training.parameter_server", "training.resumable"},
     # 13
     {"", "diagnostics", "resolvers"},
     # 14
@@ -176,7 +177,8 @@ def _level(name: str) -> int:
 def test_the_graph_is_the_packages() -> None:
     """A checker that finds nothing passes everything: the graph holds every module and their imports."""
     assert len(GRAPH) >= 80 and sum(map(len, GRAPH.values())) >= 250
-    assert {"rpc.member", "rpc.coordinator", "rpc.messages"} <= GRAPH["rpc.bootstrap"] | GRAPH["rpc.member"]
+    assert {"rpc.rounds.member", "rpc.rounds.coordinator", "rpc.messages"} <= \
+        GRAPH["rpc.bootstrap"] | GRAPH["rpc.rounds.member"]
     assert "rpc.bootstrap" in GRAPH[""]  # the package's lazy names (importlib) count
 
 
@@ -240,8 +242,68 @@ def test_every_import_goes_down_a_level() -> None:
 
 
 def test_every_module_of_the_bootstrap_has_its_own_test_file() -> None:
-    """Tests mirror the package: ``slurm_resolver/rpc/x.py`` is tested in ``tests/rpc/test_x.py``."""
+    """Tests mirror the package: ``slurm_resolver/rpc/x.py`` is tested in ``tests/rpc/test_x.py``, a wing's
+    ``slurm_resolver/rpc/rounds/x.py`` in ``tests/rpc/rounds/test_x.py``."""
     generated = {"coordination_pb2": "protos", "coordination_descriptor": "protos"}  # its test checks they are current
-    missing = [name for name in GRAPH if name.startswith("rpc.")
-               and not (ROOT / "tests" / "rpc" / f"test_{generated.get(name[4:], name[4:])}.py").exists()]
+    missing = []
+    for name in GRAPH:
+        parts = name.split(".")
+        if parts[0] != "rpc" or name in {"rpc", *(f"rpc.{wing}" for wing in WINGS)}:
+            continue
+        *folders, leaf = parts[1:]
+        if not (ROOT / "tests" / "rpc" / Path(*folders, f"test_{generated.get(leaf, leaf)}.py")).exists():
+            missing.append(name)
     assert not missing, missing
+
+
+WINGS = {"rounds", "detection", "trust", "network", "simulation"}
+"""The bootstrap's wings (``slurm_resolver/rpc/<wing>/``), each a feature with a docstring that says what it owns."""
+
+APART = [("rounds", "detection"), ("network", "trust")]
+"""Wings that never import each other, either way: the rounds know nothing of failure detection, nor
+failure detection of the rounds; the network carries bytes and knows nothing of trust, nor trust of it."""
+
+
+def _wing(name: str) -> str:
+    """The wing of module ``name`` (``''``: the bootstrap's base or top, or not the bootstrap)."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "rpc" and len(parts) > 1 and parts[1] in WINGS else ""
+
+
+def test_the_wings_found_are_the_packages() -> None:
+    found = {path.parent.name for path in (PACKAGE / "rpc").glob("*/__init__.py")}
+    assert found == WINGS
+    for wing in WINGS:
+        assert len(ast.get_docstring(ast.parse((PACKAGE / "rpc" / wing / "__init__.py").read_text())) or "") > 200
+
+
+@pytest.mark.parametrize(("one", "other"), APART)
+def test_wings_apart_never_import_each_other(one: str, other: str) -> None:
+    crossing = [f"{name} imports {imported}" for name, imports in GRAPH.items() for imported in imports
+                if {_wing(name), _wing(imported)} == {one, other}]
+    assert not crossing, crossing
+
+
+def test_the_base_imports_no_wing_and_only_tests_and_benchmarks_import_the_simulation() -> None:
+    """The base (messages, the envelope, transport, the tree) is under every wing; the simulation is
+    for benchmarks and tests."""
+    base = [name for name in GRAPH if name.startswith("rpc.") and name.count(".") == 1 and not _wing(name)
+            and name not in {"rpc.bootstrap", "rpc.bootstrapped", "rpc.handlers", "rpc.learn", "rpc.options",
+                             "rpc.view"}]
+    assert {"rpc.messages", "rpc.wire", "rpc.transport", "rpc.tree"} <= set(base)
+    upward = [f"{name} imports {imported}" for name in base for imported in GRAPH[name] if _wing(imported)]
+    assert not upward, upward
+    simulated = [name for name, imports in GRAPH.items() if _wing(name) != "simulation"
+                 and any(_wing(imported) == "simulation" for imported in imports)]
+    assert not simulated, simulated
+
+
+def test_the_maps_of_the_bootstrap_list_every_module() -> None:
+    """``rpc/__init__.py``'s map names every module of the bootstrap, and docs/protocol.md's table its file."""
+    mapped = ast.get_docstring(ast.parse((PACKAGE / "rpc" / "__init__.py").read_text())) or ""
+    docs = (ROOT / "docs" / "protocol.md").read_text()
+    table = docs[docs.index("## Where the code lives"):].split("\n## ")[0]
+    modules = [name for name in GRAPH if name.startswith("rpc.") and name not in {f"rpc.{wing}" for wing in WINGS}]
+    unmapped = [name for name in modules if f"`{name.rpartition('.')[2]}`" not in mapped]
+    untabled = [name for name in modules if f"`{'/'.join(name.split('.')[1:])}.py`" not in table]
+    assert not unmapped and not untabled, (unmapped, untabled)

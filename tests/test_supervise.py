@@ -177,7 +177,7 @@ def test_signals_to_the_task_reach_the_commands_group(tmp_path: Path) -> None:
 
 
 def test_the_command_gets_rendezvous_ports_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from slurm_resolver.rpc.ports import rendezvous_ports
+    from slurm_resolver.rpc.network.ports import rendezvous_ports
 
     monkeypatch.delenv("SLURM_RESOLVER_RENDEZVOUS_PORTS", raising=False)
     out = tmp_path / "ports"

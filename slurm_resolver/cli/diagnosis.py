@@ -24,7 +24,7 @@ from ..environment import snapshot
 from ..errors import ConfigurationError, ResolutionError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..rpc.auth import Authority
+    from ..rpc.trust.seals import Authority
     from ..stacks.job import JobStacks
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
@@ -67,8 +67,8 @@ def stacks(args: argparse.Namespace) -> int:
     """Print the merged stacks of a running step (and draw them with ``--svg``)."""
     from .. import slurmctl
     from ..hostlists import expand
-    from ..rpc.auth import authority
-    from ..rpc.ports import candidates_of
+    from ..rpc.network.ports import candidates_of
+    from ..rpc.trust.seals import authority
 
     env = snapshot()
     job, step = parse_step(args.step)
@@ -94,9 +94,9 @@ def stacks(args: argparse.Namespace) -> int:
 async def _ask(address: str, node: str, ports: Sequence[int], proof: Authority, key: str, tasks: int,
                timeout: float) -> JobStacks:
     """The answer of the first candidate port whose server is the step's root."""
-    from ..rpc.grpc_network import GrpcNetwork
+    from ..rpc.detection.stacks_call import StacksAsk, StacksRefused, ask_for_stacks
     from ..rpc.messages import WireError
-    from ..rpc.stacks_call import StacksAsk, StacksRefused, ask_for_stacks
+    from ..rpc.network.grpc_network import GrpcNetwork
     from ..rpc.transport import LinkError, Refusal
 
     network = GrpcNetwork()

@@ -1,25 +1,33 @@
 """The bootstrap: servers, the tree of node leaders, the messages, and the networks they run on.
 
-Its modules, from the bottom up (each imports only modules below it; ``tests/test_layers.py``
-holds them to that):
+Its wings, each a sub-package that says what it owns (``tests/test_layers.py`` holds them to it:
+the rounds and failure detection never import each other, nor do the network and trust; the base
+imports no wing; only benchmarks and tests import the simulation):
 
-- `messages` (the protocol's state as values: rounds, sources, records, failures),
-  `transport` (what a server answers, how a task calls, and how calls fail),
-  `ports` (where leaders listen), `loop` (a task's event loop thread), `callers`
-  (who calls a server, and each caller's share of it);
-- `wire` (every message built and read, bounded and checked; `beats` and `identity`
-  for the watch's and WhoAreYou's), `auth` (seals:
-  a secret, MUNGE, or none), `tree` (its shape, each task's place, its deadlines);
-- `rounds` (the rounds one server keeps), `deaths` (what both sides of
-  failure detection share), `options` (every knob, checked once);
-- `coordinator` (one server's handlers), `uplink` (one task's calls up the
-  tree), `server` and `local` (gRPC servers, and the in-process network),
-  `watch` and `heartbeat` (failure detection: a leader's side, a task's side);
-- `grpc_network` (the real network), `member` (one task's rounds, barriers,
-  votes and notices), `detector` (one task's failure detection);
-- `bootstrapped` (what the bootstrap returns), `bootstrap` (its phases);
-- `learn` (a layout learned from the step's tasks) and `simulate` (many tasks
-  in one process).
+- the base: `messages` (the protocol's state as values: rounds, sources, records, failures and
+  their causes), `transport` (what a server answers, how a task calls, and how calls fail),
+  `calls` (the table of the service's calls: each declared once), `wire` (the envelope every
+  message opens with, and the limits), `waits` (a flag and a wait with a deadline, cheap),
+  `tree` (its shape, each task's place, its deadlines), `protos` (the message classes;
+  `coordination_pb2` and `coordination_descriptor`, generated);
+- `rounds`: `codec` (Join's messages), `state` (the rounds one server keeps), `coordinator`
+  (Join's server side), `uplink` (one task's calls up the tree), `member` (one task's rounds,
+  barriers, votes and notices);
+- `detection`: `beats` (the watch's messages), `deaths` (what both sides share), `watch` (a
+  leader's side, and Watch's server side), `heartbeat` (a task's side), `detector` (one task's
+  failure detection, and its judge of hangs on the progress marks the beats carry), `crashes` (an
+  uncaught exception as the task's failure), `stacks_call` (Stacks: every task's stacks down the
+  tree, merged on the way up);
+- `trust`: `seals` (a secret, MUNGE, or none), `gate` (the checks every call meets), `identity`
+  (a task, and WhoAreYou's both sides), `verify` (the peers found, checked);
+- `network`: `service` (the service over gRPC, and the bounds every caller meets), `server`
+  (a task's gRPC server), `grpc_network` and `in_process` (the two networks and their links),
+  `loop` (a task's event loop thread), `ports`, `callers`, `connections`, `sockets`;
+- `simulation` (benchmarks and tests only): `simulate` (many tasks in one process), `loopback`
+  (many over real gRPC);
+- the top: `handlers` (a task's server: the wings' handlers behind one gate), `options` (every
+  knob, checked once), `bootstrapped` and `view` (what the bootstrap returns), `bootstrap` (its
+  phases), `learn` (a layout learned from the step's tasks).
 
 Nothing here is imported by ``import slurm_resolver``; grpc loads with the first server.
 """

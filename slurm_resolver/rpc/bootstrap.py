@@ -6,9 +6,9 @@
    spare free port reserved for a framework, its place in the tree of node leaders;
 2. **exchange**: what nobody can compute (bound port, spare port, GPUs Slurm bound to one
    task) through MPI's allgather under an MPI launcher (and under srun with PMIx where MPI
-   initialises), otherwise up and down the tree (`slurm_resolver.rpc.member`); the
+   initialises), otherwise up and down the tree (`slurm_resolver.rpc.rounds.member`); the
    root decides the table and the launch's key;
-3. **verify**: every server is asked once who it is (`slurm_resolver.rpc.verify`). In the
+3. **verify**: every server is asked once who it is (`slurm_resolver.rpc.trust.verify`). In the
    tree, its node's leader asks as its record arrives (its parent, for the only task of a
    node without child nodes), and the verdict goes up with the records: the table comes
    down verified. Under MPI (or with ``verify='all'`` or a count), each task asks its peers
@@ -42,21 +42,21 @@ from ..placement import Placement
 from ..resolution import resolve
 from ..stacks.progress import Hang, HangKind
 from ..stacks.render import ranks_label
-from .auth import AuthChoice, AuthMode, Authority, authority
 from .bootstrapped import Bootstrapped, Exchanged
-from .callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
-from .coordinator import Coordinator
-from .detector import FailureDetector
-from .identity import Identity
-from .loop import LoopThread
-from .member import Member
+from .detection.detector import FailureDetector
+from .detection.stacks_call import StacksHandler
+from .handlers import TaskHandlers
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
+from .network.callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
+from .network.loop import LoopThread
 from .options import BootstrapOptions
-from .stacks_call import StacksHandler
+from .rounds.member import Member
+from .rounds.uplink import Uplink
 from .transport import Network, Served
 from .tree import Checking, Plan, checked_peers, plan_of
-from .uplink import Uplink
-from .verify import Inspection, check_peers
+from .trust.identity import Identity
+from .trust.seals import AuthChoice, AuthMode, Authority, authority
+from .trust.verify import Inspection, check_peers
 
 __all__ = ["bootstrap", "bootstrap_async"]
 
@@ -109,7 +109,7 @@ class _Task:
     plan: Plan
     network: Network
     authority: Authority
-    served: Served[Coordinator]
+    served: Served[TaskHandlers]
     member: Member
     group: Exchange | None
     inspection: Inspection | None
@@ -165,7 +165,7 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     proof = _authority(chosen.auth, env, network, cluster)
     lap("resolve")
     if network is None:
-        from .grpc_network import GrpcNetwork
+        from .network.grpc_network import GrpcNetwork
 
         _open_files(cluster, chosen.fanout)
         network = GrpcNetwork()  # imports grpc: timed apart, it is most of a small job's start-up
@@ -187,7 +187,8 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
             above, link = member.above
             detector = FailureDetector(settled, task.plan, above, link, network, proof, chosen.heartbeat,
                                        chosen.patience, chosen.hang_after, lambda hang: _hung(hang, detector, stacks))
-        task.served.handlers.watch_below(None if detector is None else detector.watch)  # tasks below may watch now
+        watched = None if detector is None else detector.watch
+        task.served.handlers.watching.watch_below(watched)  # tasks below may watch now
         task.served.handlers.stacks_below(stacks)
         if task.checks_later:
             await _agree(task, member, failure, chosen.timeout)
@@ -255,7 +256,7 @@ def _authority(auth: AuthChoice | None, env: Mapping[str, str], network: Network
     """How this task's calls and answers are proven (see `auth`); in an in-process network, whose
     simulated tasks share one process anyway, nothing unless asked. A job without proof says so, once."""
     if network is not None and auth is None:  # a job's task (no network given) never loads the in-process one
-        from .local import LocalNetwork
+        from .network.in_process import LocalNetwork
 
         if isinstance(network, LocalNetwork):
             return Authority(AuthMode.NONE, "not authenticated: an in-process network")
@@ -303,9 +304,10 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode
         inspection = Inspection(cluster, plan, network, proof,
                                 time.monotonic() + options.timeout * plan.tree.check_until(plan.position))
     arrived = None if inspection is None else inspection.arrived
-    served = await network.serve(me.host, bind, lambda port: Coordinator(  # made for the port bound: seals name it
-        identity, cluster.world_size, plan.sources, root, proof, port, None if root else uplink.notice, arrived))
-    return _Task(cluster, plan, network, proof, served, Member(cluster, plan, uplink, served.handlers, inspection),
+    served = await network.serve(me.host, bind, lambda port: TaskHandlers(  # made for the port bound: seals name it
+        identity, cluster.world_size, proof, port, plan.sources, root, None if root else uplink.notice, arrived))
+    return _Task(cluster, plan, network, proof, served, Member(cluster, plan, uplink, served.handlers.rounds,
+                                                               inspection),
                  group, inspection, checks_later=not early and options.verify.how is not Checking.NONE)
 
 

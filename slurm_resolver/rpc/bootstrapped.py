@@ -18,12 +18,12 @@ from ..errors import ConfigurationError
 from ..stacks.capture import ThreadStack
 from ..stacks.command import Marker, Watched, marker
 from ..stacks.job import JobStacks, nodes_of
-from . import crashes
-from .detector import FailureDetector
-from .loop import LoopThread
-from .member import Member
+from .detection import crashes
+from .detection.detector import FailureDetector
+from .detection.stacks_call import StacksHandler
 from .messages import NAME
-from .stacks_call import StacksHandler
+from .network.loop import LoopThread
+from .rounds.member import Member
 from .transport import Served
 from .view import ClusterView
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..exchange import Exchange, ExchangeMode, parse_mode
-from .auth import MODES as AUTH_MODES
-from .auth import AuthChoice
-from .ports import candidates_of
+from .network.ports import candidates_of
 from .tree import DEFAULT_FANOUT, ONCE, Verify
+from .trust.seals import MODES as AUTH_MODES
+from .trust.seals import AuthChoice
 
 __all__ = ["BootstrapOptions"]
 

@@ -71,7 +71,7 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
 
     from slurm_resolver.rpc import coordination_pb2 as pb
     from slurm_resolver.rpc.messages import Round, RoundKind
-    from slurm_resolver.rpc.service import JOIN_METHOD
+    from slurm_resolver.rpc.network.service import JOIN_METHOD
 
     from ..rpc.forge import join_call
 
@@ -92,7 +92,7 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
                 answers[round.kind.value] = f"{exc.code().name}: {exc.details()}"
     # A leader's first-round question "who are you?" (answered under MUNGE with a credential that
     # carries the launch's key, while a task has no table yet), asked of a task that holds the table.
-    from slurm_resolver.rpc.service import WHO_METHOD
+    from slurm_resolver.rpc.network.service import WHO_METHOD
 
     from ..rpc.forge import who_call
 

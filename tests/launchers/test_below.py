@@ -243,7 +243,7 @@ def test_two_torchrun_runs_on_other_master_ports_bootstrap_apart_on_the_real_clu
 def _free_port() -> int:
     """A port free now below the ephemeral range: one bound and released there may become the source
     port of a connection of the first torchrun run before the second binds it (EADDRINUSE)."""
-    from slurm_resolver.rpc.grpc_network import spare_port
+    from slurm_resolver.rpc.network.grpc_network import spare_port
 
     return spare_port("")
 

@@ -6,12 +6,12 @@ import secrets
 import time
 from collections.abc import Sequence
 
-from slurm_resolver.rpc.auth import Authority, Purpose
-from slurm_resolver.rpc.beats import Beat, encode_first_beat
-from slurm_resolver.rpc.coordinator import Coordinator
-from slurm_resolver.rpc.identity import Question, encode_who
+from slurm_resolver.rpc.detection.beats import Beat, encode_first_beat
 from slurm_resolver.rpc.messages import Failure, Records, Round
-from slurm_resolver.rpc.wire import Call, encode_call
+from slurm_resolver.rpc.rounds.codec import Call, encode_call
+from slurm_resolver.rpc.rounds.coordinator import Coordinator
+from slurm_resolver.rpc.trust.identity import Question, encode_who
+from slurm_resolver.rpc.trust.seals import Authority, Purpose
 
 
 def _sealer(authority: Authority | None, first_round: bool = False):  # type: ignore[no-untyped-def]

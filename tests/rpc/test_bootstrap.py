@@ -12,15 +12,15 @@ from slurm_resolver import adapters
 from slurm_resolver.errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from slurm_resolver.exchange import LocalExchange
 from slurm_resolver.layout import launch_key
-from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.coordinator import Coordinator
-from slurm_resolver.rpc.identity import Identity
+from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import Source
-from slurm_resolver.rpc.ports import rendezvous_ports
-from slurm_resolver.rpc.server import Server
+from slurm_resolver.rpc.network.ports import rendezvous_ports
+from slurm_resolver.rpc.network.server import Server
 from slurm_resolver.rpc.tree import ONCE, checked_peers
+from slurm_resolver.rpc.trust.identity import Identity
+from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 
 JOB = os.environ.setdefault("SLURM_RESOLVER_TEST_JOB", str(10_000 + os.getpid() % 80_000))
 """This test run's job id (its launches' rendezvous ports follow from it): two runs on one machine at once
@@ -126,9 +126,9 @@ def test_foreign_server_on_a_candidate_port_is_skipped() -> None:
     taken = free.port
     free.stop(0)
     other = rendezvous_ports("spare")[0]
-    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0, handlers=lambda port: Coordinator(
-        Identity("another.0", 0, "localhost", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
-        Authority(AuthMode.NONE, "a test"), port))
+    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+        Identity("another.0", 0, "localhost", "worker", 0), 4, Authority(AuthMode.NONE, "a test"), port,
+        map(Source.task, [1, 2, 3]), True))
     try:
         results = run_all(3, timeout=20, rendezvous=[taken, other])
         try:
@@ -305,7 +305,7 @@ def test_a_job_whose_tasks_prove_nothing_says_so_once(caplog: pytest.LogCaptureF
 def test_what_env_wrote_in_the_batch_step_is_refused_with_its_cause() -> None:
     """``eval "$(slurm-resolver env --format torch)"`` in the batch script, then ``srun python train.py``: every
     task holds the batch step's RANK=0; bootstrap() names where it came from, at once, said once for the job."""
-    from slurm_resolver.rpc.simulate import srun_environ
+    from slurm_resolver.rpc.simulation.simulate import srun_environ
 
     task = dict(srun_environ(2, 2, rank=3), RANK="0", WORLD_SIZE="4", LOCAL_RANK="0", LOCAL_WORLD_SIZE="3",
                 SLURM_RESOLVER_TASK='{"launcher": "batch", "rank": 0, "world_size": 4}')

@@ -11,8 +11,8 @@ from slurm_resolver.errors import ConfigurationError
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped, Exchanged
-from slurm_resolver.rpc.local import LocalNetwork
-from slurm_resolver.rpc.simulate import srun_environ
+from slurm_resolver.rpc.network.in_process import LocalNetwork
+from slurm_resolver.rpc.simulation.simulate import srun_environ
 
 CLUSTER = resolve(srun_environ(2, 2, rank=2), resolves=lambda name: True, port_base=29500)
 

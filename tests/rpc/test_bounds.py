@@ -18,24 +18,24 @@ import grpc
 import pytest
 
 from slurm_resolver.rpc import coordination_pb2 as pb
-from slurm_resolver.rpc.auth import AuthMode, Authority
-from slurm_resolver.rpc.callers import MOST_UNPROVEN, UNPROVEN_SHARE
 from slurm_resolver.rpc.messages import TABLE_ROUND, Records, Round
-from slurm_resolver.rpc.service import JOIN_BUNDLED_METHOD, JOIN_METHOD, WHO_METHOD
+from slurm_resolver.rpc.network.callers import MOST_UNPROVEN, UNPROVEN_SHARE
+from slurm_resolver.rpc.network.service import JOIN_BUNDLED_METHOD, JOIN_METHOD, WHO_METHOD
+from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 
 from ..conftest import ROOT
 from .forge import join_call
 
 SERVER = """
 import threading
-from slurm_resolver.rpc.auth import Authority, AuthMode
-from slurm_resolver.rpc.coordinator import Coordinator
+from slurm_resolver.rpc.trust.seals import Authority, AuthMode
+from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import Source
-from slurm_resolver.rpc.server import Server
-from slurm_resolver.rpc.identity import Identity
+from slurm_resolver.rpc.network.server import Server
+from slurm_resolver.rpc.trust.identity import Identity
 authority = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
-server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, handlers=lambda port: Coordinator(
-    Identity("9.0", 0, "localhost", "worker", 0), 100000, map(Source.task, range(1, 8)), True, authority, port))
+server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+    Identity("9.0", 0, "localhost", "worker", 0), 100000, authority, port, map(Source.task, range(1, 8)), True))
 print(server.port, flush=True)
 threading.Event().wait()
 """
@@ -373,7 +373,7 @@ def test_idle_connections_do_not_use_up_the_open_files_a_leader_needs() -> None:
     import resource
     import socket
 
-    from slurm_resolver.rpc.ports import rendezvous_ports
+    from slurm_resolver.rpc.network.ports import rendezvous_ports
 
     port = rendezvous_ports("spare-61")[0]
     proc = _crowded(port, 256, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
@@ -443,8 +443,8 @@ def _held(pid: int, port: int, uid: int) -> int:
     """Connections to ``port`` that the process ``pid`` accepted from a socket of user ``uid`` of this host."""
     import os
 
-    from slurm_resolver.rpc.connections import socket_inode
-    from slurm_resolver.rpc.sockets import around
+    from slurm_resolver.rpc.network.connections import socket_inode
+    from slurm_resolver.rpc.network.sockets import around
 
     accepted = set()
     for name in os.listdir(f"/proc/{pid}/fd"):
@@ -467,8 +467,8 @@ def test_a_strangers_flood_of_connections_costs_it_only_its_share(stranger: str)
     import pwd
     import signal
 
-    from slurm_resolver.rpc.callers import CONNECTIONS_SHARE
-    from slurm_resolver.rpc.ports import rendezvous_ports
+    from slurm_resolver.rpc.network.callers import CONNECTIONS_SHARE
+    from slurm_resolver.rpc.network.ports import rendezvous_ports
 
     port = rendezvous_ports("spare-62")[0]
     proc = _crowded(port, 1024, 1024)
@@ -522,7 +522,7 @@ def test_a_hard_limit_of_open_files_too_low_for_the_jobs_size_is_said(
 
     from slurm_resolver.resolution import resolve
     from slurm_resolver.rpc import bootstrap as phases
-    from slurm_resolver.rpc.simulate import srun_environ
+    from slurm_resolver.rpc.simulation.simulate import srun_environ
 
     monkeypatch.setattr(resource, "getrlimit", lambda which: (hard, hard))
     cluster = resolve(srun_environ(4, 8), resolves=lambda name: True)

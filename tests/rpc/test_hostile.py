@@ -15,18 +15,21 @@ import pytest
 
 from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc import coordination_pb2 as pb
-from slurm_resolver.rpc import coordinator as coordinator_module
-from slurm_resolver.rpc.auth import AuthMode, Authority
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.coordinator import Coordinator
-from slurm_resolver.rpc.identity import Identity
+from slurm_resolver.rpc.detection import watch as watch_module
+from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Records, Round, Source
-from slurm_resolver.rpc.ports import rendezvous_ports
-from slurm_resolver.rpc.rounds import MOST_OPEN_ROUNDS
-from slurm_resolver.rpc.service import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
+from slurm_resolver.rpc.network.ports import rendezvous_ports
+from slurm_resolver.rpc.network.service import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
+from slurm_resolver.rpc.rounds.codec import decision
+from slurm_resolver.rpc.rounds.coordinator import Coordinator
+from slurm_resolver.rpc.rounds.state import MOST_OPEN_ROUNDS
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.wire import MAX_MESSAGE, decision
+from slurm_resolver.rpc.trust.gate import Gate
+from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler
+from slurm_resolver.rpc.trust.seals import AuthMode, Authority
+from slurm_resolver.rpc.wire import MAX_MESSAGE
 
 from .forge import call_at, first_beat, join_call, who_call
 from .test_bootstrap import JOB, env, run_all, stop
@@ -146,7 +149,7 @@ def test_with_munge_thousands_of_impostor_calls_change_nothing(slurm_cluster: di
         assert all(isinstance(r, Bootstrapped) for r in results), results
         spec = results[0].cluster_spec().as_dict()
         assert [f"localhost:{r.server.port}" for r in results] == spec["worker"]  # 4242 nowhere
-        assert results[0]._member.coordinator.refused == 2000 and took < 90
+        assert results[0]._member.coordinator.gate.refused == 2000 and took < 90
     finally:
         for sock in idle:
             sock.close()
@@ -182,7 +185,7 @@ def test_a_second_watch_for_a_watched_task_is_refused_and_kills_nobody() -> None
 
 
 def test_a_watch_that_never_beats_is_refused_after_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(coordinator_module, "FIRST_BEAT", 0.5)
+    monkeypatch.setattr(watch_module, "FIRST_BEAT", 0.5)
 
     def probe(b: Bootstrapped) -> Any:
         if b.rank == 0:
@@ -266,8 +269,8 @@ def _authority() -> Authority:
 
 def _coordinator() -> Coordinator:
     """Rank 0 of launch 5.0, leading ranks 1-3, on port 8000."""
-    return Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
-                       _authority(), 8000)
+    return Coordinator(Gate(Identity("5.0", 0, "n0", "worker", 0), 4, _authority(), 8000), map(Source.task, [1, 2, 3]),
+                       True)
 
 
 def _contribution(round: Round, source: int = 1) -> list[bytes]:
@@ -319,8 +322,8 @@ def test_identity_calls_before_the_launch_key_is_known_take_no_slot() -> None:
     """A server that cannot check seals yet answers at once that it is not ready: nobody waits there,
     so strangers cannot fill what real tasks need; with the key, a stranger's seal is refused."""
     async def scenario() -> tuple[list[Refusal], Refusal]:
-        coordinator = Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
-                                  Authority(AuthMode.NONE, "a test"), 8000)
+        coordinator = IdentityHandler(Gate(Identity("5.0", 0, "n0", "worker", 0), 4, Authority(AuthMode.NONE, "a test"),
+                                           8000))
 
         async def ask() -> Refusal:
             try:
@@ -330,7 +333,7 @@ def test_identity_calls_before_the_launch_key_is_known_take_no_slot() -> None:
             raise AssertionError("answered without a key")
 
         early = await asyncio.gather(*(ask() for _ in range(200)))
-        coordinator.authority.learn(b"k" * 32)
+        coordinator.gate.authority.learn(b"k" * 32)
         return early, await ask()
 
     early, later = asyncio.run(scenario())
@@ -344,8 +347,8 @@ def test_without_the_secret_nobody_opens_rounds_watches_or_announces() -> None:
     8,200 forged announcements made a real one fail, a watch slot taken forged deaths)."""
     async def scenario() -> tuple[set[Refusal], int, int, bool]:
         mine = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="5.0")
-        coordinator = Coordinator(Identity("5.0", 0, "n0", "worker", 0), 4, map(Source.task, [1, 2, 3]), True,
-                                  mine, 8000)
+        server = TaskHandlers(Identity("5.0", 0, "n0", "worker", 0), 4, mine, 8000, map(Source.task, [1, 2, 3]), True)
+        coordinator = server.rounds
         stranger = Authority(AuthMode.SECRET, "a stranger", secret=b"t" * 24, launch="5.0")
         codes: set[Refusal] = set()
         for i in range(1500):
@@ -362,17 +365,17 @@ def test_without_the_secret_nobody_opens_rounds_watches_or_announces() -> None:
             def serve(self, *args: Any) -> Any:
                 raise AssertionError("a stranger's beat was believed")
 
-        coordinator.watch_below(Watching())
+        server.watching.watch_below(Watching())
 
         async def beats() -> Any:
             yield first_beat("5.0", 1, 0, 8000, stranger)
 
         try:
-            async for _ in coordinator.watch(beats()):
+            async for _ in server.watching.watch(beats()):
                 pass
         except Refused as exc:
             codes.add(exc.code)
-        return codes, coordinator.open_rounds, coordinator.known_rounds, coordinator.refused >= 6000
+        return codes, coordinator.open_rounds, coordinator.known_rounds, server.gate.refused >= 6000
 
     codes, still_open, known, counted = asyncio.run(scenario())
     assert codes == {Refusal.UNAUTHENTICATED} and still_open == 0 and known == 0 and counted
@@ -420,8 +423,8 @@ def test_a_squatters_refusal_or_silence_on_the_first_port_only_sends_the_tasks_t
     leader, on the next port (and a few seconds late), is found by every task."""
     from slurm_resolver.resolution import resolve
     from slurm_resolver.rpc.bootstrap import bootstrap_async
-    from slurm_resolver.rpc.local import LocalNetwork
-    from slurm_resolver.rpc.simulate import srun_environ
+    from slurm_resolver.rpc.network.in_process import LocalNetwork
+    from slurm_resolver.rpc.simulation.simulate import srun_environ
 
     base = resolve(srun_environ(1, 3), resolves=lambda name: True)
     host, ports = base.hosts[base.placement.nodes[0]], [31101, 31102, 31103]

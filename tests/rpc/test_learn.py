@@ -7,7 +7,7 @@ from typing import Any
 
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.learn import learn_layout
-from slurm_resolver.rpc.simulate import srun_environ
+from slurm_resolver.rpc.simulation.simulate import srun_environ
 
 from ..conftest import captured
 

@@ -41,12 +41,13 @@ def _fresh(code: str, **environ: str) -> str:
 ROUND_TRIP = """
 import sys
 from slurm_resolver.rpc import protos, wire
+from slurm_resolver.rpc.rounds import codec
 from slurm_resolver.rpc.messages import Failure, Records, Round
 records = Records([1, 2], [8000, 8001], [9000, 9001], {2: "0,1"})
-sent = wire.encode_call(wire.Call("7.0", Round.barrier("b", 0), 1, 0, b"n" * 16, 8000, Failure()), records,
-                        lambda header: b"seal")
+sent = codec.encode_call(codec.Call("7.0", Round.barrier("b", 0), 1, 0, b"n" * 16, 8000, Failure()), records,
+                         lambda header: b"seal")
 header, seal = wire.unwrap(sent[0])
-print(wire.read_records(wire.decode_call(header, 4), sent[1:], 4) == records, seal.decode(), end=" ")
+print(codec.read_records(codec.decode_call(header, 4), sent[1:], 4) == records, seal.decode(), end=" ")
 print("google.protobuf.text_format" in sys.modules, end=" ")
 from slurm_resolver.rpc import coordination_pb2
 print(all(getattr(protos, name) is getattr(coordination_pb2, name) for name in protos.MESSAGES))

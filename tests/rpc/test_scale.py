@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_resolver.rpc import uplink
-from slurm_resolver.rpc.loopback import over_grpc
+from slurm_resolver.rpc.rounds import uplink
+from slurm_resolver.rpc.simulation.loopback import over_grpc
 
 TIMEOUT = 120.0
 

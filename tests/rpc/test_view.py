@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from slurm_resolver.resolution import resolve
-from slurm_resolver.rpc.simulate import srun_environ
+from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.view import ClusterView
 
 CLUSTER = resolve(srun_environ(2, 2, rank=3), resolves=lambda name: True, port_base=29500)

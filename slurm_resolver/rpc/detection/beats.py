@@ -1,0 +1,115 @@
+"""The messages of the watch (failure detection): beats up, events down (built and read here).
+
+A call's first beat and first event are envelopes sealed by their writers (`slurm_resolver.rpc.wire`);
+later ones are bare, bounded messages on the same call: deaths (at most `SHOWN` ranks and one
+reason), a task that leaves, and who takes over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ...stacks.progress import Marks
+from .. import protos as pb
+from ..messages import REASON, SHOWN, HandOver, Source, SourceKind, WireError
+from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, progress_pb, read_progress
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A heartbeat: the first of a call says who beats; later ones may carry news."""
+
+    job_key: str = ""
+    source: int = 0
+    node: int = 0
+    nonce: bytes = b""
+    port: int = 0
+    failed: tuple[int, ...] = ()
+    reason: str = ""
+    leaving: bool = False
+    progress: Marks | None = None
+    """The progress marks of the beating task and every task below it (None: none marked)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """What the task above tells: the first of a call answers the first beat; later ones carry news."""
+
+    nonce: bytes = b""
+    source: int = 0
+    failed: tuple[int, ...] = ()
+    reason: str = ""
+    leaving: bool = False
+    hand_over: HandOver | None = None
+
+
+def _news(failed: Sequence[int], reason: str, world_size: int) -> tuple[tuple[int, ...], str]:
+    if len(failed) > SHOWN or any(r >= world_size for r in failed) or len(reason) > REASON:
+        raise WireError("news naming more than a job has")
+    return tuple(failed), reason
+
+
+def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
+    """A watch call's first beat: who beats, to which server."""
+    return envelope(pb.Beat(job_key=beat.job_key, source=beat.source, node=beat.node, nonce=beat.nonce,
+                             port=beat.port), seal)
+
+
+def encode_beat(failed: Sequence[int] = (), reason: str = "", leaving: bool = False,
+                progress: Marks | None = None) -> bytes:
+    """A later beat: ranks found dead below (at most `SHOWN`), or that this task leaves, and the
+    ``progress`` marks of its subtree (where any task marked)."""
+    beat = pb.Beat(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving)
+    if progress is not None and progress.tasks:
+        beat.progress.CopyFrom(progress_pb(progress))
+    return bytes(beat.SerializeToString())
+
+
+def decode_beat(data: bytes, world_size: int) -> Beat:
+    """A beat (a first beat's header, unwrapped, or a later beat), checked."""
+    message = parse_message(pb.Beat(), data)
+    if len(message.job_key) > MOST_NAME or message.source >= world_size or message.node >= world_size \
+            or len(message.nonce) > MOST_NONCE:
+        raise WireError("a heartbeat from no task of this job")
+    failed, reason = _news(message.failed, message.reason, world_size)
+    progress = read_progress(message.progress, world_size) if message.HasField("progress") else None
+    return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
+                message.leaving, progress)
+
+
+def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:
+    """A watch call's first event: rank ``source`` watches the caller of ``nonce``."""
+    return envelope(pb.Event(nonce=nonce, source=source), seal)
+
+
+def encode_event(failed: Sequence[int] = (), reason: str = "", leaving: bool = False,
+                 hand_over: HandOver | None = None) -> bytes:
+    """A later event: deaths (at most `SHOWN`), or that the task above leaves (and who takes over)."""
+    event = pb.Event(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving)
+    if hand_over is not None:
+        gone = sorted(hand_over.gone)[:1024]
+        event.hand_over.CopyFrom(pb.HandOver(
+            successor=hand_over.successor, above=hand_over.above,
+            gone_ranks=[s.number for s in gone if s.kind is SourceKind.TASK],
+            gone_nodes=[s.number for s in gone if s.kind is SourceKind.NODE]))
+    return bytes(event.SerializeToString())
+
+
+def decode_event(data: bytes, world_size: int) -> Event:
+    """An event (a first event's header, unwrapped, or a later event), checked."""
+    message = parse_message(pb.Event(), data)
+    failed, reason = _news(message.failed, message.reason, world_size)
+    if message.source >= world_size or len(message.nonce) > MOST_NONCE:
+        raise WireError("an event from no task of this job")
+    hand_over = None
+    if message.HasField("hand_over"):
+        h = message.hand_over
+        named = [h.successor, *([h.above] if h.HasField("above") else []), *h.gone_ranks, *h.gone_nodes]
+        if len(h.gone_ranks) + len(h.gone_nodes) > 1024 or any(r >= world_size for r in named):
+            raise WireError("a hand-over naming more than a job has")
+        hand_over = HandOver(h.successor, h.above if h.HasField("above") else None,
+                             frozenset([*map(Source.task, h.gone_ranks), *map(Source.node, h.gone_nodes)]))
+    return Event(bytes(message.nonce), message.source, failed, reason, message.leaving, hand_over)

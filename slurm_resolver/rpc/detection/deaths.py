@@ -1,0 +1,97 @@
+"""What both sides of failure detection share: the deaths a task knows, where news goes, and the clock.
+
+Every task keeps one long call (``Watch``) to the task above it and beats on it; a leader
+watches the calls of the tasks below it (`slurm_resolver.rpc.detection.watch`), and a task
+follows its own call up (`slurm_resolver.rpc.detection.heartbeat`). Both sides learn of deaths and
+tell each other through `Deaths`: a death found below goes up (in this task's next
+beat) and down (to every task below); a death heard from above goes down only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from ..messages import SHOWN, News, Source
+from .beats import encode_event
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+log = logging.getLogger("slurm_resolver")
+
+
+def stood_still(now: float, last: float, heartbeat: float) -> float:
+    """Seconds this process stood still (SIGSTOP, a long pause) between two wake-ups due
+    ``heartbeat`` apart; 0 for an ordinary delay. Nobody's silence is counted over that time.
+
+    >>> stood_still(10.0, 9.0, 1.0), stood_still(10.0, 4.0, 1.0)
+    (0.0, 5.0)
+    """
+    late = now - last
+    return late - heartbeat if late > 2 * heartbeat + 0.5 else 0.0
+
+
+def _call(callback: Callable[[int, str], None], rank: int, reason: str) -> None:
+    try:
+        callback(rank, reason)
+    except Exception:  # noqa: BLE001 - a user's callback must not stop the watch
+        log.exception("slurm_resolver: a failure callback raised")
+
+
+class Deaths:
+    """Every task this one knows to have died, and where the news goes.
+
+    Attributes:
+        failed: the dead, by rank, with why.
+        up: the news this task's call up carries next (deaths found below, its own end).
+        below: one queue of events per task below that watches here, by its source.
+        leaving: this task ends (normally or not): a call breaking is no news any more.
+    """
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.failed: dict[int, str] = {}
+        self.callbacks: list[Callable[[int, str], None]] = []
+        self.up: asyncio.Queue[News] = asyncio.Queue()
+        self.below: dict[Source, asyncio.Queue[bytes]] = {}
+        self.leaving = False
+        self.own: str | None = None
+        """Why this task fails, once it does (a task that starts watching here after hears it too)."""
+
+    def declare(self, ranks: list[int], reason: str, *, from_above: bool = False) -> None:
+        """Record ``ranks`` as dead: tell the tasks below, the task above (unless it told us), the callbacks."""
+        new = [r for r in ranks if r not in self.failed and r != self.rank]
+        if not new:
+            return
+        for rank in new:
+            self.failed[rank] = reason
+        for start in range(0, len(new), SHOWN):
+            self.tell_below(encode_event(new[start:start + SHOWN], reason))
+            if not from_above:
+                self.up.put_nowait(News(tuple(new[start:start + SHOWN]), reason))
+        for rank in new:
+            for callback in list(self.callbacks):
+                _call(callback, rank, reason)
+
+    def failing(self, why: str) -> None:
+        """This task fails for the job (a hang it judged): its own callbacks hear it as its death."""
+        for callback in list(self.callbacks):
+            _call(callback, self.rank, why)
+
+    def tell_below(self, event: bytes) -> None:
+        """Send ``event`` down every call of a task below."""
+        for queue in self.below.values():
+            queue.put_nowait(event)
+
+    def add_callback(self, callback: Callable[[int, str], None]) -> None:
+        """Call ``callback(rank, why)`` for every death: at once for those known, later for the others."""
+        for rank, reason in list(self.failed.items()):
+            _call(callback, rank, reason)
+        self.callbacks.append(callback)
+
+    def missed(self) -> list[bytes]:
+        """What a task that starts watching here missed (this task's own failure, the first deaths: one
+        event each)."""
+        own = [encode_event([self.rank], self.own)] if self.own is not None else []
+        return own + [encode_event([rank], reason) for rank, reason in list(self.failed.items())[:SHOWN - len(own)]]

@@ -1,0 +1,203 @@
+"""A task's own side of failure detection: its watch call to the task above.
+
+The call carries this task's beats up and brings the events down (deaths, an empty event
+when there is no news). Its first event must carry a seal of this job for the call's nonce:
+a server that is not a task of the job cannot answer it. Silence from above for
+``patience`` seconds, or a broken call, is the death of the task above. When the task above
+leaves normally it names a successor, a task of its own node that watches in its place: the
+successor takes its sources over and watches on the task it watched on, and the others move
+their call to the successor, so that failure detection outlives a leader whose work is done
+(see `slurm_resolver.rpc.detection.watch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+
+from ...cluster import Cluster
+from ...stacks.progress import Marks
+from ..messages import HandOver, News, Source, WireError
+from ..transport import Failed, Link, LinkError, Network, end_call, within
+from ..trust.seals import Authority, Purpose
+from ..wire import NONCE, unwrap
+from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
+from .deaths import Deaths, stood_still
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+log = logging.getLogger("slurm_resolver")
+
+
+class _Silent(Exception):
+    """Nothing came from above for the patience."""
+
+
+class _Stranger(Exception):
+    """What answered the watch is not a task of this job."""
+
+
+class Heartbeat:
+    """One task's call up, and the calls that follow it when the task above hands over.
+
+    Args:
+        deaths: what this task knows of deaths, and where news goes.
+        cluster: the bootstrapped cluster (bound ports, names).
+        rank: this task; ``node``: its node's position.
+        above: the rank it watches on first (None at the top of the tree).
+        link: the link to ``above`` (the rounds' connection), or None to make one.
+        network: to reach the tasks it may move to.
+        authority: seals the first beat and checks the first event.
+        heartbeat: seconds between beats; ``patience``: silence from above that is its death.
+        take_over: called with the sources that left when this task becomes the successor.
+        progress: the progress marks of this task and the tasks below it, for each beat.
+    """
+
+    def __init__(self, deaths: Deaths, cluster: Cluster, rank: int, node: int, above: int | None, link: Link | None,
+                 network: Network, authority: Authority, heartbeat: float, patience: float,
+                 take_over: Callable[[frozenset[Source]], None], progress: Callable[[], Marks] = Marks) -> None:
+        self.deaths = deaths
+        self.cluster = cluster
+        self.rank = rank
+        self.node = node
+        self.above = above
+        """The rank this task watches on now (None: nobody)."""
+        self._first = (above, link)
+        self.network = network
+        self.authority = authority
+        self.heartbeat = heartbeat
+        self.patience = patience
+        self._take_over = take_over
+        self._progress = progress
+        self.calls = 0
+        """How many watch calls this task has made up (the beats of an earlier one stop)."""
+
+    async def _beats(self, port: int, nonce: bytes) -> AsyncIterator[bytes]:
+        """This task's beats on one call; they end (and so does the call) once it follows another call."""
+        self.calls += 1
+        mine = self.calls
+        first = Beat(self.cluster.launch.key, self.rank, self.node, nonce, port)
+        yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
+        while self.calls == mine:  # a call left behind takes no beat from the one that follows it
+            try:
+                with within(self.heartbeat):
+                    news = await self.deaths.up.get()
+            except asyncio.TimeoutError:
+                news = News()
+            if self.calls != mine:  # taken while the next call started: it is that call's to carry
+                if news:
+                    self.deaths.up.put_nowait(news)
+                return
+            yield encode_beat(news.failed, news.reason, news.leaving, self._progress())
+            if news.leaving:
+                return
+
+    def _call(self, above: int, nonce: bytes) -> AsyncIterator[bytes]:
+        bound = self.cluster.bound_ports
+        assert bound is not None
+        first_above, link = self._first
+        if above != first_above or link is None:
+            link = self.network.connect(self.cluster.hosts[self.cluster.placement.node_of(above)], bound[above])
+        return link.watch(self._beats(bound[above], nonce))
+
+    async def _follow_one(self, above: int) -> Event | None:
+        """Follow one call to ``above`` until it ends: its last event if it left normally, else None
+        (a death declared, or this task leaving). Raises as the call broke."""
+        nonce = secrets.token_bytes(NONCE)
+        events = self._call(above, nonce).__aiter__()
+        pending: asyncio.Future[bytes] | None = None
+        heard = last = time.monotonic()
+        world = self.cluster.world_size
+        opened = False
+        try:
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(events.__anext__())
+                done, _ = await asyncio.wait({pending}, timeout=self.heartbeat)
+                now = time.monotonic()
+                heard += stood_still(now, last, self.heartbeat)  # the silence before a pause still counts
+                last = now
+                if not done:
+                    if now - heard > self.patience:
+                        raise _Silent
+                    continue
+                try:
+                    data, pending, heard = pending.result(), None, now
+                except StopAsyncIteration:
+                    return None
+                if not opened:
+                    self._check_first(data, nonce)
+                    opened = True
+                    continue
+                event = decode_event(data, world)
+                if event.leaving:
+                    return event
+                self.deaths.declare(list(event.failed), event.reason or "reported dead", from_above=True)
+        finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
+            if pending is not None:
+                pending.cancel()
+                await asyncio.wait({pending})
+            await end_call(events)
+
+    def _check_first(self, data: bytes, nonce: bytes) -> None:
+        try:
+            header, seal = unwrap(data)
+            first = decode_event(header, self.cluster.world_size)
+        except WireError as exc:
+            raise _Stranger(f"a malformed first event ({exc})") from None
+        checked = self.authority.check(Purpose.ANSWER, header, seal)
+        why = checked.why if not checked.believed else "" if first.nonce == nonce else "an answer to another call"
+        if why:
+            raise _Stranger(why)
+
+    async def run(self) -> None:
+        """Watch on the task above, and on its successors, until this task or the top of the tree leaves."""
+        try:
+            await self._follow()
+        finally:
+            self.above = None  # watching on nobody: a successor of this task is the top of its tree
+
+    async def _follow(self) -> None:
+        above = self._first[0]
+        moved_at = 0.0  # when the call last moved to a successor: it may not be ready for a moment
+        while above is not None and not (self.deaths.leaving and self.deaths.up.empty()):
+            self.above = above  # a task that ends before its call is made still makes it, to say so
+            try:
+                event = await self._follow_one(above)
+            except Exception as exc:  # noqa: BLE001 - refused, malformed, silent, broken: the call is over
+                if self.deaths.leaving:
+                    return
+                if isinstance(exc, LinkError) and time.monotonic() - moved_at < self.patience:
+                    await asyncio.sleep(0.05)  # a successor that has not taken over yet, or a parent that
+                    continue  # has not yet seen its predecessor leave: ask again
+                self.deaths.declare([above], self._why(above, exc))
+                return
+            if event is None or event.hand_over is None:
+                return  # the task above ends normally and nobody takes over
+            await asyncio.sleep(self.heartbeat)  # where the whole job ends together, nobody moves: no new call
+            if self.deaths.leaving:
+                return
+            above = self._move(above, event.hand_over)
+            moved_at = time.monotonic()
+            log.debug("slurm_resolver: rank %d watches on rank %s from now on", self.rank, above)
+
+    def _move(self, above: int, hand_over: HandOver) -> int | None:
+        """Whom to watch on after ``above`` handed over: its successor, or (for the successor) its parent."""
+        if hand_over.successor == self.rank:
+            self._take_over(hand_over.gone | {Source.task(above)})
+            return hand_over.above
+        return hand_over.successor
+
+    def _why(self, above: int, exc: BaseException) -> str:
+        who = self.cluster.label(above)
+        log.debug("slurm_resolver: the watch to %s ended: %r", who, exc)
+        if isinstance(exc, _Silent):
+            return f"{who} stopped answering: nothing for {self.patience:g} s (hung, or its node gone)"
+        if isinstance(exc, _Stranger):
+            return f"what answers at {who}'s address is not a task of this job ({exc})"
+        if isinstance(exc, LinkError) and exc.kind is Failed.REFUSED:
+            return f"{who} refused the watch of rank {self.rank}: {exc.detail}"
+        return f"{who} died: its connection to rank {self.rank} closed"

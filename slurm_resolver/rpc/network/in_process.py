@@ -1,0 +1,180 @@
+"""An in-process network: many tasks' servers in one event loop, for tests and the scale benchmark.
+
+Calls run the same handlers as gRPC calls do (`Handlers`),
+with the same bytes; the network counts what every server receives and sends and how many
+peers connect to it, so a simulation can check the bootstrap's bounds. Every host has its
+own ports, as real nodes do. Not thread-safe: every task of one network runs on one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from ..transport import Failed, H, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+_FIRST_PORT = 40000
+_LAST_PORT = 65535
+
+
+@dataclass(slots=True)
+class ServerStats:
+    """What one server of a `LocalNetwork` handled."""
+
+    connections: int = 0
+    calls: int = 0
+    bytes_received: int = 0
+    bytes_sent: int = 0
+    largest_message: int = 0
+
+
+class _LocalServed(Generic[H]):
+    __slots__ = ("_network", "_address", "port", "handlers", "stats")
+
+    def __init__(self, network: LocalNetwork, address: tuple[str, int], handlers: H, stats: ServerStats) -> None:
+        self._network = network
+        self._address = address
+        self.port = address[1]
+        self.handlers = handlers
+        self.stats = stats
+
+    async def stop(self, grace: float | None = None) -> None:
+        self._network._servers.pop(self._address, None)
+        for broken in self._network._watches.pop(self._address, set()):
+            broken.set()  # as a process's death breaks its calls
+
+
+class _LocalLink:
+    __slots__ = ("_network", "_address")
+
+    def __init__(self, network: LocalNetwork, address: tuple[str, int]) -> None:
+        self._network = network
+        self._address = address
+
+    def _server(self) -> tuple[Handlers, ServerStats]:
+        found = self._network._servers.get(self._address)
+        if found is None:
+            raise LinkError(Failed.UNAVAILABLE, f"nothing listens at {self._address[0]}:{self._address[1]}")
+        return found.handlers, found.stats
+
+    @staticmethod
+    def _count(stats: ServerStats, received: Sequence[bytes], sent: Sequence[bytes]) -> None:
+        stats.calls += 1
+        stats.bytes_received += sum(map(len, received))
+        stats.bytes_sent += sum(map(len, sent))
+        stats.largest_message = max([stats.largest_message, *map(len, received), *map(len, sent)])
+
+    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
+        handlers, stats = self._server()
+        try:
+            call = handlers.open_call(messages[0] if messages else b"")
+            if len(messages) != 1 + len(call.chunks):
+                raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
+            round, answer = await handlers.join(call, messages[1:], time.monotonic() + timeout)
+            handlers.sent(round)
+        except Refused as exc:
+            self._count(stats, messages, ())
+            raise LinkError.of(exc) from None
+        self._count(stats, messages, answer)
+        return answer
+
+    async def who(self, message: bytes, timeout: float) -> bytes:
+        handlers, stats = self._server()
+        try:
+            reply = await handlers.who(message, time.monotonic() + timeout)
+        except Refused as exc:
+            raise LinkError.of(exc) from None
+        self._count(stats, (message,), (reply,))
+        return reply
+
+    async def stacks(self, message: bytes, timeout: float) -> bytes:
+        handlers, stats = self._server()
+        try:
+            reply = await handlers.stacks(message, time.monotonic() + timeout)
+        except Refused as exc:
+            raise LinkError.of(exc) from None
+        self._count(stats, (message,), (reply,))
+        return reply
+
+    async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        handlers, stats = self._server()
+        events = handlers.watch(beats).__aiter__()
+        broken = asyncio.Event()
+        self._network._watches.setdefault(self._address, set()).add(broken)
+        stopped = asyncio.ensure_future(broken.wait())
+        coming: asyncio.Future[bytes] | None = None
+        try:
+            while True:
+                coming = asyncio.ensure_future(events.__anext__())
+                await asyncio.wait({coming, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not coming.done():
+                    raise LinkError(Failed.UNAVAILABLE, f"{self._address[0]}:{self._address[1]} stopped serving")
+                try:
+                    event = coming.result()
+                except StopAsyncIteration:
+                    return
+                except Refused as exc:
+                    raise LinkError.of(exc) from None
+                self._count(stats, (), (event,))
+                yield event
+        finally:  # the caller went away, or the server: the other side sees its call end
+            if coming is not None and not coming.done():
+                coming.cancel()
+                await asyncio.wait({coming})
+            await end_call(events)  # as gRPC cancels the server's handler
+            stopped.cancel()
+            self._network._watches.get(self._address, set()).discard(broken)
+
+
+class LocalNetwork:
+    """Servers of many simulated tasks in one process; every host is reachable.
+
+    Where a server asks for any port, each host hands out its own, from 40,000 up.
+    """
+
+    def __init__(self) -> None:
+        self._servers: dict[tuple[str, int], _LocalServed[Any]] = {}
+        self._watches: dict[tuple[str, int], set[asyncio.Event]] = {}  # what breaks each server's watch calls
+        self._next: dict[str, int] = {}
+        self.stats: dict[tuple[str, int], ServerStats] = {}
+
+    def _free(self, host: str) -> int:
+        port = self._next.get(host, _FIRST_PORT)
+        while (host, port) in self._servers:
+            port += 1
+        if port > _LAST_PORT:
+            raise LinkError(Failed.UNAVAILABLE, f"no free port left on {host}")
+        self._next[host] = port + 1
+        return port
+
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
+        for port in ports:
+            address = (host, port or self._free(host))
+            if address not in self._servers:
+                stats = self.stats[address] = ServerStats()
+                served = _LocalServed(self, address, handlers(address[1]), stats)
+                self._servers[address] = served
+                return served
+        raise LinkError(Failed.UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")
+
+    def connect(self, host: str, port: int) -> Link:
+        if (host, port) in self.stats:
+            self.stats[(host, port)].connections += 1
+        return _LocalLink(self, (host, port))
+
+    async def discard(self, host: str, port: int) -> None:
+        """Nothing to forget: links hold no connection."""
+
+    async def listening(self, host: str, port: int) -> bool:
+        return (host, port) in self._servers
+
+    def reserve(self, host: str) -> int:
+        return self._free(host)
+
+    async def close(self) -> None:
+        """Nothing to close: links hold no connection."""

@@ -1,0 +1,266 @@
+"""The coordination service over gRPC: its methods, and the bounds every caller meets as its call opens.
+
+It serves gRPC health checking (``grpc.health.v1.Health/Check``, open to any client: it answers
+``SERVING``) and the methods of ``coordination.proto`` through generic handlers on raw bytes, so
+that the same `Handlers` (the coordinator) answer here and in the in-process network. Any other
+method (a framework's) is answered ``UNAVAILABLE``.
+
+Whoever connects meets bounds: the first message of a call (a unary call's only one) within
+`FIRST_MESSAGE` seconds, at most `MOST_UNPROVEN` calls at once that have not yet proven they come
+from the job and `MOST_CALLS` calls in all, each caller (a local user, or a host) at most its share
+of both (`slurm_resolver.rpc.network.callers`), and nothing more of a call read before its first message
+is checked. Refused calls are counted, not logged one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..messages import WireError
+from ..transport import Handlers, Refusal, Refused, end_call, within
+from ..wire import bundle, most_chunks, unbundle
+from .callers import CALLS_SHARE, MOST_CALLS, MOST_UNPROVEN, UNPROVEN_SHARE, Bound, Callers
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+log = logging.getLogger("slurm_resolver")
+
+SERVICE = "slurm_resolver.v4.Coordination"
+JOIN_METHOD = f"/{SERVICE}/Join"
+JOIN_BUNDLED_METHOD = f"/{SERVICE}/JoinBundled"
+WHO_METHOD = f"/{SERVICE}/WhoAreYou"
+WATCH_METHOD = f"/{SERVICE}/Watch"
+STACKS_METHOD = f"/{SERVICE}/Stacks"
+HEALTH_METHOD = "/grpc.health.v1.Health/Check"
+_SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
+
+FIRST_MESSAGE = 5.0
+"""Seconds a call's first message (a unary call's only one) may take to be read, and each further one,
+while the calls that wait for theirs crowd anyone (`_Due`); then the call is refused (``busy``: a
+caller that did send asks again)."""
+
+
+class _Due(within):
+    """A message's deadline that holds only where its bound is contested: past ``seconds``, the call is
+    refused if the calls waiting in ``bound`` reach one caller's share (someone may be kept out),
+    else it waits ``seconds`` more.
+
+    A server cannot tell a silent caller from its own process standing still: at 16,384 tasks on 2
+    cores a process's event loop stood still 6-11 s, and a deadline of 5 s on the wall clock refused
+    the job's own calls whose message had long come (the leaders' identity checks failed, and the
+    whole bootstrap with them). The job's own calls at one server (a node's tasks and 8 child leaders)
+    never fill a share; a stranger's silent calls are cut as soon as they crowd anyone.
+    """
+
+    __slots__ = ("_bound",)
+
+    def __init__(self, seconds: float, bound: Bound) -> None:
+        super().__init__(seconds)
+        self._bound = bound
+
+    def _due(self) -> None:
+        if self._bound.contested:
+            self._cancel()
+        else:
+            self._timer = asyncio.get_running_loop().call_later(self._seconds, self._due)
+
+class Calls:
+    """The calls a server is in the middle of (each handler's task), so that it can stop with none left
+    for gRPC to abort: gRPC logs every call it aborts as a server stops ("Aborting method [...] due to
+    server stop.", a warning a job's output would show beside its own last line)."""
+
+    def __init__(self) -> None:
+        self.rounds: set[asyncio.Task[Any]] = set()
+        """Calls that end by themselves (rounds, identity questions)."""
+        self.watches: set[asyncio.Task[Any]] = set()
+        """Watch calls, which last as long as the task they watch."""
+
+    async def end(self, grace: float) -> None:
+        """End every call: the watches at once (their end tells the tasks below that this one is
+        gone), the others once they finished, or ``grace`` seconds passed."""
+        for task in list(self.watches):
+            task.cancel()
+        if self.rounds and grace > 0:
+            await asyncio.wait(list(self.rounds), timeout=grace)
+        for task in list(self.rounds):
+            task.cancel()
+        left = self.rounds | self.watches
+        if left:
+            await asyncio.wait(left, timeout=1.0)
+
+
+class _Guard:
+    """The bounds of one server, per caller (`slurm_resolver.rpc.network.callers`): calls at once, calls not
+    yet proven; and refusals counted."""
+
+    def __init__(self, own: str, port: int) -> None:
+        callers = Callers(own, port)
+        self.calls = Bound(callers, MOST_CALLS, CALLS_SHARE, "calls")
+        self.unproven = Bound(callers, MOST_UNPROVEN, UNPROVEN_SHARE, "calls not yet proven")
+        self.refused = 0
+
+    def refuse(self, what: str) -> None:
+        self.refused += 1
+        if self.refused in (1, 10, 100) or self.refused % 10_000 == 0:
+            log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
+
+
+def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls | None = None, port: int = 0
+                     ) -> Any:
+    """gRPC's generic handler of the service, answering with ``handlers``, for a server on ``own``
+    and ``port``; the calls under way are kept in ``calls``."""
+    calls = calls or Calls()
+    status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
+              Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
+              Refusal.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
+              Refusal.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+              Refusal.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
+              Refusal.UNREADY: grpc.StatusCode.UNAVAILABLE,
+              Refusal.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED}
+    guard = _Guard(own, port)
+
+    def deadline(context: Any) -> float:
+        left = context.time_remaining()
+        return time.monotonic() + (3600.0 if left is None else max(0.0, left))
+
+    async def refuse(context: Any, exc: Refused) -> None:
+        guard.refuse(exc.detail)
+        await context.abort(status[exc.code], f"{exc.code.value}: {exc.detail}")
+
+    async def next_message(requests: AsyncIterator[bytes], what: str, bound: Bound) -> bytes:
+        try:
+            with _Due(FIRST_MESSAGE, bound):
+                return await requests.__anext__()
+        except asyncio.TimeoutError:
+            raise Refused(Refusal.BUSY, f"no {what} read within {FIRST_MESSAGE:g} s while others wait") from None
+        except StopAsyncIteration:
+            raise Refused(Refusal.INVALID, f"the call ended before its {what}") from None
+
+    async def only_message(context: Any, what: str) -> bytes:
+        """A unary call's message, read as a stream's (``context.read()``: gRPC's iterator over the
+        requests holds twice the memory a flood of large calls takes)."""
+        try:
+            with _Due(FIRST_MESSAGE, guard.unproven):
+                message = await context.read()
+        except asyncio.TimeoutError:
+            raise Refused(Refusal.BUSY, f"no {what} read within {FIRST_MESSAGE:g} s while others wait") from None
+        if not isinstance(message, bytes):  # grpc.aio.EOF
+            raise Refused(Refusal.INVALID, f"the call ended before its {what}")
+        return message
+
+    async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        round = None
+        task = asyncio.current_task()
+        calls.rounds.add(task)  # type: ignore[arg-type]
+        try:
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer):
+                with guard.unproven.holding(peer):
+                    call = handlers.open_call(await next_message(requests, "first message", guard.unproven))
+                more = [await next_message(requests, "announced chunk", guard.calls) for _ in call.chunks]
+                round, answer = await handlers.join(call, more, deadline(context))
+        except Refused as exc:
+            await refuse(context, exc)
+        try:
+            for message in answer:
+                yield message
+        finally:
+            handlers.sent(round)
+            calls.rounds.discard(task)
+
+    # The unary calls are served as streams of one message, so that their message, like a Join's
+    # first, must come within FIRST_MESSAGE seconds (gRPC calls a unary handler only once it came).
+
+    async def join_bundled(requests: AsyncIterator[bytes], context: Any) -> bytes:
+        round = None
+        task = asyncio.current_task()
+        calls.rounds.add(task)  # type: ignore[arg-type]
+        try:
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer):
+                with guard.unproven.holding(peer):
+                    try:
+                        messages = unbundle(await only_message(context, "call"), most_chunks(handlers.world_size) + 1)
+                        call = handlers.open_call(messages[0])
+                    except WireError as exc:
+                        raise Refused(Refusal.INVALID, str(exc)) from None
+                if len(messages) != 1 + len(call.chunks):
+                    raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
+                round, answer = await handlers.join(call, messages[1:], deadline(context))
+                return bundle(answer)
+        except Refused as exc:
+            await refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+        finally:
+            calls.rounds.discard(task)
+            if round is not None:
+                handlers.sent(round)
+
+    async def who(requests: AsyncIterator[bytes], context: Any) -> bytes:
+        task = asyncio.current_task()
+        calls.rounds.add(task)  # type: ignore[arg-type]
+        try:
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer), guard.unproven.holding(peer):
+                return await handlers.who(await only_message(context, "question"), deadline(context))
+        except Refused as exc:
+            await refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+        finally:
+            calls.rounds.discard(task)
+
+    async def stacks(requests: AsyncIterator[bytes], context: Any) -> bytes:
+        task = asyncio.current_task()
+        calls.rounds.add(task)  # type: ignore[arg-type]
+        try:
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer), guard.unproven.holding(peer):
+                return await handlers.stacks(await only_message(context, "ask"), deadline(context))
+        except Refused as exc:
+            await refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+        finally:
+            calls.rounds.discard(task)
+
+    async def health(request: bytes, context: Any) -> bytes:
+        if len(request) > 256:  # a HealthCheckRequest names a service, no more
+            guard.refuse("an oversized health check")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: not a health check")
+        return _SERVING
+
+    async def reject(request: bytes, context: Any) -> bytes:  # a framework's method, before its server
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "not served here yet (slurm_resolver's bootstrap server)")
+        raise AssertionError  # pragma: no cover - abort raises
+
+    async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        events: Any = None
+        task = asyncio.current_task()
+        calls.watches.add(task)  # type: ignore[arg-type]
+        try:
+            with guard.calls.holding(str(context.peer() or "")):
+                events = handlers.watch(requests)
+                async for event in events:
+                    yield event
+        except Refused as exc:
+            await refuse(context, exc)
+        finally:  # a cancelled call ends the watch at once (its end is the news)
+            calls.watches.discard(task)
+            await end_call(events)
+
+    methods = {JOIN_METHOD: grpc.stream_stream_rpc_method_handler(join),
+               JOIN_BUNDLED_METHOD: grpc.stream_unary_rpc_method_handler(join_bundled),
+               WHO_METHOD: grpc.stream_unary_rpc_method_handler(who),
+               WATCH_METHOD: grpc.stream_stream_rpc_method_handler(watch),
+               STACKS_METHOD: grpc.stream_unary_rpc_method_handler(stacks),
+               HEALTH_METHOD: grpc.unary_unary_rpc_method_handler(health)}
+    other = grpc.unary_unary_rpc_method_handler(reject)
+
+    class Generic(grpc.GenericRpcHandler):  # type: ignore[misc]
+        def service(self, details: Any) -> Any:
+            return methods.get(details.method, other)
+
+    return Generic()

@@ -1,0 +1,378 @@
+"""Who may call, and who may answer: every call and every answer carries a seal a task of the job made.
+
+Every message that opens a call or an answer is an envelope (`slurm_resolver.rpc.wire`):
+a header and its seal. The header names the launch, the round, the caller's rank, a nonce
+fresh for every call (an answer carries it back) and the port of the server called, and it
+commits to the chunks that follow; the seal proves who wrote it:
+
+- **A secret** (``SLURM_RESOLVER_SECRET``, or a file only its owner can read,
+  ``SLURM_RESOLVER_SECRET_FILE``; the templates make one for every job): each seal is an HMAC
+  with a key derived from the secret and the launch. Another user cannot read the job's
+  environment, so cannot seal.
+- **MUNGE**, where no secret is given and munged answers (as on every Slurm cluster): the
+  calls and answers of the first round (the table) carry MUNGE credentials, which prove the
+  writer's uid; the root makes a random key for the launch, and every answer of the first
+  round carries it inside a credential only the job's uid can decode. Later seals are HMACs
+  with that key.
+- **None**: the first round is not sealed, and its result carries the launch's key in the
+  clear. That isolates concurrent jobs from each other, not from a hostile user: it is
+  said loudly, once, and ``slurm-resolver check`` says it too.
+
+A seal is good for one header only: its call (launch, round, rank, nonce, the server's port,
+the digests of its contents) or its answer (the call's nonce): a server that is not the one
+meant (a squatter on a candidate port) can pass a call on to no other, and cannot answer it.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import hmac
+import logging
+import os
+import pwd
+import secrets
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...errors import ConfigurationError
+from ...parsing import optional_int
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...munge import Munge  # libmunge loads only where MUNGE proves calls
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+log = logging.getLogger("slurm_resolver")
+
+SECRET = "SLURM_RESOLVER_SECRET"
+"""The job's secret, in every task's environment (srun passes it on; another user cannot read it)."""
+SECRET_FILE = "SLURM_RESOLVER_SECRET_FILE"
+"""A file holding the job's secret, readable by its owner only."""
+_VERSION = b"slurm-resolver/4"
+
+
+class AuthMode(enum.Enum):
+    """How seals are made."""
+
+    SECRET = "secret"
+    MUNGE = "munge"
+    NONE = "none"
+
+
+class AuthChoice(enum.Enum):
+    """What ``auth=`` (or ``SLURM_RESOLVER_AUTH``) asks for, read once from its word (`MODES`)."""
+
+    AUTO = "auto"
+    """A secret where one is given, else MUNGE where munged answers, else nothing."""
+    SECRET = "secret"
+    MUNGE = "munge"
+    NONE = "none"
+
+
+    @classmethod
+    def parse(cls, value: object, source: str = "auth") -> AuthChoice:
+        """``value`` as a choice (one of `MODES`, or a choice already); a `ConfigurationError` naming
+        ``source`` and the words for anything else.
+
+        >>> AuthChoice.parse("munge")
+        <AuthChoice.MUNGE: 'munge'>
+        """
+        if isinstance(value, AuthChoice):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigurationError(f"{source}={value!r} is not known", f"use one of {', '.join(MODES)}") from None
+
+
+MODES = tuple(choice.value for choice in AuthChoice)
+"""The words of ``auth=`` and ``SLURM_RESOLVER_AUTH``: a secret, else MUNGE, else none; or one of them, or an error."""
+
+
+class Purpose(enum.Enum):
+    """What a sealed header opens: a call, or the answer to one (a call's seal is no answer's)."""
+
+    CALL = b"call"
+    ANSWER = b"answer"
+
+
+class SealVerdict(enum.Enum):
+    """What the check of a seal concludes; protocol decisions read this, never `Checked.why`."""
+
+    BELIEVED = "believed"
+    """A task of this job wrote it, for this very message."""
+    UNREADY = "unready"
+    """This task cannot check it yet: it does not know the launch's key (ask again)."""
+    REFUSED = "refused"
+    """Not a task of this job, or not for this message."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The verdict on one seal, and why in words (for people: logs and errors)."""
+
+    verdict: SealVerdict
+    why: str = ""
+
+    @property
+    def believed(self) -> bool:
+        """Whether the writer is a task of this job."""
+        return self.verdict is SealVerdict.BELIEVED
+
+    @classmethod
+    def refused(cls, why: str) -> Checked:
+        """Not believed, because ``why``."""
+        return cls(SealVerdict.REFUSED, why)
+
+
+BELIEVED = Checked(SealVerdict.BELIEVED)
+"""The verdict on a seal of this job."""
+
+
+@functools.lru_cache(maxsize=64)
+def _who(uid: int) -> str:
+    """A uid with its user's name (looked up once: a flood of refused calls asks NSS once)."""
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+class Authority:
+    """Seals this task's calls and answers, and checks its peers'.
+
+    Args:
+        mode: how seals are made.
+        how: how it was decided, for ``check`` and logs.
+        munge: libmunge (`MUNGE`).
+        secret: the job's secret (`SECRET`).
+        launch: the launch's key (``<job>.<step>``): a secret's seals are good for one launch.
+        outside: the launch as its user outside the job names it (``<job>.<step>``, without the run of the
+            job: a secret's seals between the two, `seal_outside`), where ``launch`` says more.
+    """
+
+    def __init__(self, mode: AuthMode, how: str, *, munge: Munge | None = None, secret: bytes | None = None,
+                 launch: str = "", uid: int | None = None, outside: str | None = None) -> None:
+        self.mode = mode
+        self.how = how
+        self.uid = os.getuid() if uid is None else uid
+        self._munge = munge
+        self._restricted: Munge | None = None
+        self.key: bytes | None = None
+        """The key of this launch's HMAC seals, once known (a secret's: from the start)."""
+        self._outside_key: bytes | None = None
+        self._munge_tried = False
+        if secret is not None:
+            self.key = hmac.digest(secret, _VERSION + b" launch " + launch.encode(), "sha256")
+            self._outside_key = hmac.digest(secret, _VERSION + b" outside " + (outside or launch).encode(), "sha256")
+
+    @property
+    def proves_callers(self) -> bool:
+        """Whether a caller of the first round must prove who it is (a secret, or MUNGE)."""
+        return self.mode is not AuthMode.NONE
+
+    @property
+    def past_first_round(self) -> bool:
+        """Whether this task learned the launch's key from the first round (under MUNGE or none): it
+        makes and takes no first-round seals any more. A secret's key is known from the start, and
+        its seals are the same in every round."""
+        return self.key is not None and self.mode is not AuthMode.SECRET
+
+    def new_key(self) -> bytes:
+        """The root's key for this launch's later seals (a secret's key stays)."""
+        if self.key is None:
+            self.key = secrets.token_bytes(32)
+        return self.key
+
+    def learn(self, key: bytes) -> None:
+        """The launch's key, learned from the first round's answer (or MPI)."""
+        if self.key is None and key:
+            self.key = bytes(key)
+
+    # Seals.
+
+    def seal(self, purpose: Purpose, header: bytes, first_round: bool = False) -> bytes:
+        """The seal of ``header``; ``first_round``: a call or answer of the table round (MUNGE
+        credentials where MUNGE proves callers; an answer's carries the launch's key, once the
+        root decided one)."""
+        if first_round and self.mode is AuthMode.MUNGE:
+            assert self._munge is not None
+            digest = hashlib.sha256(header).hexdigest().encode()
+            if purpose is Purpose.CALL:
+                return self._munge.encode(b" ".join((_VERSION, purpose.value, digest)))
+            key = self.key.hex().encode() if self.key is not None else b"-"  # a failed round decided no key
+            return self._restricted_munge().encode(b" ".join((_VERSION, purpose.value, digest, key)))
+        if self.key is None or (first_round and self.mode is AuthMode.NONE):
+            return b""
+        return hmac.digest(self.key, purpose.value + b"\0" + header, "sha256")
+
+    def check(self, purpose: Purpose, header: bytes, seal: bytes, first_round: bool = False) -> Checked:
+        """Whether the writer of ``header`` is a task of this job, and why not (an answer of the first
+        round under MUNGE also teaches this task the launch's key)."""
+        if first_round and self.mode is AuthMode.MUNGE:
+            why = self._check_munge(purpose, header, seal)
+            return Checked.refused(why) if why else BELIEVED
+        if first_round and self.mode is AuthMode.NONE:
+            return BELIEVED
+        if self.key is None:
+            return Checked(SealVerdict.UNREADY, "this task does not know the launch's key yet")
+        if not seal:
+            return Checked.refused("no seal: not a task of this launch, or of an older slurm_resolver")
+        if not hmac.compare_digest(seal, hmac.digest(self.key, purpose.value + b"\0" + header, "sha256")):
+            return Checked.refused("a seal not made with this launch's key: not a task of this launch")
+        return BELIEVED
+
+    # The job's user outside the job (``slurm-resolver stacks`` on a login node).
+
+    def seal_outside(self, purpose: Purpose, header: bytes, munge: bool | None = None) -> bytes:
+        """The seal of ``header`` for a call between the job and its user outside it: a MUNGE credential
+        of this uid (``munge``; by default where this task's seals are MUNGE's), else an HMAC of the
+        secret's key for the launch; none without either (such a call is refused)."""
+        words = _outside_words(purpose, header)
+        if munge or (munge is None and self.mode is AuthMode.MUNGE):
+            found = self._outside_munge()
+            return found.encode(words) if found is not None else b""
+        if self._outside_key is not None:
+            return hmac.digest(self._outside_key, words, "sha256")
+        return b""
+
+    def check_outside(self, purpose: Purpose, header: bytes, seal: bytes) -> Checked:
+        """Whether ``header`` comes from the job's user (inside or outside the job), as `seal_outside`
+        seals: a MUNGE credential of this uid (whatever this task's own seals are: a job that runs with
+        a secret knows its user by MUNGE too, where munged answers), or an HMAC of the secret's key."""
+        words = _outside_words(purpose, header)
+        if seal.startswith(_MUNGE_PREFIX):
+            from ..munge import MungeError
+
+            found = self._outside_munge()
+            if found is None:
+                return Checked.refused("a MUNGE credential, where munged does not answer")
+            try:
+                decoded = found.decode(seal)
+            except MungeError as exc:
+                return Checked.refused(f"a credential MUNGE refuses: {exc.text}")
+            if decoded.uid != self.uid:
+                return Checked.refused(f"{_who(decoded.uid)}, not the job's {_who(self.uid)}")
+            return BELIEVED if decoded.payload == words else \
+                Checked.refused(f"{_who(decoded.uid)} presented a credential made for another message")
+        if self._outside_key is not None:
+            if seal and hmac.compare_digest(seal, hmac.digest(self._outside_key, words, "sha256")):
+                return BELIEVED
+            return Checked.refused("a seal not made with the job's secret")
+        if self.mode is AuthMode.NONE:
+            return Checked.refused("the job runs without authentication (SLURM_RESOLVER_AUTH=none): nobody "
+                                   "outside it is answered")
+        return Checked.refused("no MUNGE credential")
+
+    def _outside_munge(self) -> Munge | None:
+        """libmunge for the job's user outside it: this task's own, else opened once now."""
+        if self._munge is None and not self._munge_tried:
+            from ..environment import snapshot
+            from ..munge import open_munge
+
+            self._munge_tried = True
+            self._munge = open_munge(snapshot())[0]
+        return self._munge
+
+    def _restricted_munge(self) -> Munge:
+        """libmunge minting credentials only the job's uid can decode (they carry the launch's key)."""
+        if self._restricted is None:
+            assert self._munge is not None
+            self._restricted = self._munge.restricted_to(self.uid)
+        return self._restricted
+
+    def _check_munge(self, purpose: Purpose, header: bytes, seal: bytes) -> str:
+        from ...munge import MungeError
+
+        assert self._munge is not None
+        if not seal:
+            return "no MUNGE credential"
+        try:
+            decoded = self._munge.decode(seal)
+        except MungeError as exc:
+            return f"a credential MUNGE refuses: {exc.text}"
+        if decoded.uid != self.uid:
+            return f"{_who(decoded.uid)}, not the job's {_who(self.uid)}"
+        words = decoded.payload.split(b" ")
+        digest = hashlib.sha256(header).hexdigest().encode()
+        if words[:3] != [_VERSION, purpose.value, digest] or len(words) != (4 if purpose is Purpose.ANSWER else 3):
+            return f"{_who(decoded.uid)} presented a credential made for another message"
+        if purpose is Purpose.ANSWER and words[3] != b"-":
+            try:
+                self.learn(bytes.fromhex(words[3].decode()))
+            except ValueError:
+                return "a credential whose launch key is malformed"
+        return ""
+
+
+_MUNGE_PREFIX = b"MUNGE:"
+"""How every MUNGE credential begins."""
+
+
+def _outside_words(purpose: Purpose, header: bytes) -> bytes:
+    return b" ".join((_VERSION, b"outside", purpose.value, hashlib.sha256(header).hexdigest().encode()))
+
+
+def _secret(env: Mapping[str, str]) -> tuple[bytes | None, str]:
+    """The job's secret and where it came from; None and why not."""
+    text = env.get(SECRET)
+    if text is not None:
+        if len(text.strip()) < 16:  # as a file's: whitespace is no secret
+            raise ConfigurationError(f"{SECRET} holds {len(text.strip())} characters besides white space: too short "
+                                     "to be a secret",
+                                     "use 16 or more random characters, e.g. $(openssl rand -hex 24), or unset it")
+        return text.encode(), f"a secret in {SECRET}"
+    path = env.get(SECRET_FILE)
+    if path is None:
+        return None, f"no secret ({SECRET} and {SECRET_FILE} are unset)"
+    try:
+        with open(path, "rb") as f:
+            info = os.fstat(f.fileno())
+            data = f.read(4096).strip()
+    except OSError as exc:
+        raise ConfigurationError(f"{SECRET_FILE}={path!r} cannot be read: {exc.strerror}",
+                                 "point it at a file of this job's user, mode 0600") from None
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigurationError(f"{SECRET_FILE}={path!r} may be read by others (mode {stat.S_IMODE(info.st_mode):o})",
+                                 f"chmod 600 {path}: a secret others can read proves nothing")
+    if len(data) < 16:
+        raise ConfigurationError(f"{SECRET_FILE}={path!r} holds {len(data)} bytes: too short to be a secret",
+                                 "write 16 or more random characters into it")
+    return data, f"a secret in {path}"
+
+
+def attempt_of(env: Mapping[str, str]) -> str:
+    """Which run of the job and attempt of ``slurm-resolver run`` this is (``SLURM_RESTART_COUNT``,
+    ``SLURM_RESOLVER_ATTEMPT``): a secret's seals are good for one, so that a call recorded in one
+    run is refused when replayed into the next (a requeued job numbers its steps from 0 again)."""
+    return f"{optional_int(env, 'SLURM_RESTART_COUNT') or 0}.{optional_int(env, 'SLURM_RESOLVER_ATTEMPT') or 1}"
+
+
+def authority(choice: AuthChoice | None, env: Mapping[str, str], launch: str) -> Authority:
+    """The authority of a task of ``launch`` for ``choice`` (default ``SLURM_RESOLVER_AUTH``, else
+    ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none). A
+    secret's seals are good for this launch in this run of the job only (`attempt_of()`)."""
+    if choice is None:
+        choice = AuthChoice.parse(env.get("SLURM_RESOLVER_AUTH") or "auto", "SLURM_RESOLVER_AUTH")
+    if choice is AuthChoice.NONE:
+        return Authority(AuthMode.NONE, "not authenticated: auth='none'")
+    if choice in (AuthChoice.AUTO, AuthChoice.SECRET):
+        secret, where = _secret(env)
+        if secret is not None:
+            return Authority(AuthMode.SECRET, where, secret=secret, launch=f"{launch} run {attempt_of(env)}",
+                             outside=launch)
+        if choice is AuthChoice.SECRET:
+            raise ConfigurationError(f"auth='secret' but {where}",
+                                     f"export {SECRET} in the job (the templates do), or use auth='auto'")
+    from ...munge import open_munge
+
+    munge, how = open_munge(env)
+    if munge is not None:
+        return Authority(AuthMode.MUNGE, how, munge=munge)
+    if choice is AuthChoice.MUNGE:
+        raise ConfigurationError(f"auth='munge' but {how}", "start munged on every node, or use auth='auto'")
+    return Authority(AuthMode.NONE, f"not authenticated: no secret, and {how}")

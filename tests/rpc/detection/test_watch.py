@@ -1,0 +1,79 @@
+"""Failure detection after the bootstrap, in one process through the real protocol code: deaths
+reported, closed calls, silent tasks, normal ends, and votes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc.bootstrap import bootstrap_async
+from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.network.in_process import LocalNetwork
+from slurm_resolver.rpc.simulation.simulate import srun_environ
+
+NODES, PER_NODE = 4, 2  # ranks 0, 2, 4, 6 lead their nodes; 0 is the root
+
+
+def run(scenario: Callable[[list[Bootstrapped]], Awaitable[object]], heartbeat: float = 0.2,
+        patience: float = 1.5, nodes: int = NODES, per_node: int = PER_NODE, fanout: int = 8) -> object:
+    """Bootstrap 4 nodes x 2 tasks with failure detection on, then run ``scenario`` on them."""
+    base = resolve(srun_environ(nodes, per_node), resolves=lambda name: True)
+
+    async def every_task() -> object:
+        network = LocalNetwork()
+        tasks = await asyncio.gather(*(
+            bootstrap_async(base.as_rank(r), exchange="rendezvous", timeout=10, environ={}, network=network,
+                            heartbeat=heartbeat, patience=patience, fanout=fanout) for r in range(base.world_size)))
+        try:
+            return await scenario(list(tasks))
+        finally:
+            await asyncio.gather(*(t.aio.stop(0.1) for t in tasks))
+
+    return asyncio.run(every_task())
+
+
+async def until(predicate: Callable[[], bool], seconds: float) -> float:
+    """How long ``predicate`` took to hold (fails after ``seconds``)."""
+    start = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - start < seconds, "not within the time"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - start
+
+
+def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        tasks[3]._detector.heartbeat.heartbeat = 3600.0  # hung: its call stays open, its beats stop
+        others = [t for t in tasks if t.rank != 3]
+        # About the patience (1.5 s); a loaded machine's late wake-ups are forgiven as pauses, so allow more.
+        took = await until(lambda: all(3 in t.failures() for t in others), 8.0)
+        assert "stopped beating" in tasks[2].failures()[3] and 0.5 < took < 8.0
+
+    run(scenario)
+
+
+def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
+    """3 nodes x 3 tasks, a chain (fan-out 1): node 0 (ranks 0-2) <- node 1 (3-5) <- node 2 (6-8).
+    The root leaves, then the leader of node 1: ranks 1 and 4 take over, and every death below
+    them is still known to every task left."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: all(len(t._detector.deaths.below) == len(t._detector.watch.sources) for t in tasks), 4.0)
+        await tasks[0].aio.stop(1.0)
+        await until(lambda: tasks[3]._detector.heartbeat.above == 1 and tasks[2]._detector.heartbeat.above == 1, 4.0)
+        await tasks[3].aio.stop(1.0)
+        await until(lambda: tasks[6]._detector.heartbeat.above == 4 and tasks[5]._detector.heartbeat.above == 4, 4.0)
+        assert tasks[4]._detector.heartbeat.above == 1
+        await asyncio.sleep(2.0)
+        assert all(t.failures() == {} for t in tasks[4:]) and tasks[1].failures() == {}
+        await tasks[8].aio.fail("a bad batch on node 2")
+        left = [t for t in tasks if t.rank not in (0, 3, 8)]
+        await until(lambda: all(8 in t.failures() for t in left), 4.0)
+        tasks[2]._detector.heartbeat.heartbeat = 3600.0  # a task on node 0, watched by rank 1 now, hangs
+        await until(lambda: all(2 in t.failures() for t in left if t.rank != 2), 8.0)
+        assert "stopped beating" in tasks[7].failures()[2]
+
+    run(scenario, nodes=3, per_node=3, fanout=1)
+
+
