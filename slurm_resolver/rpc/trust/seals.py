@@ -246,7 +246,7 @@ class Authority:
         a secret knows its user by MUNGE too, where munged answers), or an HMAC of the secret's key."""
         words = _outside_words(purpose, header)
         if seal.startswith(_MUNGE_PREFIX):
-            from ..munge import MungeError
+            from ...munge import MungeError
 
             found = self._outside_munge()
             if found is None:
@@ -271,8 +271,8 @@ class Authority:
     def _outside_munge(self) -> Munge | None:
         """libmunge for the job's user outside it: this task's own, else opened once now."""
         if self._munge is None and not self._munge_tried:
-            from ..environment import snapshot
-            from ..munge import open_munge
+            from ...environment import snapshot
+            from ...munge import open_munge
 
             self._munge_tried = True
             self._munge = open_munge(snapshot())[0]
