@@ -45,8 +45,8 @@ LEVELS: list[set[str]] = [
      "variables"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
-     "rpc.network.callers", "rpc.network.in_process", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits",
-     "stacks.classes", "stacks.dumped", "template_schema"},
+     "rpc.network.callers", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits", "stacks.classes",
+     "stacks.dumped", "template_schema"},
     # 2
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "slurmctl",
      "stacks.command", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
@@ -55,14 +55,16 @@ LEVELS: list[set[str]] = [
      "submission"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.detection.beats", "rpc.network.service", "rpc.options", "rpc.rounds.codec", "rpc.trust.gate", "stacks.job"},
+     "rpc.calls", "rpc.detection.beats", "rpc.options", "rpc.rounds.codec", "rpc.trust.gate", "stacks.job"},
     # 5
-    {"gpus", "launchers", "rpc.detection.deaths", "rpc.network.server", "rpc.rounds.state", "rpc.trust.identity"},
+    {"gpus", "launchers", "rpc.detection.deaths", "rpc.network.in_process", "rpc.network.service",
+     "rpc.rounds.state", "rpc.trust.identity"},
     # 6
-    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.network.grpc_network", "rpc.rounds.coordinator"},
+    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.network.server", "rpc.rounds.coordinator"},
     # 7
     {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.detection.heartbeat",
-     "rpc.detection.stacks_call", "rpc.detection.watch", "rpc.rounds.uplink", "rpc.trust.verify", "rpc.view"},
+     "rpc.detection.stacks_call", "rpc.detection.watch", "rpc.network.grpc_network", "rpc.rounds.uplink",
+     "rpc.trust.verify", "rpc.view"},
     # 8
     {"cli.diagnosis", "rpc.detection.detector", "rpc.handlers", "rpc.rounds.member"},
     # 9

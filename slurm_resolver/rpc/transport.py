@@ -15,8 +15,11 @@ import contextlib
 import enum
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .calls import Call, Stream, Unary  # the table of calls, which names this module's types
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -86,53 +89,51 @@ class LinkError(Exception):
 
 
 class Link(Protocol):
-    """Calls to one peer's server, over one connection reused for every call."""
+    """Calls to one peer's server, over one connection reused for every call: Join, and the stubs of
+    every other call of the table (`slurm_resolver.rpc.calls`), by shape."""
 
     async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
         """Contribute to a round and return the answer's messages; ``probe``: fail at once where
         nothing answers (a candidate port), instead of waiting for the peer within ``timeout``."""
         ...
 
-    async def who(self, message: bytes, timeout: float) -> bytes:
-        """Ask the peer who it is."""
+    async def unary(self, call: Unary, message: bytes, timeout: float) -> bytes:
+        """Make the unary ``call`` with ``message``; its answer."""
         ...
 
-    def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """Keep a heartbeat (``beats``) with the peer; its events come back, until either side ends."""
+    def stream(self, call: Stream, messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """Make the stream ``call`` with ``messages`` (a heartbeat's beats); its answers come back,
+        until either side ends."""
         ...
 
-    async def stacks(self, message: bytes, timeout: float) -> bytes:
-        """Ask the peer for the stacks of its subtree."""
+
+class Opened(Protocol):
+    """A Join call checked from its first message: the digests of the chunks it announced."""
+
+    @property
+    def chunks(self) -> Sequence[bytes]:
+        """One digest for each chunk that follows."""
         ...
 
 
 class Handlers(Protocol):
-    """What one task's server answers (the coordinator); every message is bytes."""
+    """What one task's server answers: Join in its three steps (the rounds'), and every other call of
+    the table through the handler its row names; every message is bytes."""
 
     world_size: int
 
-    def open_call(self, first: bytes) -> Any:
+    def open_call(self, first: bytes) -> Opened:
         """Check a Join call from its first message (before more is read); raises `Refused`."""
         ...
 
-    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
-        """The round of ``call`` and its answer's messages, once decided; raises `Refused`."""
+    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[object, list[bytes]]:
+        """The round of ``call`` (what `open_call` returned) and its answer's messages, once decided;
+        raises `Refused`."""
         ...
 
     def sent(self, round: Any) -> None:
-        """The answer of ``round`` went out to one caller (or the caller went away)."""
-        ...
-
-    async def who(self, message: bytes, deadline: float) -> bytes:
-        """This server's identity, to a task of the job; raises `Refused`."""
-        ...
-
-    def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """A task below keeps its heartbeat here; raises `Refused`."""
-        ...
-
-    async def stacks(self, message: bytes, deadline: float) -> bytes:
-        """The stacks of this task's subtree, to the job's own; raises `Refused`."""
+        """The answer of ``round`` (what `join` returned, or None) went out to one caller (or the caller
+        went away)."""
         ...
 
 
@@ -157,9 +158,11 @@ class Served(Protocol[H_co]):
 class Network(Protocol):
     """Where servers listen and how peers reach them. Coroutines run on the task's event loop."""
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H],
+                    calls: Mapping[str, Call] | None = None) -> Served[H]:
         """Serve on ``host``, on the first free port of ``ports`` (``[0]``: any port), with the
-        handlers made for the port bound (the result holds them)."""
+        handlers made for the port bound (the result holds them), the calls of ``calls`` (by
+        method; the table's by default)."""
         ...
 
     def connect(self, host: str, port: int) -> Link:

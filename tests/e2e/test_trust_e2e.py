@@ -70,8 +70,8 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
     import grpc
 
     from slurm_resolver.rpc import coordination_pb2 as pb
+    from slurm_resolver.rpc.calls import JOIN
     from slurm_resolver.rpc.messages import Round, RoundKind
-    from slurm_resolver.rpc.network.service import JOIN_METHOD
 
     from ..rpc.forge import join_call
 
@@ -86,13 +86,13 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
         forged = pb.Envelope(header=pb.Envelope.FromString(sent[0]).header, seal=minted).SerializeToString()
         with grpc.insecure_channel(target["address"]) as channel:
             try:
-                list(channel.stream_stream(JOIN_METHOD)(iter([forged]), timeout=5))
+                list(channel.stream_stream(JOIN.method)(iter([forged]), timeout=5))
                 answers[round.kind.value] = "ACCEPTED"
             except grpc.RpcError as exc:
                 answers[round.kind.value] = f"{exc.code().name}: {exc.details()}"
     # A leader's first-round question "who are you?" (answered under MUNGE with a credential that
     # carries the launch's key, while a task has no table yet), asked of a task that holds the table.
-    from slurm_resolver.rpc.network.service import WHO_METHOD
+    from slurm_resolver.rpc.calls import WHO
 
     from ..rpc.forge import who_call
 
@@ -100,7 +100,7 @@ def attack(target: dict[str, str], as_user: str | None, payload_key: str) -> dic
     minted = credential(as_user, f"slurm-resolver/4 call {hashlib.sha256(question.header).hexdigest()}")
     with grpc.insecure_channel(target["address"]) as channel:
         try:
-            channel.unary_unary(WHO_METHOD)(pb.Envelope(header=question.header, seal=minted).SerializeToString(),
+            channel.unary_unary(WHO.method)(pb.Envelope(header=question.header, seal=minted).SerializeToString(),
                                             timeout=5)
             asked = "ANSWERED"
         except grpc.RpcError as exc:

@@ -18,9 +18,9 @@ import grpc
 import pytest
 
 from slurm_resolver.rpc import coordination_pb2 as pb
+from slurm_resolver.rpc.calls import JOIN, JOIN_BUNDLED, WHO
 from slurm_resolver.rpc.messages import TABLE_ROUND, Records, Round
 from slurm_resolver.rpc.network.callers import MOST_UNPROVEN, UNPROVEN_SHARE
-from slurm_resolver.rpc.network.service import JOIN_BUNDLED_METHOD, JOIN_METHOD, WHO_METHOD
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 
 from ..conftest import ROOT
@@ -63,7 +63,7 @@ def _flood(port: int, message: bytes, attackers: int, calls: int) -> dict[str, i
 
     def attack() -> None:
         with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 8 << 20)]) as ch:
-            call = ch.unary_unary(JOIN_BUNDLED_METHOD)
+            call = ch.unary_unary(JOIN_BUNDLED.method)
             for _ in range(calls):
                 try:
                     call(message, timeout=10)
@@ -112,7 +112,7 @@ def test_a_flood_of_large_unproven_calls_keeps_memory_and_the_log_bounded(
     real = join_call("9.0", Round.barrier("b", 0), 1, port=port, authority=mine)
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         with pytest.raises(grpc.RpcError) as answered:  # believed: it waits for the round, which never ends
-            channel.unary_unary(JOIN_BUNDLED_METHOD)(pb.Bundle(messages=real).SerializeToString(), timeout=1)
+            channel.unary_unary(JOIN_BUNDLED.method)(pb.Bundle(messages=real).SerializeToString(), timeout=1)
     assert answered.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     proc.kill()
     log = proc.communicate()[1]
@@ -137,7 +137,7 @@ def test_calls_that_never_send_their_first_message_are_cut_off_and_few_wait(
         started = time.monotonic()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             try:
-                list(channel.stream_stream(JOIN_METHOD)(silent(), timeout=15))
+                list(channel.stream_stream(JOIN.method)(silent(), timeout=15))
                 outcomes.append(("OK", time.monotonic() - started))
             except grpc.RpcError as exc:
                 cut = "while others wait" in (exc.details() or "")
@@ -197,7 +197,7 @@ def drip(port: int, method: str, seconds: float) -> float | None:
     return None
 
 
-@pytest.mark.parametrize("method", [JOIN_METHOD, JOIN_BUNDLED_METHOD, WHO_METHOD])
+@pytest.mark.parametrize("method", [JOIN.method, JOIN_BUNDLED.method, WHO.method])
 def test_first_messages_dripped_a_byte_a_second_are_cut_off_once_they_crowd_in_every_kind_of_call(
         leader: tuple[subprocess.Popen[str], int], method: str) -> None:
     """A caller whose calls drip their first message fills its share of the calls that wait: past 5 s
@@ -294,7 +294,7 @@ def test_one_strangers_flood_costs_only_its_share_of_a_server(leader: tuple[subp
 
     _, port = leader
     flood = subprocess.Popen(["runuser", "-u", stranger, "--", "/usr/bin/python3", "-c", FLOOD, str(port), "5",
-                              "60", "25", JOIN_METHOD, JOIN_BUNDLED_METHOD], stdout=subprocess.PIPE, text=True,
+                              "60", "25", JOIN.method, JOIN_BUNDLED.method], stdout=subprocess.PIPE, text=True,
                              start_new_session=True)
     mine = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
     codes = []
@@ -305,7 +305,7 @@ def test_one_strangers_flood_costs_only_its_share_of_a_server(leader: tuple[subp
             for count in range(6):
                 real = join_call("9.0", Round.barrier("flooded", count), 1, port=port, authority=mine)
                 try:
-                    channel.unary_unary(JOIN_BUNDLED_METHOD)(pb.Bundle(messages=real).SerializeToString(), timeout=1.5)
+                    channel.unary_unary(JOIN_BUNDLED.method)(pb.Bundle(messages=real).SerializeToString(), timeout=1.5)
                     codes.append("OK")
                 except grpc.RpcError as exc:
                     codes.append(exc.code().name if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED else

@@ -17,11 +17,11 @@ from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.calls import JOIN, WATCH, WHO
 from slurm_resolver.rpc.detection import watch as watch_module
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Records, Round, Source
 from slurm_resolver.rpc.network.ports import rendezvous_ports
-from slurm_resolver.rpc.network.service import JOIN_METHOD, WATCH_METHOD, WHO_METHOD
 from slurm_resolver.rpc.rounds.codec import decision
 from slurm_resolver.rpc.rounds.coordinator import Coordinator
 from slurm_resolver.rpc.rounds.state import MOST_OPEN_ROUNDS
@@ -59,12 +59,12 @@ def _attack(port: int) -> None:
         except OSError:
             return  # nobody listens there (yet)
     with grpc.insecure_channel(f"localhost:{port}") as channel:
-        calls: list[tuple[str, Any]] = [(JOIN_METHOD, chunks) for chunks in HOSTILE_JOINS]
-        calls += [(WHO_METHOD, who_call("77.9", 1, port)), (WATCH_METHOD, [b"\x01\x02"]),
+        calls: list[tuple[str, Any]] = [(JOIN.method, chunks) for chunks in HOSTILE_JOINS]
+        calls += [(WHO.method, who_call("77.9", 1, port)), (WATCH.method, [b"\x01\x02"]),
                   ("/tensorflow.WorkerService/GetStatus", b"")]
         for method, payload in calls:
             try:
-                if method in (JOIN_METHOD, WATCH_METHOD):
+                if method in (JOIN.method, WATCH.method):
                     list(channel.stream_stream(method)(iter(payload), timeout=0.5))
                 else:
                     channel.unary_unary(method)(payload, timeout=0.5)
@@ -131,7 +131,7 @@ def test_with_munge_thousands_of_impostor_calls_change_nothing(slurm_cluster: di
     idle = []
     try:
         with grpc.insecure_channel(f"127.0.0.1:{leader}") as channel:
-            join = channel.stream_stream(JOIN_METHOD)
+            join = channel.stream_stream(JOIN.method)
             grpc.channel_ready_future(channel).result(timeout=10)
             for _ in range(20):  # connect and never send
                 idle.append(socket.create_connection(("127.0.0.1", leader), timeout=1))
@@ -171,9 +171,9 @@ def test_a_second_watch_for_a_watched_task_is_refused_and_kills_nobody() -> None
         impostor = [first_beat(b.job_key, 1, 0, port, b._member.uplink.authority)]  # as rank 1, again
         with grpc.insecure_channel(leader) as channel:
             with pytest.raises(grpc.RpcError) as twice:
-                list(channel.stream_stream(WATCH_METHOD)(iter(impostor), timeout=3))
+                list(channel.stream_stream(WATCH.method)(iter(impostor), timeout=3))
             with pytest.raises(grpc.RpcError) as garbage:
-                list(channel.stream_stream(WATCH_METHOD)(iter([b"\x08" * 20]), timeout=3))
+                list(channel.stream_stream(WATCH.method)(iter([b"\x08" * 20]), timeout=3))
         b.barrier("probed", timeout=20)
         return twice.value.code(), twice.value.details(), garbage.value.code()
 
@@ -201,7 +201,7 @@ def test_a_watch_that_never_beats_is_refused_after_a_while(monkeypatch: pytest.M
         started = time.monotonic()
         with grpc.insecure_channel(leader) as channel:
             with pytest.raises(grpc.RpcError) as info:
-                list(channel.stream_stream(WATCH_METHOD)(nothing(), timeout=8))
+                list(channel.stream_stream(WATCH.method)(nothing(), timeout=8))
         silent.set()
         took = time.monotonic() - started
         b.barrier("probed", timeout=20)
@@ -221,7 +221,7 @@ def test_a_watch_where_nobody_watches_is_refused_as_such() -> None:
         beat = first_beat(results[1].job_key, 1, 0, results[0].server.port)
         with grpc.insecure_channel(f"localhost:{results[0].server.port}") as channel:
             with pytest.raises(grpc.RpcError) as info:
-                list(channel.stream_stream(WATCH_METHOD)(iter([beat]), timeout=5))
+                list(channel.stream_stream(WATCH.method)(iter([beat]), timeout=5))
         assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION, info.value
         assert "watches no task" in info.value.details()
     finally:
@@ -235,7 +235,7 @@ def test_oversized_and_endless_calls_are_cut_off() -> None:
         port = results[0].server.port
         with grpc.insecure_channel(f"localhost:{port}",
                                    options=[("grpc.max_send_message_length", 2 * MAX_MESSAGE)]) as channel:
-            join = channel.stream_stream(JOIN_METHOD)
+            join = channel.stream_stream(JOIN.method)
             with pytest.raises(grpc.RpcError) as big:
                 list(join(iter([b"\x0a" + b"\xff" * (MAX_MESSAGE + 10)]), timeout=5))
             assert big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 
 from ...cluster import Cluster
 from ...stacks.progress import Marks
+from ..calls import WATCH
 from ..messages import HandOver, News, Source, WireError
 from ..transport import Failed, Link, LinkError, Network, end_call, within
 from ..trust.seals import Authority, Purpose
@@ -101,7 +102,7 @@ class Heartbeat:
         first_above, link = self._first
         if above != first_above or link is None:
             link = self.network.connect(self.cluster.hosts[self.cluster.placement.node_of(above)], bound[above])
-        return link.watch(self._beats(bound[above], nonce))
+        return link.stream(WATCH, self._beats(bound[above], nonce))
 
     async def _follow_one(self, above: int) -> Event | None:
         """Follow one call to ``above`` until it ends: its last event if it left normally, else None

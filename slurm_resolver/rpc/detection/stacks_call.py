@@ -26,6 +26,7 @@ from ...stacks.capture import Frame, ThreadStack, capture
 from ...stacks.classes import MOST_CLASSES, StackClass, Stacks
 from ...stacks.job import JobStacks, nodes_of
 from .. import protos as pb
+from ..calls import STACKS
 from ..messages import Source, SourceKind, WireError
 from ..transport import Link, Network, Refusal, Refused, within
 from ..tree import Plan
@@ -147,7 +148,7 @@ async def ask_for_stacks(link: Link, authority: Authority, ask: StacksAsk, world
     def seal(header: bytes) -> bytes:
         return authority.seal_outside(Purpose.CALL, header) if outside else authority.seal(Purpose.CALL, header)
 
-    reply = await link.stacks(encode_ask(ask, seal), ask.within + 1.0)
+    reply = await link.unary(STACKS, encode_ask(ask, seal), ask.within + 1.0)
     header, answer_seal = unwrap(reply)
     stacks, echoed, _, nodes = decode_answer(header, world_size)
     checked = authority.check_outside(Purpose.ANSWER, header, answer_seal) if outside else \
@@ -195,7 +196,7 @@ class StacksHandler:
         cluster, network = self.cluster, self.network
         assert network is not None and cluster.bound_ports is not None
         link = network.connect(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank])
-        return await link.stacks(message, timeout)
+        return await link.unary(STACKS, message, timeout)
 
     async def stacks(self, message: bytes, deadline: float) -> bytes:
         """The answer to an ask (``message``) for this task's subtree, by ``deadline`` (monotonic)."""

@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Generic
 
 from ...errors import ResolutionError
+from ..calls import JOIN, JOIN_BUNDLED, SERVICE, Call, Stream, Unary
 from ..messages import WireError
 from ..transport import Failed, H, Link, LinkError, Refusal, Served, within
 from ..wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
-from .service import JOIN_BUNDLED_METHOD, JOIN_METHOD, SERVICE, STACKS_METHOD, WATCH_METHOD, WHO_METHOD
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -113,10 +113,10 @@ class GrpcLink:
         try:
             together = bundle(messages)
             if len(together) <= MAX_MESSAGE:  # most calls: one unary call, far cheaper than a stream
-                answer = await self._callable("unary_unary", JOIN_BUNDLED_METHOD)(
+                answer = await self._callable("unary_unary", JOIN_BUNDLED.method)(
                     together, timeout=max(0.01, timeout), wait_for_ready=not probe)
                 return unbundle(bytes(answer), 1 << 20, MAX_ANSWER)
-            stream = self._callable("stream_stream", JOIN_METHOD)(iter(messages), timeout=max(0.01, timeout),
+            stream = self._callable("stream_stream", JOIN.method)(iter(messages), timeout=max(0.01, timeout),
                                                                    wait_for_ready=not probe)
             return [bytes(m) async for m in stream]
         except self._grpc.RpcError as exc:
@@ -124,23 +124,21 @@ class GrpcLink:
         except WireError as exc:
             raise LinkError(Failed.REFUSED, f"a malformed answer ({exc})", Refusal.FOREIGN) from None
 
-    async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def unary(self, call: Unary, message: bytes, timeout: float) -> bytes:
         try:
-            async for event in self._callable("stream_stream", WATCH_METHOD)(beats, wait_for_ready=True):
-                yield bytes(event)
+            answer = bytes(await self._callable("unary_unary", call.method)(message, timeout=max(0.01, timeout),
+                                                                            wait_for_ready=True))
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
+        if len(answer) > call.most_answer:
+            raise LinkError(Failed.REFUSED, f"a {call.name} answer of more than {call.most_answer} bytes",
+                            Refusal.FOREIGN)
+        return answer
 
-    async def who(self, message: bytes, timeout: float) -> bytes:
+    async def stream(self, call: Stream, messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         try:
-            return bytes(await self._callable("unary_unary", WHO_METHOD)(message, timeout=max(0.01, timeout),
-                                                                          wait_for_ready=True))
-        except self._grpc.RpcError as exc:
-            raise self._error(exc) from None
-
-    async def stacks(self, message: bytes, timeout: float) -> bytes:
-        try:
-            return bytes(await self._callable("unary_unary", STACKS_METHOD)(message, timeout=max(0.01, timeout)))
+            async for answer in self._callable("stream_stream", call.method)(messages, wait_for_ready=True):
+                yield bytes(answer)
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
 
@@ -164,8 +162,10 @@ class GrpcNetwork:
         self._addresses: dict[str, str] = {}  # a peer's node name -> its address, for bare probes
         self._closed = False
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
-        server, port, made = await open_server(host, ports, handlers)
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H],
+                    calls: Mapping[str, Call] | None = None) -> Served[H]:
+        server, port, made = await open_server(host, ports, handlers, calls)
+        assert made is not None  # made from ``handlers``
         return _Served(server, port, made)
 
     def connect(self, host: str, port: int) -> Link:

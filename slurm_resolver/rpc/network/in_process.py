@@ -1,7 +1,7 @@
 """An in-process network: many tasks' servers in one event loop, for tests and the scale benchmark.
 
-Calls run the same handlers as gRPC calls do (`Handlers`),
-with the same bytes; the network counts what every server receives and sends and how many
+Calls run the same handlers as gRPC calls do (those the table of calls names, `slurm_resolver.rpc.calls`),
+with the same bytes and the same per-call bounds; the network counts what every server receives and sends and how many
 peers connect to it, so a simulation can check the bootstrap's bounds. Every host has its
 own ports, as real nodes do. Not thread-safe: every task of one network runs on one event loop.
 """
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
+from ..calls import TABLE, Call, Stream, Unary
 from ..transport import Failed, H, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -34,14 +35,16 @@ class ServerStats:
 
 
 class _LocalServed(Generic[H]):
-    __slots__ = ("_network", "_address", "port", "handlers", "stats")
+    __slots__ = ("_network", "_address", "port", "handlers", "stats", "calls")
 
-    def __init__(self, network: LocalNetwork, address: tuple[str, int], handlers: H, stats: ServerStats) -> None:
+    def __init__(self, network: LocalNetwork, address: tuple[str, int], handlers: H, stats: ServerStats,
+                 calls: Mapping[str, Call]) -> None:
         self._network = network
         self._address = address
         self.port = address[1]
         self.handlers = handlers
         self.stats = stats
+        self.calls = calls
 
     async def stop(self, grace: float | None = None) -> None:
         self._network._servers.pop(self._address, None)
@@ -61,6 +64,14 @@ class _LocalLink:
         if found is None:
             raise LinkError(Failed.UNAVAILABLE, f"nothing listens at {self._address[0]}:{self._address[1]}")
         return found.handlers, found.stats
+
+    def _served(self, call: Call) -> tuple[Any, ServerStats]:
+        """The server's handlers and stats, where it serves ``call`` (else as gRPC's service answers a
+        method it does not serve)."""
+        handlers, stats = self._server()
+        if self._network._servers[self._address].calls.get(call.method) is not call:
+            raise LinkError(Failed.UNAVAILABLE, f"no {call.name} served at {self._address[0]}:{self._address[1]}")
+        return handlers, stats
 
     @staticmethod
     def _count(stats: ServerStats, received: Sequence[bytes], sent: Sequence[bytes]) -> None:
@@ -83,27 +94,23 @@ class _LocalLink:
         self._count(stats, messages, answer)
         return answer
 
-    async def who(self, message: bytes, timeout: float) -> bytes:
-        handlers, stats = self._server()
+    async def unary(self, call: Unary, message: bytes, timeout: float) -> bytes:
+        handlers, stats = self._served(call)
         try:
-            reply = await handlers.who(message, time.monotonic() + timeout)
+            if len(message) > call.most_request:
+                raise Refused(Refusal.INVALID, f"a {call.name} call of more than {call.most_request} bytes")
+            reply = await call.answer(handlers)(message, time.monotonic() + timeout)
         except Refused as exc:
             raise LinkError.of(exc) from None
         self._count(stats, (message,), (reply,))
+        if len(reply) > call.most_answer:
+            raise LinkError(Failed.REFUSED, f"a {call.name} answer of more than {call.most_answer} bytes",
+                            Refusal.FOREIGN)
         return reply
 
-    async def stacks(self, message: bytes, timeout: float) -> bytes:
-        handlers, stats = self._server()
-        try:
-            reply = await handlers.stacks(message, time.monotonic() + timeout)
-        except Refused as exc:
-            raise LinkError.of(exc) from None
-        self._count(stats, (message,), (reply,))
-        return reply
-
-    async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        handlers, stats = self._server()
-        events = handlers.watch(beats).__aiter__()
+    async def stream(self, call: Stream, messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        handlers, stats = self._served(call)
+        events = call.answer(handlers)(messages).__aiter__()
         broken = asyncio.Event()
         self._network._watches.setdefault(self._address, set()).add(broken)
         stopped = asyncio.ensure_future(broken.wait())
@@ -152,12 +159,13 @@ class LocalNetwork:
         self._next[host] = port + 1
         return port
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> Served[H]:
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H],
+                    calls: Mapping[str, Call] | None = None) -> Served[H]:
         for port in ports:
             address = (host, port or self._free(host))
             if address not in self._servers:
                 stats = self.stats[address] = ServerStats()
-                served = _LocalServed(self, address, handlers(address[1]), stats)
+                served = _LocalServed(self, address, handlers(address[1]), stats, TABLE if calls is None else calls)
                 self._servers[address] = served
                 return served
         raise LinkError(Failed.UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")

@@ -13,7 +13,7 @@ import resource
 import socket
 import sys
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...addresses import port_in_use
@@ -21,12 +21,13 @@ from ...cluster_spec import ClusterSpec
 from ...environment import export_defaults, grpc_without_proxy, snapshot
 from ...errors import ConfigurationError, ResolutionError
 from ...optional import import_optional
-from ..transport import H, Handlers, Refusal, Refused
+from ..calls import TABLE, Call
+from ..transport import H, Handlers
 from ..wire import MAX_MESSAGE
 from .callers import MOST_CALLS
 from .connections import forget, incoming_limit, watch
 from .loop import LoopThread
-from .service import Calls, generic_handlers
+from .service import Underway, generic_handlers
 
 __all__ = ["Server"]
 
@@ -118,9 +119,11 @@ def server_options(files: int) -> tuple[tuple[str, Any], ...]:
     return SERVER_OPTIONS if most is None else (*SERVER_OPTIONS, ("grpc.max_allowed_incoming_connections", most))
 
 
-async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], H]) -> tuple[Any, int, H]:
+async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], H] | None,
+                      calls: Mapping[str, Call] | None = None) -> tuple[Any, int, H | None]:
     """A started gRPC asyncio server on the first free port of ``ports``, the port, and the
-    handlers made for the port it bound (which it answers with). Its callers are held to their
+    handlers made for the port it bound (which answer the calls of ``calls``, the table's by
+    default; no handlers: each call is refused with its row's words). Its callers are held to their
     share of connections (`slurm_resolver.rpc.network.connections`) until `stop_server`."""
     grpc = grpc_module()
     from grpc import aio
@@ -138,10 +141,11 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
         except RuntimeError:
             bound = 0
         if bound:
-            made = handlers(bound)
-            calls = Calls()
-            _SERVING[server] = calls, (address.strip("[]"), bound)
-            server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]"), calls, bound),))
+            made = handlers(bound) if handlers is not None else None
+            underway = Underway()
+            _SERVING[server] = underway, (address.strip("[]"), bound)
+            server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]"), underway, bound,
+                                                              TABLE if calls is None else calls),))
             await server.start()
             watch((address.strip("[]"), bound))
             return server, bound, made
@@ -149,7 +153,7 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
                           "free a port, or pass another port range")
 
 
-_SERVING: weakref.WeakKeyDictionary[Any, tuple[Calls, tuple[str, int]]] = weakref.WeakKeyDictionary()
+_SERVING: weakref.WeakKeyDictionary[Any, tuple[Underway, tuple[str, int]]] = weakref.WeakKeyDictionary()
 """The calls under way at each server of `open_server`, and its address and port."""
 
 
@@ -161,36 +165,12 @@ async def stop_server(server: Any, grace: float | None) -> None:
     if serving is None:
         await server.stop(grace)
         return
-    calls, where = serving
+    underway, where = serving
     forget(where)
     stopping = asyncio.ensure_future(server.stop((grace or 0.0) + 1.0))
     await asyncio.sleep(0)  # the shutdown begins: no call is taken from here on
-    await calls.end(grace or 0.0)  # ours end first: gRPC finds none to abort
+    await underway.end(grace or 0.0)  # ours end first: gRPC finds none to abort
     await stopping
-
-
-class _Unused:
-    """The handlers of a server made for a framework's shape only: it answers health checks."""
-
-    world_size = 1
-
-    def open_call(self, first: bytes) -> Any:
-        raise Refused(Refusal.NOT_LEADER, "this server leads no round")
-
-    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[Any, list[bytes]]:
-        raise Refused(Refusal.NOT_LEADER, "this server leads no round")  # pragma: no cover - open_call refuses
-
-    def sent(self, round: Any) -> None:
-        """Nothing was sent."""
-
-    async def who(self, message: bytes, deadline: float) -> bytes:
-        raise Refused(Refusal.NOT_LEADER, "this server belongs to no launch")
-
-    def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        raise Refused(Refusal.NOT_LEADER, "this server watches no task")
-
-    async def stacks(self, message: bytes, deadline: float) -> bytes:
-        raise Refused(Refusal.NOT_LEADER, "this server belongs to no launch")
 
 
 class Server:
@@ -206,7 +186,7 @@ class Server:
         config: unused (TensorFlow's ``ConfigProto``), accepted for compatibility.
         start: start serving at once.
         handlers: what the coordination service answers, made for the port bound (by
-            default it answers health checks only).
+            default it answers health checks only, and refuses every call of the table).
         bind_host: address to bind instead of the host in the cluster (never ``0.0.0.0``
             unless asked).
         ports: ports to try in order instead of the cluster's.
@@ -238,7 +218,7 @@ class Server:
         self._loop = loop or LoopThread()
         self._server, self.port, _ = self._loop.run(
             open_server(bind_host or host, [int(port)] if ports is None else list(ports),
-                        handlers or (lambda port: _Unused())))
+                        handlers))
         del start  # gRPC's asyncio server serves once bound; start() is kept for TensorFlow's shape
 
     @property

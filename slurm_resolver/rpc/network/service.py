@@ -1,9 +1,10 @@
 """The coordination service over gRPC: its methods, and the bounds every caller meets as its call opens.
 
 It serves gRPC health checking (``grpc.health.v1.Health/Check``, open to any client: it answers
-``SERVING``) and the methods of ``coordination.proto`` through generic handlers on raw bytes, so
-that the same `Handlers` (the coordinator) answer here and in the in-process network. Any other
-method (a framework's) is answered ``UNAVAILABLE``.
+``SERVING``) and the calls of the table (`slurm_resolver.rpc.calls`) through generic handlers on raw
+bytes, one per shape, so that the same handlers answer here and in the in-process network. A server
+with no handlers refuses each call with its row's words. Any other method (a framework's) is
+answered ``UNAVAILABLE``.
 
 Whoever connects meets bounds: the first message of a call (a unary call's only one) within
 `FIRST_MESSAGE` seconds, at most `MOST_UNPROVEN` calls at once that have not yet proven they come
@@ -17,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
 
+from ..calls import TABLE, Call, Shape, Stream, Unary
 from ..messages import WireError
 from ..transport import Handlers, Refusal, Refused, end_call, within
 from ..wire import bundle, most_chunks, unbundle
@@ -29,12 +31,6 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
 
-SERVICE = "slurm_resolver.v4.Coordination"
-JOIN_METHOD = f"/{SERVICE}/Join"
-JOIN_BUNDLED_METHOD = f"/{SERVICE}/JoinBundled"
-WHO_METHOD = f"/{SERVICE}/WhoAreYou"
-WATCH_METHOD = f"/{SERVICE}/Watch"
-STACKS_METHOD = f"/{SERVICE}/Stacks"
 HEALTH_METHOD = "/grpc.health.v1.Health/Check"
 _SERVING = b"\x08\x01"  # grpc.health.v1.HealthCheckResponse(status=SERVING)
 
@@ -68,7 +64,7 @@ class _Due(within):
         else:
             self._timer = asyncio.get_running_loop().call_later(self._seconds, self._due)
 
-class Calls:
+class Underway:
     """The calls a server is in the middle of (each handler's task), so that it can stop with none left
     for gRPC to abort: gRPC logs every call it aborts as a server stops ("Aborting method [...] due to
     server stop.", a warning a job's output would show beside its own last line)."""
@@ -109,11 +105,12 @@ class _Guard:
             log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
 
 
-def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls | None = None, port: int = 0
-                     ) -> Any:
-    """gRPC's generic handler of the service, answering with ``handlers``, for a server on ``own``
-    and ``port``; the calls under way are kept in ``calls``."""
-    calls = calls or Calls()
+def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls: Underway | None = None,
+                     port: int = 0, table: Mapping[str, Call] = TABLE) -> Any:
+    """gRPC's generic handler of the service, answering the calls of ``table`` with ``handlers`` (None:
+    refusing each with its row's words), for a server on ``own`` and ``port``; the calls under way are
+    kept in ``calls``."""
+    calls = calls or Underway()
     status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
               Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
               Refusal.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -122,6 +119,7 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
               Refusal.UNREADY: grpc.StatusCode.UNAVAILABLE,
               Refusal.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED}
     guard = _Guard(own, port)
+    rounds = cast(Handlers, handlers)  # Join's handlers are made only where there are handlers (`served`)
 
     def deadline(context: Any) -> float:
         left = context.time_remaining()
@@ -160,16 +158,16 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
             peer = str(context.peer() or "")
             with guard.calls.holding(peer):
                 with guard.unproven.holding(peer):
-                    call = handlers.open_call(await next_message(requests, "first message", guard.unproven))
+                    call = rounds.open_call(await next_message(requests, "first message", guard.unproven))
                 more = [await next_message(requests, "announced chunk", guard.calls) for _ in call.chunks]
-                round, answer = await handlers.join(call, more, deadline(context))
+                round, answer = await rounds.join(call, more, deadline(context))
         except Refused as exc:
             await refuse(context, exc)
         try:
             for message in answer:
                 yield message
         finally:
-            handlers.sent(round)
+            rounds.sent(round)
             calls.rounds.discard(task)
 
     # The unary calls are served as streams of one message, so that their message, like a Join's
@@ -184,13 +182,13 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
             with guard.calls.holding(peer):
                 with guard.unproven.holding(peer):
                     try:
-                        messages = unbundle(await only_message(context, "call"), most_chunks(handlers.world_size) + 1)
-                        call = handlers.open_call(messages[0])
+                        messages = unbundle(await only_message(context, "call"), most_chunks(rounds.world_size) + 1)
+                        call = rounds.open_call(messages[0])
                     except WireError as exc:
                         raise Refused(Refusal.INVALID, str(exc)) from None
                 if len(messages) != 1 + len(call.chunks):
                     raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
-                round, answer = await handlers.join(call, messages[1:], deadline(context))
+                round, answer = await rounds.join(call, messages[1:], deadline(context))
                 return bundle(answer)
         except Refused as exc:
             await refuse(context, exc)
@@ -198,33 +196,52 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
         finally:
             calls.rounds.discard(task)
             if round is not None:
-                handlers.sent(round)
+                rounds.sent(round)
 
-    async def who(requests: AsyncIterator[bytes], context: Any) -> bytes:
-        task = asyncio.current_task()
-        calls.rounds.add(task)  # type: ignore[arg-type]
-        try:
-            peer = str(context.peer() or "")
-            with guard.calls.holding(peer), guard.unproven.holding(peer):
-                return await handlers.who(await only_message(context, "question"), deadline(context))
-        except Refused as exc:
-            await refuse(context, exc)
-            raise  # pragma: no cover - abort raises
-        finally:
-            calls.rounds.discard(task)
+    def unary(call: Unary, answer: Any) -> Any:
+        async def handle(requests: AsyncIterator[bytes], context: Any) -> bytes:
+            task = asyncio.current_task()
+            calls.rounds.add(task)  # type: ignore[arg-type]
+            try:
+                peer = str(context.peer() or "")
+                with guard.calls.holding(peer), guard.unproven.holding(peer):
+                    message = await only_message(context, "message")
+                    if len(message) > call.most_request:
+                        raise Refused(Refusal.INVALID, f"a {call.name} call of more than {call.most_request} bytes")
+                    return bytes(await answer(message, deadline(context)))
+            except Refused as exc:
+                await refuse(context, exc)
+                raise  # pragma: no cover - abort raises
+            finally:
+                calls.rounds.discard(task)
+        return grpc.stream_unary_rpc_method_handler(handle)
 
-    async def stacks(requests: AsyncIterator[bytes], context: Any) -> bytes:
-        task = asyncio.current_task()
-        calls.rounds.add(task)  # type: ignore[arg-type]
-        try:
-            peer = str(context.peer() or "")
-            with guard.calls.holding(peer), guard.unproven.holding(peer):
-                return await handlers.stacks(await only_message(context, "ask"), deadline(context))
-        except Refused as exc:
-            await refuse(context, exc)
-            raise  # pragma: no cover - abort raises
-        finally:
-            calls.rounds.discard(task)
+    def stream(answer: Any) -> Any:
+        async def handle(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+            events: Any = None
+            task = asyncio.current_task()
+            calls.watches.add(task)  # type: ignore[arg-type]
+            try:
+                with guard.calls.holding(str(context.peer() or "")):
+                    events = answer(requests)
+                    async for event in events:
+                        yield event
+            except Refused as exc:
+                await refuse(context, exc)
+            finally:  # a cancelled call ends the stream at once (its end is the news)
+                calls.watches.discard(task)
+                await end_call(events)
+        return grpc.stream_stream_rpc_method_handler(handle)
+
+    def refusing(call: Call) -> Any:
+        async def handle(requests: AsyncIterator[bytes], context: Any) -> Any:
+            await refuse(context, Refused(Refusal.NOT_LEADER, call.unserved))
+        if call.shape in (Shape.ROUND, Shape.STREAM):
+            async def streamed(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+                await handle(requests, context)
+                yield b""  # pragma: no cover - abort raises
+            return grpc.stream_stream_rpc_method_handler(streamed)
+        return grpc.stream_unary_rpc_method_handler(handle)
 
     async def health(request: bytes, context: Any) -> bytes:
         if len(request) > 256:  # a HealthCheckRequest names a service, no more
@@ -236,27 +253,20 @@ def generic_handlers(grpc: Any, handlers: Handlers, own: str = "", calls: Calls 
         await context.abort(grpc.StatusCode.UNAVAILABLE, "not served here yet (slurm_resolver's bootstrap server)")
         raise AssertionError  # pragma: no cover - abort raises
 
-    async def watch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        events: Any = None
-        task = asyncio.current_task()
-        calls.watches.add(task)  # type: ignore[arg-type]
-        try:
-            with guard.calls.holding(str(context.peer() or "")):
-                events = handlers.watch(requests)
-                async for event in events:
-                    yield event
-        except Refused as exc:
-            await refuse(context, exc)
-        finally:  # a cancelled call ends the watch at once (its end is the news)
-            calls.watches.discard(task)
-            await end_call(events)
+    def served(call: Call) -> Any:
+        if handlers is None:
+            return refusing(call)
+        if call.shape is Shape.ROUND:
+            return grpc.stream_stream_rpc_method_handler(join)
+        if call.shape is Shape.ROUND_BUNDLED:
+            return grpc.stream_unary_rpc_method_handler(join_bundled)
+        if isinstance(call, Unary):
+            return unary(call, call.answer(handlers))
+        assert isinstance(call, Stream), call
+        return stream(call.answer(handlers))
 
-    methods = {JOIN_METHOD: grpc.stream_stream_rpc_method_handler(join),
-               JOIN_BUNDLED_METHOD: grpc.stream_unary_rpc_method_handler(join_bundled),
-               WHO_METHOD: grpc.stream_unary_rpc_method_handler(who),
-               WATCH_METHOD: grpc.stream_stream_rpc_method_handler(watch),
-               STACKS_METHOD: grpc.stream_unary_rpc_method_handler(stacks),
-               HEALTH_METHOD: grpc.unary_unary_rpc_method_handler(health)}
+    methods = {method: served(call) for method, call in table.items()}
+    methods[HEALTH_METHOD] = grpc.unary_unary_rpc_method_handler(health)
     other = grpc.unary_unary_rpc_method_handler(reject)
 
     class Generic(grpc.GenericRpcHandler):  # type: ignore[misc]

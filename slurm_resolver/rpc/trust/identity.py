@@ -10,6 +10,7 @@ import secrets
 from dataclasses import dataclass
 
 from .. import protos as pb
+from ..calls import WHO
 from ..messages import WireError
 from ..transport import Link, Refusal, Refused, retrying
 from ..wire import MOST_NAME, MOST_NONCE, NONCE, Seal, envelope, parse_message, unwrap
@@ -117,7 +118,7 @@ async def identify(link: Link, authority: Authority, question: Question, deadlin
         nonce = secrets.token_bytes(NONCE)
         message = encode_who(Question(question.job_key, question.source, nonce, question.port, question.early),
                              lambda header: authority.seal(Purpose.CALL, header, question.early))
-        return nonce, await link.who(message, left)
+        return nonce, await link.unary(WHO, message, left)
 
     nonce, reply = await retrying(asked, deadline)
     header, seal = unwrap(reply)

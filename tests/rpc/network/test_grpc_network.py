@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_resolver.rpc.calls import WHO
 from slurm_resolver.rpc.network.grpc_network import GrpcNetwork, channel_target
 from slurm_resolver.rpc.transport import LinkError, Refusal
 from slurm_resolver.rpc.trust.identity import decode_identity
@@ -70,7 +71,7 @@ def test_a_peer_that_answers_its_first_handshake_after_2_s_is_verified(peer: tup
         try:
             _paused_for(proc, 2.0)
             start = time.monotonic()
-            who = await network.connect("localhost", port).who(who_call("7.0", 0, port, _authority()), 10.0)
+            who = await network.connect("localhost", port).unary(WHO, who_call("7.0", 0, port, _authority()), 10.0)
             return who, time.monotonic() - start
         finally:
             await network.close()
@@ -90,7 +91,7 @@ def test_a_stopped_peer_still_fails_at_the_calls_deadline(peer: tuple[subprocess
         start = time.monotonic()
         try:
             with pytest.raises(LinkError):
-                await network.connect("localhost", port).who(who_call("7.0", 0, port, _authority()), 1.0)
+                await network.connect("localhost", port).unary(WHO, who_call("7.0", 0, port, _authority()), 1.0)
             return time.monotonic() - start
         finally:
             await network.close()
@@ -142,7 +143,7 @@ def test_a_grpc_server_without_this_protocol_is_named_as_another_version_or_prog
         network = GrpcNetwork()
         try:
             with pytest.raises(LinkError) as info:
-                await network.connect("127.0.0.1", port).who(who_call("7.0", 0, port, _authority()), 5.0)
+                await network.connect("127.0.0.1", port).unary(WHO, who_call("7.0", 0, port, _authority()), 5.0)
             return info.value
         finally:
             await network.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from slurm_resolver.rpc.calls import WHO
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.transport import Failed, LinkError, Refusal, Refused
 
@@ -49,7 +50,7 @@ def test_servers_bind_the_first_free_port_and_calls_reach_them_counted() -> None
         answer = await link.join([b"hello,1", b"more"], 1.0)
         with pytest.raises(LinkError, match="not those it announced"):
             await link.join([b"hello,1"], 1.0)
-        who = await link.who(b"abc", 1.0)
+        who = await link.unary(WHO, b"abc", 1.0)
         await taken.stop()
         return first.port, taken.port, answer, who, await network.listening("a", taken.port), \
             network.stats[("a", first.port)].calls

@@ -74,7 +74,7 @@ def test_a_server_stopped_with_calls_in_flight_ends_them_itself_and_grpc_says_no
     to server stop."), which reached a job's output beside the one line that named a dead task."""
     import grpc
 
-    from slurm_resolver.rpc.network.service import WATCH_METHOD, WHO_METHOD
+    from slurm_resolver.rpc.calls import WATCH, WHO
 
     server = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: _Watched())
     ended: list[str] = []
@@ -87,7 +87,7 @@ def test_a_server_stopped_with_calls_in_flight_ends_them_itself_and_grpc_says_no
     def call(method: str) -> None:
         with grpc.insecure_channel(f"localhost:{server.port}") as channel:
             try:
-                if method == WATCH_METHOD:
+                if method == WATCH.method:
                     for _ in channel.stream_stream(method)(beats(), timeout=20):
                         pass
                 else:
@@ -95,7 +95,7 @@ def test_a_server_stopped_with_calls_in_flight_ends_them_itself_and_grpc_says_no
             except grpc.RpcError as exc:
                 ended.append(exc.code().name)
 
-    threads = [threading.Thread(target=call, args=(m,)) for m in (WATCH_METHOD, WATCH_METHOD, WHO_METHOD)]
+    threads = [threading.Thread(target=call, args=(m,)) for m in (WATCH.method, WATCH.method, WHO.method)]
     for thread in threads:
         thread.start()
     time.sleep(1.0)  # every call under way

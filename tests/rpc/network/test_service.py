@@ -12,12 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_resolver.rpc.calls import JOIN, WHO
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import TABLE_ROUND, Source
 from slurm_resolver.rpc.network import service
 from slurm_resolver.rpc.network.callers import UNPROVEN_SHARE, Bound
 from slurm_resolver.rpc.network.server import Server
-from slurm_resolver.rpc.network.service import HEALTH_METHOD, JOIN_METHOD, WHO_METHOD
+from slurm_resolver.rpc.network.service import HEALTH_METHOD
 from slurm_resolver.rpc.trust.identity import Identity, decode_identity
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
 from slurm_resolver.rpc.wire import unwrap
@@ -44,8 +45,8 @@ def server() -> Iterator[Server]:
 
 def call(server: Server, method: str, payload: list[bytes] | bytes, timeout: float = 2, **kwargs: object) -> object:
     with grpc.insecure_channel(f"localhost:{server.port}") as channel:
-        if method == JOIN_METHOD:
-            return list(channel.stream_stream(JOIN_METHOD)(iter(payload), timeout=timeout,  # type: ignore[arg-type]
+        if method == JOIN.method:
+            return list(channel.stream_stream(JOIN.method)(iter(payload), timeout=timeout,  # type: ignore[arg-type]
                                                            **kwargs))
         return channel.unary_unary(method)(payload, timeout=timeout, **kwargs)
 
@@ -60,14 +61,14 @@ def healthy(server: Server) -> bool:
 
 def test_identity_needs_a_seal_of_the_launch_and_answers_with_one(server: Server) -> None:
     with pytest.raises(grpc.RpcError) as info:
-        call(server, WHO_METHOD, who_call("9.0", 1, server.port))  # no seal
+        call(server, WHO.method, who_call("9.0", 1, server.port))  # no seal
     assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
     mine = _authority()
-    reply = call(server, WHO_METHOD, who_call("9.0", 1, server.port, mine))
+    reply = call(server, WHO.method, who_call("9.0", 1, server.port, mine))
     header, seal = unwrap(reply)  # type: ignore[arg-type]
     assert decode_identity(header)[0].rank == 0 and mine.check(Purpose.ANSWER, header, seal).believed
     with pytest.raises(grpc.RpcError) as elsewhere:  # a question made for another server
-        call(server, WHO_METHOD, who_call("9.0", 1, server.port + 1, mine))
+        call(server, WHO.method, who_call("9.0", 1, server.port + 1, mine))
     assert elsewhere.value.code() == grpc.StatusCode.UNAUTHENTICATED and "another server" in elsewhere.value.details()
 
 
@@ -87,17 +88,17 @@ def test_a_server_whose_loop_stands_still_still_hears_a_call_that_came_in_time(s
             asyncio.get_running_loop().call_soon(time.sleep, 1.5)
 
     monkeypatch.setattr(Bound, "take", take_then_stand_still)
-    reply = call(server, WHO_METHOD, who_call("9.0", 1, server.port, _authority()), timeout=10)
+    reply = call(server, WHO.method, who_call("9.0", 1, server.port, _authority()), timeout=10)
     assert decode_identity(unwrap(reply)[0])[0].rank == 0  # type: ignore[arg-type]
 
 
 def test_another_launch_and_a_stranger_rank_are_refused_without_naming_the_launch(server: Server) -> None:
     with pytest.raises(grpc.RpcError) as info:
-        call(server, JOIN_METHOD, join_call("8.0", TABLE_ROUND, 1, port=server.port))
+        call(server, JOIN.method, join_call("8.0", TABLE_ROUND, 1, port=server.port))
     details = info.value.details() or ""
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "foreign" in details and "9.0" not in details
     with pytest.raises(grpc.RpcError) as info:  # rank 0 joins nobody here
-        call(server, JOIN_METHOD, join_call("9.0", TABLE_ROUND, 0, port=server.port))
+        call(server, JOIN.method, join_call("9.0", TABLE_ROUND, 0, port=server.port))
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "not_leader" in (info.value.details() or "")
 
 
@@ -111,7 +112,7 @@ def test_other_methods_are_unavailable_not_unimplemented(server: Server) -> None
 @given(st.lists(st.binary(max_size=300), min_size=1, max_size=3))
 def test_hostile_bytes_are_refused_and_the_server_lives_on(server: Server, chunks: list[bytes]) -> None:
     try:
-        call(server, JOIN_METHOD, chunks)
+        call(server, JOIN.method, chunks)
     except grpc.RpcError as exc:
         assert exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                               grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAUTHENTICATED)

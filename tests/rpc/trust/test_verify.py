@@ -196,7 +196,7 @@ class FlakyLink:
         self.questions: list[bytes] = []
         self._answer = answer
 
-    async def who(self, message: bytes, timeout: float) -> bytes:
+    async def unary(self, call: Any, message: bytes, timeout: float) -> bytes:
         self.questions.append(message)
         if len(self.questions) == 1:
             raise LinkError(Failed.UNAVAILABLE, "connection reset")
