@@ -30,7 +30,8 @@ LAYERS: list[set[str]] = [
     # The bootstrap.
     {"rpc", "rpc.*"},
     # What users call: the TensorFlow-shaped resolvers, adapters, training jobs.
-    {"adapters", "lightning", "resolvers", "resolvers.*", "supervise", "srun_step", "restart", "preemption", "training",
+    {"adapters", "lightning", "resolvers", "resolvers.*", "supervise", "supervise.*", "srun_step", "restart",
+     "preemption", "training",
      "training.*", "submission", "templates", "diagnostics"},
     # The command line, and the package's lazy names.
     {"cli", "cli.*", "", "__main__"},
@@ -46,13 +47,13 @@ LEVELS: list[set[str]] = [
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
      "rpc.network.callers", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits", "stacks.classes",
-     "stacks.dumped", "template_schema"},
+     "stacks.dumped", "supervise.speakers", "template_schema"},
     # 2
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "slurmctl",
      "stacks.command", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
     # 3
     {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.wire", "stacks.picture",
-     "submission"},
+     "submission", "supervise.command"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
      "rpc.calls", "rpc.detection.beats", "rpc.options", "rpc.rounds.codec", "rpc.trust.gate", "stacks.job"},
@@ -70,14 +71,14 @@ LEVELS: list[set[str]] = [
     # 9
     {"rpc.bootstrapped"},
     # 10
-    {"adapters", "rpc.bootstrap", "supervise", "training.report"},
+    {"adapters", "rpc.bootstrap", "supervise.records", "training.report"},
     # 11
-    {"lightning", "rpc.learn", "rpc.simulation.simulate", "srun_step", "training.task"},
+    {"lightning", "rpc.learn", "rpc.simulation.simulate", "supervise", "training.task"},
     # 12
-    {"resolvers.slurm", "restart", "rpc.simulation.loopback", "training.data_service", "training.ddp",
+    {"resolvers.slurm", "rpc.simulation.loopback", "srun_step", "training.data_service", "training.ddp",
      "training.jax_job", "training.parameter_server", "training.resumable"},
     # 13
-    {"", "diagnostics", "resolvers"},
+    {"", "diagnostics", "resolvers", "restart"},
     # 14
     {"cli.cluster"},
     # 15

@@ -82,7 +82,7 @@ def bootstrapped(args: argparse.Namespace) -> Bootstrapped:
     try:
         return run_bootstrap(cluster, BootstrapOptions(**given), environ=env)
     except UnansweredError as exc:  # under run: whom it waited for, so that run acts on a lost node at once
-        from ..supervise import record_unanswered
+        from ..supervise.records import record_unanswered
 
         record_unanswered(cluster, exc)
         raise
@@ -245,7 +245,7 @@ def bootstrap(args: argparse.Namespace) -> int:
         os.execvp(command[0], command)
     except OSError as exc:
         from ..environment import for_child
-        from ..supervise import cannot_run
+        from ..supervise.command import cannot_run
 
         raise cannot_run(command, exc, for_child({})) from None
     return 0  # pragma: no cover

@@ -46,7 +46,7 @@ from .bootstrapped import Bootstrapped, Exchanged
 from .detection.detector import FailureDetector
 from .detection.stacks_call import StacksHandler
 from .handlers import TaskHandlers
-from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
+from .messages import TABLE_ROUND, VERIFIED_ROUND, Cause, Contribution, Failure, Fault, Records, Table
 from .network.callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
 from .network.loop import LoopThread
 from .options import BootstrapOptions
@@ -224,8 +224,9 @@ async def _hung(hang: Hang, detector: FailureDetector | None, stacks: StacksHand
     why = f"the job hung: {hang}" + (f" (odd: {named})" if named else "")
     log.error("slurm_resolver: %s; every task's stacks:\n%s", why, job)
     if detector is not None:
-        detector.deaths.failing(why)
-        await detector.fail(why)
+        fault = Fault(Cause.HUNG, why)
+        detector.deaths.failing(fault)
+        await detector.fail(fault)
 
 
 def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: Mapping[str, float]) -> str:

@@ -21,7 +21,7 @@ from ..stacks.job import JobStacks, nodes_of
 from .detection import crashes
 from .detection.detector import FailureDetector
 from .detection.stacks_call import StacksHandler
-from .messages import NAME
+from .messages import NAME, Cause, Fault
 from .network.loop import LoopThread
 from .rounds.member import Member
 from .transport import Served
@@ -146,7 +146,7 @@ class Bootstrapped(ClusterView):
         if self._member is not None:
             await self._member.close()
 
-    async def _fail(self, why: str) -> None:
+    async def _fail(self, why: Fault) -> None:
         if self._detector is not None:
             await self._detector.fail(why)
 
@@ -202,11 +202,19 @@ class Bootstrapped(ClusterView):
 
     def failures(self) -> dict[int, str]:
         """Every task known to have died since the bootstrap, by rank, with why (``{}``: none)."""
+        return {rank: fault.words for rank, fault in self.faults().items()}
+
+    def faults(self) -> dict[int, Fault]:
+        """Every task known to have died since the bootstrap, by rank, with its cause and words."""
         return dict(self._detector.failed) if self._detector is not None else {}
 
     def on_failure(self, callback: Callable[[int, str], None]) -> None:
         """Call ``callback(rank, why)`` (on this task's event loop thread) for every task found dead:
         at once for those already known, as they are found for the others."""
+        self.on_fault(lambda rank, fault: callback(rank, fault.words))
+
+    def on_fault(self, callback: Callable[[int, Fault], None]) -> None:
+        """`on_failure()` with each death's `Fault`: its `Cause` (what to decide on) beside its words."""
         if self._detector is None:
             raise ConfigurationError("failure detection is off", "bootstrap(heartbeat=1.0) (the default)")
         if self._loop is not None:
@@ -214,10 +222,11 @@ class Bootstrapped(ClusterView):
         else:
             self._detector.add_callback(callback)
 
-    def fail(self, why: str) -> None:
-        """Tell every task that this one fails (``why``), then stop: the others' failure callbacks run."""
+    def fail(self, why: str, cause: Cause = Cause.REPORTED, status: int = 0) -> None:
+        """Tell every task that this one fails (``why``, for ``cause``; ``status``: its command's exit status),
+        then stop: the others' failure callbacks run."""
         if self._loop is not None:
-            self._loop.run(self.aio.fail(why))
+            self._loop.run(self.aio.fail(why, cause, status))
 
     def report_crashes(self) -> None:
         """Make an uncaught exception in this process `fail()` this task, naming it, before it ends.
@@ -232,7 +241,7 @@ class Bootstrapped(ClusterView):
         """This process raised ``value`` and ends (`report_crashes()`): tell every task."""
         if self._detector is not None:
             try:
-                self.fail(f"{self.me.label} raised {kind.__name__}: {str(value)[:300]}")
+                self.fail(f"{self.me.label} raised {kind.__name__}: {str(value)[:300]}", Cause.CRASHED)
             except Exception:  # noqa: BLE001 - the report is best effort; the traceback still shows
                 pass
 
@@ -286,9 +295,9 @@ class Coroutines:
         cluster = task.cluster
         return JobStacks(found, nodes_of(found, lambda rank: cluster.task(rank).node), f"step {cluster.launch.key}")
 
-    async def fail(self, why: str) -> None:
+    async def fail(self, why: str, cause: Cause = Cause.REPORTED, status: int = 0) -> None:
         """`fail()`."""
-        await self._task._fail(why)
+        await self._task._fail(Fault(cause, why, status))
 
     async def stop(self, grace: float | None = 1.0) -> None:
         """`stop()`, on the running event loop (the loop itself is the caller's)."""

@@ -54,16 +54,20 @@ class Records(_message.Message):
     def __init__(self, ranks: _Optional[_Iterable[int]] = ..., ports: _Optional[_Iterable[int]] = ..., spare_ports: _Optional[_Iterable[int]] = ..., gpus: _Optional[_Mapping[int, str]] = ..., first: _Optional[int] = ..., nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Failure(_message.Message):
-    __slots__ = ("missing", "missing_count", "reason", "failed_count")
+    __slots__ = ("missing", "missing_count", "reason", "failed_count", "cause", "status")
     MISSING_FIELD_NUMBER: _ClassVar[int]
     MISSING_COUNT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     FAILED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     missing: _containers.RepeatedScalarFieldContainer[int]
     missing_count: int
     reason: str
     failed_count: int
-    def __init__(self, missing: _Optional[_Iterable[int]] = ..., missing_count: _Optional[int] = ..., reason: _Optional[str] = ..., failed_count: _Optional[int] = ...) -> None: ...
+    cause: str
+    status: int
+    def __init__(self, missing: _Optional[_Iterable[int]] = ..., missing_count: _Optional[int] = ..., reason: _Optional[str] = ..., failed_count: _Optional[int] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ...) -> None: ...
 
 class Call(_message.Message):
     __slots__ = ("job_key", "round", "source", "node", "nonce", "port", "failure", "records", "chunks", "votes")
@@ -138,7 +142,7 @@ class Identity(_message.Message):
     def __init__(self, job_key: _Optional[str] = ..., rank: _Optional[int] = ..., node: _Optional[str] = ..., job: _Optional[str] = ..., index: _Optional[int] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class Beat(_message.Message):
-    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "progress")
+    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status", "progress")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +151,8 @@ class Beat(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     source: int
@@ -156,8 +162,10 @@ class Beat(_message.Message):
     failed: _containers.RepeatedScalarFieldContainer[int]
     reason: str
     leaving: bool
+    cause: str
+    status: int
     progress: Progress
-    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
 
 class HandOver(_message.Message):
     __slots__ = ("successor", "above", "gone_ranks", "gone_nodes")
@@ -172,20 +180,24 @@ class HandOver(_message.Message):
     def __init__(self, successor: _Optional[int] = ..., above: _Optional[int] = ..., gone_ranks: _Optional[_Iterable[int]] = ..., gone_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over")
+    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over", "cause", "status")
     NONCE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
     HAND_OVER_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     nonce: bytes
     source: int
     failed: _containers.RepeatedScalarFieldContainer[int]
     reason: str
     leaving: bool
     hand_over: HandOver
-    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., hand_over: _Optional[_Union[HandOver, _Mapping]] = ...) -> None: ...
+    cause: str
+    status: int
+    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., hand_over: _Optional[_Union[HandOver, _Mapping]] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ...) -> None: ...
 
 class RankSet(_message.Message):
     __slots__ = ("first", "last", "count")

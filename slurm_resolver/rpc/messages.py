@@ -226,9 +226,57 @@ class Table:
     """Each rank's node position, where the tasks exchanged it; else ()."""
 
 
+class Cause(enum.Enum):
+    """Why a task failed, as a type: what decides who speaks for the job and what it says (its words are
+    for people). Its value is its name on the wire (``""``: `REPORTED`, as a peer of an older version sends)."""
+
+    EXITED = "exited"
+    """Its command exited with a code, or was ended by a signal (the `Fault`'s ``status``)."""
+    UNSTARTED = "unstarted"
+    """Its command could not start (every task runs the same command)."""
+    CRASHED = "crashed"
+    """Its process died (its call broke), or raised an exception nobody caught."""
+    SILENT = "silent"
+    """It never answered (missing from a round), or stopped beating."""
+    LEFT = "left"
+    """It stopped because another task failed."""
+    REPORTED = "reported"
+    """It reported a failure in words (`Bootstrapped.fail`), or the bootstrap failed at it."""
+    HUNG = "hung"
+    """The job hung (no progress mark advanced, or some stood still while others advanced): the top of
+    the tree judged it, said where every task was, and failed the step."""
+
+    @property
+    def on_wire(self) -> str:
+        """Its value on the wire: `REPORTED`, the most common and an older peer's, is sent as nothing."""
+        return "" if self is Cause.REPORTED else self.value
+
+    @classmethod
+    def read(cls, value: str) -> Cause:
+        """The cause named ``value`` on the wire; `WireError` for one no version sends."""
+        try:
+            return cls(value) if value else cls.REPORTED
+        except ValueError:
+            raise WireError(f"a cause that cannot be ({value[:32]!r})") from None
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One task's failure: its cause, its words, and its exit status where its command exited.
+
+    >>> Fault(Cause.EXITED, "worker:1 (rank 1) on n1: its command exited with code 3", 3).status
+    3
+    """
+
+    cause: Cause
+    words: str
+    status: int = 0
+    """The command's exit code (a signal: minus its number), where the cause is `Cause.EXITED`."""
+
+
 @dataclass(frozen=True)
 class Failure:
-    """What went wrong: the lowest missing ranks (at most `SHOWN`), their count, one reason.
+    """What went wrong: the lowest missing ranks (at most `SHOWN`), their count, one reason and its cause.
 
     >>> Failure.missing_ranks(range(20)).merge(Failure.of("rank 3 failed")).missing_count
     20
@@ -238,17 +286,21 @@ class Failure:
     missing_count: int = 0
     reason: str = ""
     failed_count: int = 0
+    cause: Cause = Cause.REPORTED
+    """The reason's cause (missing ranks alone: `Cause.SILENT`)."""
+    status: int = 0
+    """An exit status, where the cause is `Cause.EXITED`."""
 
     @classmethod
     def missing_ranks(cls, ranks: Iterable[int], count: int | None = None) -> Failure:
         """A failure naming ``ranks`` as missing (``count`` of them, when they are a sample)."""
         listed = sorted(ranks)
-        return cls(tuple(listed[:SHOWN]), len(listed) if count is None else count)
+        return cls(tuple(listed[:SHOWN]), len(listed) if count is None else count, cause=Cause.SILENT)
 
     @classmethod
-    def of(cls, reason: str) -> Failure:
-        """One task's failure, with its reason."""
-        return cls(reason=reason[:REASON], failed_count=1)
+    def of(cls, reason: str, cause: Cause = Cause.REPORTED, status: int = 0) -> Failure:
+        """One task's failure, with its reason and its cause."""
+        return cls(reason=reason[:REASON], failed_count=1, cause=cause, status=status)
 
     def __bool__(self) -> bool:
         return bool(self.missing_count or self.failed_count)
@@ -259,9 +311,10 @@ class Failure:
             return self
         if not self:
             return other
+        said = self if self.reason or not other.reason else other  # whose reason is kept, with its cause
         return Failure(tuple(sorted(set(self.missing) | set(other.missing))[:SHOWN]),
-                       self.missing_count + other.missing_count, self.reason or other.reason,
-                       self.failed_count + other.failed_count)
+                       self.missing_count + other.missing_count, said.reason,
+                       self.failed_count + other.failed_count, said.cause, said.status)
 
 
 @dataclass(frozen=True)
@@ -272,6 +325,10 @@ class News:
     failed: tuple[int, ...] = ()
     reason: str = ""
     leaving: bool = False
+    cause: Cause = Cause.REPORTED
+    """The reason's cause."""
+    status: int = 0
+    """An exit status, where the cause is `Cause.EXITED`."""
 
     def __bool__(self) -> bool:
         return bool(self.failed) or self.leaving

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ...stacks.progress import Marks
 from .. import protos as pb
-from ..messages import REASON, SHOWN, HandOver, Source, SourceKind, WireError
+from ..messages import REASON, SHOWN, Cause, Fault, HandOver, Source, SourceKind, WireError
 from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, progress_pb, read_progress
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -30,8 +30,15 @@ class Beat:
     failed: tuple[int, ...] = ()
     reason: str = ""
     leaving: bool = False
+    cause: Cause = Cause.REPORTED
+    status: int = 0
     progress: Marks | None = None
     """The progress marks of the beating task and every task below it (None: none marked)."""
+
+    @property
+    def fault(self) -> Fault:
+        """The news's failure, typed."""
+        return Fault(self.cause, self.reason, self.status)
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,13 @@ class Event:
     reason: str = ""
     leaving: bool = False
     hand_over: HandOver | None = None
+    cause: Cause = Cause.REPORTED
+    status: int = 0
+
+    @property
+    def fault(self) -> Fault:
+        """The news's failure, typed."""
+        return Fault(self.cause, self.reason, self.status)
 
 
 def _news(failed: Sequence[int], reason: str, world_size: int) -> tuple[tuple[int, ...], str]:
@@ -58,11 +72,15 @@ def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
                              port=beat.port), seal)
 
 
-def encode_beat(failed: Sequence[int] = (), reason: str = "", leaving: bool = False,
+def encode_beat(failed: Sequence[int] = (), fault: Fault | None = None, leaving: bool = False,
                 progress: Marks | None = None) -> bytes:
-    """A later beat: ranks found dead below (at most `SHOWN`), or that this task leaves, and the
+    """A later beat: ranks found dead below (at most `SHOWN`) and why, or that this task leaves, and the
     ``progress`` marks of its subtree (where any task marked)."""
-    beat = pb.Beat(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving)
+    if fault is None:
+        beat = pb.Beat(failed=failed[:SHOWN], leaving=leaving)
+    else:
+        beat = pb.Beat(failed=failed[:SHOWN], reason=fault.words[:REASON], leaving=leaving,
+                       cause=fault.cause.on_wire, status=fault.status)
     if progress is not None and progress.tasks:
         beat.progress.CopyFrom(progress_pb(progress))
     return bytes(beat.SerializeToString())
@@ -77,7 +95,7 @@ def decode_beat(data: bytes, world_size: int) -> Beat:
     failed, reason = _news(message.failed, message.reason, world_size)
     progress = read_progress(message.progress, world_size) if message.HasField("progress") else None
     return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
-                message.leaving, progress)
+                message.leaving, Cause.read(message.cause), message.status, progress)
 
 
 def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:
@@ -85,10 +103,12 @@ def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:
     return envelope(pb.Event(nonce=nonce, source=source), seal)
 
 
-def encode_event(failed: Sequence[int] = (), reason: str = "", leaving: bool = False,
+def encode_event(failed: Sequence[int] = (), fault: Fault | None = None, leaving: bool = False,
                  hand_over: HandOver | None = None) -> bytes:
-    """A later event: deaths (at most `SHOWN`), or that the task above leaves (and who takes over)."""
-    event = pb.Event(failed=failed[:SHOWN], reason=reason[:REASON], leaving=leaving)
+    """A later event: deaths (at most `SHOWN`) and why, or that the task above leaves (and who takes over)."""
+    event = pb.Event(failed=failed[:SHOWN], leaving=leaving)
+    if fault is not None:
+        event.reason, event.cause, event.status = fault.words[:REASON], fault.cause.on_wire, fault.status
     if hand_over is not None:
         gone = sorted(hand_over.gone)[:1024]
         event.hand_over.CopyFrom(pb.HandOver(
@@ -112,4 +132,5 @@ def decode_event(data: bytes, world_size: int) -> Event:
             raise WireError("a hand-over naming more than a job has")
         hand_over = HandOver(h.successor, h.above if h.HasField("above") else None,
                              frozenset([*map(Source.task, h.gone_ranks), *map(Source.node, h.gone_nodes)]))
-    return Event(bytes(message.nonce), message.source, failed, reason, message.leaving, hand_over)
+    return Event(bytes(message.nonce), message.source, failed, reason, message.leaving, hand_over,
+                 Cause.read(message.cause), message.status)

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from ..messages import SHOWN, News, Source
+from ..messages import SHOWN, Fault, News, Source
 from .beats import encode_event
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -32,9 +32,9 @@ def stood_still(now: float, last: float, heartbeat: float) -> float:
     return late - heartbeat if late > 2 * heartbeat + 0.5 else 0.0
 
 
-def _call(callback: Callable[[int, str], None], rank: int, reason: str) -> None:
+def _call(callback: Callable[[int, Fault], None], rank: int, fault: Fault) -> None:
     try:
-        callback(rank, reason)
+        callback(rank, fault)
     except Exception:  # noqa: BLE001 - a user's callback must not stop the watch
         log.exception("slurm_resolver: a failure callback raised")
 
@@ -43,7 +43,7 @@ class Deaths:
     """Every task this one knows to have died, and where the news goes.
 
     Attributes:
-        failed: the dead, by rank, with why.
+        failed: the dead, by rank, with why (its cause and words).
         up: the news this task's call up carries next (deaths found below, its own end).
         below: one queue of events per task below that watches here, by its source.
         leaving: this task ends (normally or not): a call breaking is no news any more.
@@ -51,30 +51,31 @@ class Deaths:
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
-        self.failed: dict[int, str] = {}
-        self.callbacks: list[Callable[[int, str], None]] = []
+        self.failed: dict[int, Fault] = {}
+        self.callbacks: list[Callable[[int, Fault], None]] = []
         self.up: asyncio.Queue[News] = asyncio.Queue()
         self.below: dict[Source, asyncio.Queue[bytes]] = {}
         self.leaving = False
-        self.own: str | None = None
+        self.own: Fault | None = None
         """Why this task fails, once it does (a task that starts watching here after hears it too)."""
 
-    def declare(self, ranks: list[int], reason: str, *, from_above: bool = False) -> None:
+    def declare(self, ranks: list[int], fault: Fault, *, from_above: bool = False) -> None:
         """Record ``ranks`` as dead: tell the tasks below, the task above (unless it told us), the callbacks."""
         new = [r for r in ranks if r not in self.failed and r != self.rank]
         if not new:
             return
         for rank in new:
-            self.failed[rank] = reason
+            self.failed[rank] = fault
         for start in range(0, len(new), SHOWN):
-            self.tell_below(encode_event(new[start:start + SHOWN], reason))
+            self.tell_below(encode_event(new[start:start + SHOWN], fault))
             if not from_above:
-                self.up.put_nowait(News(tuple(new[start:start + SHOWN]), reason))
+                self.up.put_nowait(News(tuple(new[start:start + SHOWN]), fault.words, cause=fault.cause,
+                                        status=fault.status))
         for rank in new:
             for callback in list(self.callbacks):
-                _call(callback, rank, reason)
+                _call(callback, rank, fault)
 
-    def failing(self, why: str) -> None:
+    def failing(self, why: Fault) -> None:
         """This task fails for the job (a hang it judged): its own callbacks hear it as its death."""
         for callback in list(self.callbacks):
             _call(callback, self.rank, why)
@@ -84,14 +85,14 @@ class Deaths:
         for queue in self.below.values():
             queue.put_nowait(event)
 
-    def add_callback(self, callback: Callable[[int, str], None]) -> None:
-        """Call ``callback(rank, why)`` for every death: at once for those known, later for the others."""
-        for rank, reason in list(self.failed.items()):
-            _call(callback, rank, reason)
+    def add_callback(self, callback: Callable[[int, Fault], None]) -> None:
+        """Call ``callback(rank, fault)`` for every death: at once for those known, later for the others."""
+        for rank, fault in list(self.failed.items()):
+            _call(callback, rank, fault)
         self.callbacks.append(callback)
 
     def missed(self) -> list[bytes]:
         """What a task that starts watching here missed (this task's own failure, the first deaths: one
         event each)."""
         own = [encode_event([self.rank], self.own)] if self.own is not None else []
-        return own + [encode_event([rank], reason) for rank, reason in list(self.failed.items())[:SHOWN - len(own)]]
+        return own + [encode_event([rank], fault) for rank, fault in list(self.failed.items())[:SHOWN - len(own)]]

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from ...cluster import Cluster
 from ...stacks.progress import Hang, HangWatch, Marks
-from ..messages import HandOver, News
+from ..messages import Fault, HandOver, News
 from ..transport import Link, Network
 from ..tree import Plan
 from ..trust.seals import Authority
@@ -78,12 +78,12 @@ class FailureDetector:
                 return
 
     @property
-    def failed(self) -> dict[int, str]:
+    def failed(self) -> dict[int, Fault]:
         """Every task known to have died, by rank, with why."""
         return self.deaths.failed
 
-    def add_callback(self, callback: Callable[[int, str], None]) -> None:
-        """Call ``callback(rank, why)`` for every death: at once for those known, later for the others."""
+    def add_callback(self, callback: Callable[[int, Fault], None]) -> None:
+        """Call ``callback(rank, fault)`` for every death: at once for those known, later for the others."""
         self.deaths.add_callback(callback)
 
     def start(self) -> None:
@@ -93,7 +93,7 @@ class FailureDetector:
         if self._hang_after is not None and self.heartbeat.above is None:
             self._judging = asyncio.ensure_future(self._judge(self._hang_after))
 
-    async def fail(self, why: str, within: float = TELL_WITHIN) -> None:
+    async def fail(self, why: Fault, within: float = TELL_WITHIN) -> None:
         """This task fails: tell the task above and the tasks below why, before it ends.
 
         A task that fails a moment after the bootstrap (a command that cannot start) may not have its
@@ -102,7 +102,7 @@ class FailureDetector:
         self.deaths.leaving = True
         rank = self.deaths.rank
         self.deaths.own = why  # a task below that starts watching from now on hears it first
-        self.deaths.up.put_nowait(News((rank,), why))
+        self.deaths.up.put_nowait(News((rank,), why.words, cause=why.cause, status=why.status))
         self.deaths.tell_below(encode_event([rank], why))
         until = time.monotonic() + within
         while not self._told() and time.monotonic() < until:

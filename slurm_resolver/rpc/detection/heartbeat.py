@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from ...cluster import Cluster
 from ...stacks.progress import Marks
 from ..calls import WATCH
-from ..messages import HandOver, News, Source, WireError
+from ..messages import Cause, Fault, HandOver, News, Source, WireError
 from ..transport import Failed, Link, LinkError, Network, end_call, within
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
@@ -92,7 +92,8 @@ class Heartbeat:
                 if news:
                     self.deaths.up.put_nowait(news)
                 return
-            yield encode_beat(news.failed, news.reason, news.leaving, self._progress())
+            yield encode_beat(news.failed, Fault(news.cause, news.reason, news.status) if news.failed else None,
+                              news.leaving, self._progress())
             if news.leaving:
                 return
 
@@ -136,7 +137,8 @@ class Heartbeat:
                 event = decode_event(data, world)
                 if event.leaving:
                     return event
-                self.deaths.declare(list(event.failed), event.reason or "reported dead", from_above=True)
+                self.deaths.declare(list(event.failed), Fault(event.cause, event.reason or "reported dead",
+                                                              event.status), from_above=True)
         finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
             if pending is not None:
                 pending.cancel()
@@ -192,13 +194,14 @@ class Heartbeat:
             return hand_over.above
         return hand_over.successor
 
-    def _why(self, above: int, exc: BaseException) -> str:
+    def _why(self, above: int, exc: BaseException) -> Fault:
         who = self.cluster.label(above)
         log.debug("slurm_resolver: the watch to %s ended: %r", who, exc)
         if isinstance(exc, _Silent):
-            return f"{who} stopped answering: nothing for {self.patience:g} s (hung, or its node gone)"
+            return Fault(Cause.SILENT, f"{who} stopped answering: nothing for {self.patience:g} s (hung, or its "
+                                       f"node gone)")
         if isinstance(exc, _Stranger):
-            return f"what answers at {who}'s address is not a task of this job ({exc})"
+            return Fault(Cause.CRASHED, f"what answers at {who}'s address is not a task of this job ({exc})")
         if isinstance(exc, LinkError) and exc.kind is Failed.REFUSED:
-            return f"{who} refused the watch of rank {self.rank}: {exc.detail}"
-        return f"{who} died: its connection to rank {self.rank} closed"
+            return Fault(Cause.REPORTED, f"{who} refused the watch of rank {self.rank}: {exc.detail}")
+        return Fault(Cause.CRASHED, f"{who} died: its connection to rank {self.rank} closed")

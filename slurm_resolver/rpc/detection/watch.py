@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from ...cluster import Cluster
 from ...stacks.progress import Marks
-from ..messages import Source, SourceKind, WireError
+from ..messages import Cause, Fault, Source, SourceKind, WireError
 from ..transport import Refusal, Refused, within
 from ..tree import Plan
 from ..trust.gate import Gate
@@ -174,8 +174,8 @@ class Watch:
                 del self.deaths.below[source]
             if source not in self._left and not self.deaths.leaving:
                 rank = self._rank(source)
-                self.deaths.declare([rank], f"{self.cluster.label(rank)} died: its connection to rank "
-                                            f"{self.plan.rank} closed")
+                self.deaths.declare([rank], Fault(Cause.CRASHED, f"{self.cluster.label(rank)} died: its connection "
+                                                                 f"to rank {self.plan.rank} closed"))
 
     def progress(self) -> Marks:
         """The last progress marks of every task below this one."""
@@ -202,7 +202,8 @@ class Watch:
                 if beat.progress is not None:
                     self._progress[source] = beat.progress
                 if beat.failed:
-                    self.deaths.declare(list(beat.failed), beat.reason or "a task below reported it dead")
+                    self.deaths.declare(list(beat.failed), Fault(beat.cause, beat.reason or "a task below reported it "
+                                                                 "dead", beat.status))
                 if beat.leaving:
                     self._left.add(source)
                     self._progress.pop(source, None)  # done: its marks stand still, and mean no hang
@@ -226,8 +227,8 @@ class Watch:
                 heard = max(self._heard.get(source, self._since), self._since)
                 if now - heard > self.patience and self._rank(source) not in self.deaths.failed:
                     rank = self._rank(source)
-                    self.deaths.declare([rank], f"{self.cluster.label(rank)} stopped beating: nothing for "
-                                                f"{now - heard:.0f} s")
+                    self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} stopped beating: "
+                                                                    f"nothing for {now - heard:.0f} s"))
 
     def start(self) -> None:
         """Start checking for silence below (on the running event loop), where any task reports here."""

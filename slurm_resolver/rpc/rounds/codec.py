@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from .. import protos as pb
-from ..messages import REASON, SHOWN, Failure, Records, Round, RoundKind, Source, Table, WireError
+from ..messages import REASON, SHOWN, Cause, Failure, Records, Round, RoundKind, Source, Table, WireError
 from ..wire import CHUNK, CHUNK_BYTES, MOST_KEY, MOST_NAME, MOST_NONCE, Seal, envelope, most_chunks, parse_message
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -42,7 +42,7 @@ def _round(message: Any) -> Round:
 
 def _failure_pb(failure: Failure) -> Any:
     return pb.Failure(missing=failure.missing, missing_count=failure.missing_count, reason=failure.reason,
-                      failed_count=failure.failed_count)
+                      failed_count=failure.failed_count, cause=failure.cause.on_wire, status=failure.status)
 
 
 def _failure(message: Any, world_size: int) -> Failure:
@@ -50,7 +50,8 @@ def _failure(message: Any, world_size: int) -> Failure:
     if len(missing) > SHOWN or len(message.reason) > REASON or any(r >= world_size for r in missing) \
             or message.missing_count > world_size or message.failed_count > world_size:
         raise WireError("a failure names more than a job can have")
-    return Failure(missing, message.missing_count, message.reason, message.failed_count)
+    return Failure(missing, message.missing_count, message.reason, message.failed_count, Cause.read(message.cause),
+                   message.status)
 
 
 def _spans(records: Records) -> list[tuple[int, int]]:

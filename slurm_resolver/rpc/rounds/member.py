@@ -21,7 +21,7 @@ from ..tree import Plan
 from ..trust.verify import Inspection
 from .codec import Decision, decision
 from .coordinator import Coordinator
-from .uplink import HINT, Uplink
+from .uplink import HINT, Unjoined, Uplink
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -119,8 +119,8 @@ class Member:
             give_up = start + timeout * plan.tree.give_up_at(plan.position)
             try:
                 outcome, table = await self.uplink.join(round, merged, give_up, timeout)
-            except ResolutionError as exc:  # tell the tasks below (their error says "bootstrap: " once)
-                outcome = Decision(Failure.of(exc.message.removeprefix("bootstrap: ")))
+            except Unjoined as exc:  # tell the tasks below (their error says "bootstrap: " once)
+                outcome = Decision(exc.failure)
                 speaker = exc.speaker if exc.speaker is Speaker.ABOVE else self._speaker(give_up)
         self.coordinator.publish(round, outcome)
         if outcome.failure or not round.kind.policy.carries_table:

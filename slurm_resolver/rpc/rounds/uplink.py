@@ -21,7 +21,7 @@ from typing import Any
 from ...addresses import abridged
 from ...cluster import Cluster
 from ...errors import ResolutionError, Speaker
-from ..messages import Contribution, Failure, Round, Table, WireError
+from ..messages import Cause, Contribution, Failure, Round, Table, WireError
 from ..transport import Failed, Hedged, Link, LinkError, Network, Refusal, hedged, retrying, within
 from ..tree import Plan
 from ..trust.identity import Question, Unproven, identify
@@ -52,6 +52,15 @@ def unproven_wait(timeout: float) -> float:
 
 HINT = ("check those tasks' output for an earlier error; every task must call bootstrap(); raise timeout if "
         "they start slowly")
+
+
+class Unjoined(ResolutionError):
+    """This task could not join a round up the tree: the round's `Failure` (its words and its cause), as the
+    tasks below are told it; the message says it as the bootstrap's."""
+
+    def __init__(self, failure: Failure, hint: str, *, speaker: Speaker = Speaker.TASK) -> None:
+        super().__init__(f"bootstrap: {failure.reason}", hint, speaker=speaker)
+        self.failure = failure
 
 
 class _Impostor(Exception):
@@ -131,7 +140,7 @@ class Uplink:
             except LinkError as exc:
                 raise self._error(exc, timeout, round) from None
             except _Impostor as exc:
-                raise ResolutionError(f"bootstrap: {exc}", "another process may hold that task's port") from None
+                raise Unjoined(Failure.of(str(exc)), "another process may hold that task's port") from None
         return await self._find(round, brought, deadline, timeout)
 
     async def _find(self, round: Round, brought: Contribution, deadline: float, timeout: float
@@ -265,7 +274,7 @@ class Uplink:
         elif not exc.again:
             found.said.append((port, exc))
 
-    def _not_found(self, found: _Findings, timeout: float, round: Round) -> ResolutionError:
+    def _not_found(self, found: _Findings, timeout: float, round: Round) -> Unjoined:
         """Why no leader answered by the deadline: what refused (a leader's list of who is missing
         first), or what answered without a seal, or nothing."""
         order = (Refusal.DEADLINE, Refusal.UNAUTHENTICATED, Refusal.INVALID, Refusal.NOT_LEADER, Refusal.FOREIGN)
@@ -273,9 +282,9 @@ class Uplink:
         said.sort(key=lambda refused: order.index(refused[1].code) if refused[1].code in order else len(order))
         telling = [(port, exc) for port, exc in said if exc.code not in (Refusal.FOREIGN, Refusal.NOT_LEADER)]
         if strangers and not telling:
-            return ResolutionError(
-                f"bootstrap: the leader of {self.node} was not found on {self.host} within {timeout:g} s; "
-                f"what answered there is not a task of this job ({'; '.join(list(strangers.values())[:3])})",
+            return Unjoined(Failure.of(
+                f"the leader of {self.node} was not found on {self.host} within {timeout:g} s; "
+                f"what answered there is not a task of this job ({'; '.join(list(strangers.values())[:3])})"),
                 "another user's process may hold the launch's rendezvous ports: set "
                 "SLURM_RESOLVER_RENDEZVOUS_PORTS (or rendezvous=) to other ports, or use a secret "
                 "(SLURM_RESOLVER_SECRET) or MUNGE so that its answers are refused at once")
@@ -341,30 +350,33 @@ class Uplink:
         give_up = time.monotonic() + timeout * self.plan.tree.give_up_at(self.plan.position)
         try:
             outcome, _ = await self.join(notice, Contribution(), give_up, timeout)
-        except ResolutionError as exc:
-            return Decision(Failure.of(exc.message))  # tell the tasks below why
+        except Unjoined as exc:
+            return Decision(exc.failure)  # tell the tasks below why
         return outcome
 
-    def _error(self, exc: LinkError, timeout: float, round: Round) -> ResolutionError:
+    def _error(self, exc: LinkError, timeout: float, round: Round) -> Unjoined:
         if exc.kind is Failed.DEADLINE and round.kind.policy.asks_above:
-            return ResolutionError(f"bootstrap: nobody announced {round.name!r} within {timeout:g} s",
-                                   "the announcing task (often the chief) may have failed: check its output")
+            return Unjoined(Failure.of(f"nobody announced {round.name!r} within {timeout:g} s", Cause.SILENT),
+                            "the announcing task (often the chief) may have failed: check its output")
         if exc.kind is Failed.DEADLINE:  # the task above answered: the round did not end in time, it says why
-            return ResolutionError(f"bootstrap: not every task reached {round.label} within {timeout:g} s: "
-                                   f"{exc.detail}", HINT, speaker=Speaker.ABOVE)
-        above = (f"rank {self.rank} ({self.cluster.label(self.rank).split(' (')[0]} on {self.node})"
-                 if self.rank is not None else f"the leader of {self.node} (its lowest rank)")
+            return Unjoined(Failure.of(f"not every task reached {round.label} within {timeout:g} s: {exc.detail}",
+                                       Cause.SILENT), HINT, speaker=Speaker.ABOVE)
+        if self.rank is not None:
+            job, index = self.cluster.packing.job_of(self.rank)
+            above = f"rank {self.rank} ({job}:{index} on {self.node})"
+        else:
+            above = f"the leader of {self.node} (its lowest rank)"
         if exc.code is Refusal.UNAUTHENTICATED:
-            return ResolutionError(
-                f"bootstrap: {above} refused rank {self.plan.rank}'s seal on {self.host}: {exc.detail}",
+            return Unjoined(Failure.of(
+                f"{above} refused rank {self.plan.rank}'s seal on {self.host}: {exc.detail}"),
                 "every task of the job must share its secret (SLURM_RESOLVER_SECRET), or every node run munged "
                 "with the same munge.key and a synchronised clock (try: munge -n | ssh <that node> unmunge); "
                 "SLURM_RESOLVER_AUTH=none on every task turns proofs off")
         if exc.kind is Failed.REFUSED:  # it answered, at once: no timeout is to blame
-            return ResolutionError(f"bootstrap: {above} refused rank {self.plan.rank}'s call to {round.label} on "
-                                   f"{self.host}: {exc.detail}", "every task of the step must run the same "
-                                   "slurm_resolver; check that task's output")
+            return Unjoined(Failure.of(f"{above} refused rank {self.plan.rank}'s call to {round.label} on "
+                                       f"{self.host}: {exc.detail}"), "every task of the step must run the same "
+                            "slurm_resolver; check that task's output")
         ports = abridged(list(self._ports()), 4)
-        return ResolutionError(
-            f"bootstrap: {above} did not answer on {self.host} (ports {ports}) within {timeout:g} s: {exc.detail}",
+        return Unjoined(Failure.of(
+            f"{above} did not answer on {self.host} (ports {ports}) within {timeout:g} s: {exc.detail}", Cause.SILENT),
             "check that task's output for an error; make sure every task calls bootstrap(); raise timeout")

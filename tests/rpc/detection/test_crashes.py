@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_resolver.rpc.bootstrap import bootstrap
+from slurm_resolver.rpc.messages import Cause
 
 from ..test_bootstrap import env
 
@@ -20,8 +21,8 @@ def test_an_uncaught_exception_is_reported_only_while_the_task_runs_and_not_at_a
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     before = sys.excepthook
     b = bootstrap(environ=env(0, 1, "41"), timeout=10)
-    reported: list[str] = []
-    monkeypatch.setattr(b, "fail", reported.append)
+    reported: list[tuple[str, Cause]] = []
+    monkeypatch.setattr(b, "fail", lambda why, cause=Cause.REPORTED, status=0: reported.append((why, cause)))
     try:
         assert sys.excepthook is not before
         monkeypatch.setattr(sys, "ps1", ">>> ", raising=False)  # an interactive prompt: the process goes on
@@ -29,7 +30,7 @@ def test_an_uncaught_exception_is_reported_only_while_the_task_runs_and_not_at_a
         assert reported == []
         monkeypatch.delattr(sys, "ps1")
         sys.excepthook(ValueError, ValueError("a bad batch"), None)  # the interpreter ends: a failure
-        assert reported == ["worker:0 (rank 0) on localhost raised ValueError: a bad batch"]
+        assert reported == [("worker:0 (rank 0) on localhost raised ValueError: a bad batch", Cause.CRASHED)]
     finally:
         b.stop()
     assert sys.excepthook is before

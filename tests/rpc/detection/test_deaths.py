@@ -6,7 +6,7 @@ import asyncio
 
 from slurm_resolver.rpc.detection.beats import decode_event
 from slurm_resolver.rpc.detection.deaths import Deaths, stood_still
-from slurm_resolver.rpc.messages import SHOWN, News, Source
+from slurm_resolver.rpc.messages import SHOWN, Cause, Fault, News, Source
 
 
 def test_a_process_that_stood_still_is_told_apart_from_a_late_wake_up() -> None:
@@ -20,38 +20,40 @@ def test_a_death_found_here_goes_up_and_down_once_and_to_every_callback() -> Non
         below: asyncio.Queue[bytes] = asyncio.Queue()
         deaths.below[Source.task(1)] = below
         heard: list[tuple[int, str]] = []
-        deaths.add_callback(lambda rank, why: heard.append((rank, why)))
-        deaths.declare([3, 0, *range(10, 10 + SHOWN)], "killed")  # this task itself is never declared
-        deaths.declare([3], "again")  # known: no news
+        deaths.add_callback(lambda rank, fault: heard.append((rank, fault.words)))
+        killed = Fault(Cause.CRASHED, "killed")
+        deaths.declare([3, 0, *range(10, 10 + SHOWN)], killed)  # this task itself is never declared
+        deaths.declare([3], Fault(Cause.CRASHED, "again"))  # known: no news
         up = [deaths.up.get_nowait() for _ in range(deaths.up.qsize())]
         down = [decode_event(below.get_nowait(), 100).failed for _ in range(below.qsize())]
         return up, down, heard, deaths.failed
 
     up, down, heard, failed = asyncio.run(scenario())
-    assert up == [News((3, *range(10, 10 + SHOWN - 1)), "killed"), News((10 + SHOWN - 1,), "killed")]
+    assert up == [News((3, *range(10, 10 + SHOWN - 1)), "killed", cause=Cause.CRASHED),
+                  News((10 + SHOWN - 1,), "killed", cause=Cause.CRASHED)]
     assert down == [n.failed for n in up] and len(heard) == SHOWN + 1 and set(failed) == {3, *range(10, 10 + SHOWN)}
 
 
 def test_a_death_heard_from_above_goes_down_only_and_late_callbacks_hear_the_known() -> None:
     async def scenario() -> tuple[int, list[tuple[int, str]], int]:
         deaths = Deaths(rank=4)
-        deaths.declare([7], "node lost", from_above=True)
+        deaths.declare([7], Fault(Cause.SILENT, "node lost"), from_above=True)
         heard: list[tuple[int, str]] = []
-        deaths.add_callback(lambda rank, why: heard.append((rank, why)))
+        deaths.add_callback(lambda rank, fault: heard.append((rank, fault.words)))
         return deaths.up.qsize(), heard, len(deaths.missed())
 
     assert asyncio.run(scenario()) == (0, [(7, "node lost")], 1)
 
 
 def test_a_callback_that_raises_stops_nothing() -> None:
-    async def scenario() -> dict[int, str]:
+    async def scenario() -> dict[int, Fault]:
         deaths = Deaths(rank=0)
 
-        def broken(rank: int, why: str) -> None:
+        def broken(rank: int, fault: Fault) -> None:
             raise RuntimeError("a user's bug")
 
         deaths.add_callback(broken)
-        deaths.declare([2], "gone")
+        deaths.declare([2], Fault(Cause.EXITED, "gone", 3))
         return deaths.failed
 
-    assert asyncio.run(scenario()) == {2: "gone"}
+    assert asyncio.run(scenario()) == {2: Fault(Cause.EXITED, "gone", 3)}

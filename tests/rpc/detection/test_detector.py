@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.messages import Cause, Fault
 
 from .test_watch import run, until
 
@@ -20,6 +21,20 @@ def test_a_task_that_fails_is_known_to_every_other_at_once() -> None:
         await until(lambda: all(5 in t.failures() for t in others), 4.0)
         assert all(t.failures()[5] == "out of memory in step 12" for t in others)
         assert sorted(me for me, rank in heard) == [t.rank for t in others]  # each callback once
+
+    run(scenario)
+
+
+def test_a_failures_cause_and_status_reach_every_task_beside_its_words() -> None:
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        faults: list[Fault] = []
+        tasks[0].on_fault(lambda rank, fault: faults.append(fault))
+        await tasks[5].aio.fail("worker:5 (rank 5): its command exited with code 3", Cause.EXITED, 3)
+        others = [t for t in tasks if t.rank != 5]
+        await until(lambda: all(5 in t.faults() for t in others), 4.0)
+        assert {t.faults()[5] for t in others} == {Fault(Cause.EXITED, "worker:5 (rank 5): its command exited with "
+                                                                       "code 3", 3)}
+        assert faults == [tasks[1].faults()[5]]
 
     run(scenario)
 

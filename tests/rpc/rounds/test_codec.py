@@ -143,3 +143,14 @@ def test_every_valid_call_round_trips(rows: list[tuple[int, int, int]], round_: 
     messages = encode_call(call(round_, 0), records, unsealed)
     back = decode_call(unwrap(messages[0])[0], 100)
     assert back.round == round_ and read_records(back, messages[1:], 100) == records
+
+
+def test_a_rounds_failure_carries_its_cause_and_missing_ranks_are_silent() -> None:
+    from slurm_resolver.rpc.messages import Cause
+
+    failure = Failure.of("worker:1 (rank 1): its command exited with code 2", Cause.EXITED, 2)
+    header, _ = unwrap(encode_answer(decision(failure), b"n" * 16, 0, unsealed)[0])
+    said = decode_answer(header, 4).failure
+    assert (said.cause, said.status, said.reason) == (Cause.EXITED, 2, failure.reason)
+    assert Failure.missing_ranks([3]).cause is Cause.SILENT
+    assert Failure.missing_ranks([3]).merge(failure).cause is Cause.EXITED  # the reason kept, with its cause

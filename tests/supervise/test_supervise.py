@@ -17,7 +17,13 @@ import pytest
 from slurm_resolver.cluster import Task as ClusterTask
 from slurm_resolver.errors import ConfigurationError, ResolutionError
 from slurm_resolver.outcome import Ending, Recording, bootstrapped_at, read_all
+from slurm_resolver.rpc.messages import Cause, Fault
 from slurm_resolver.supervise import supervise
+
+
+def peer_died(words: str) -> Fault:
+    """A peer's death as failure detection reports it: its process died."""
+    return Fault(Cause.CRASHED, words)
 
 
 class Task:
@@ -28,21 +34,22 @@ class Task:
         self.world_size = 8
         self.job_key = "77.0"
         self.me = self.task(rank)
-        self.callbacks: list[Callable[[int, str], None]] = []
+        self.callbacks: list[Callable[[int, Fault], None]] = []
         self.stopped = False
 
     def task(self, rank: int) -> ClusterTask:
         node = f"node{rank // 2 + 1}"
         return ClusterTask(rank, "worker", rank, node, node, 8888 + rank % 2, rank % 2)
 
-    def on_failure(self, callback: Callable[[int, str], None]) -> None:
+    def on_fault(self, callback: Callable[[int, Fault], None]) -> None:
         self.callbacks.append(callback)
 
     def stop(self) -> None:
         self.stopped = True
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str, cause: Cause = Cause.REPORTED, status: int = 0) -> None:
         self.failed = why
+        self.cause, self.status = cause, status
 
     def watch_command(self) -> dict[str, str]:
         return {}
@@ -55,7 +62,7 @@ def test_a_command_that_succeeds_ends_the_task_normally() -> None:
 
 def test_a_peer_death_stops_the_command_and_names_the_peer() -> None:
     task = Task()
-    threading.Timer(0.5, lambda: task.callbacks[0](5, "worker:5 (rank 5) on node3 died")).start()
+    threading.Timer(0.5, lambda: task.callbacks[0](5, peer_died("worker:5 (rank 5) on node3 died"))).start()
     started = time.monotonic()
     with pytest.raises(ResolutionError) as info:
         supervise(task, [sys.executable, "-c", "import time; time.sleep(60)"], grace=1.0)  # type: ignore[arg-type]
@@ -70,7 +77,7 @@ def test_a_peer_death_is_said_by_the_lowest_live_rank_alone() -> None:
 
     for rank, dead, says in ((1, 0, True), (2, 0, False), (0, 5, True), (3, 5, False)):
         task = Task(rank)
-        threading.Timer(0.3, lambda t=task, d=dead: t.callbacks[0](d, f"worker:{d} (rank {d}) died")).start()
+        threading.Timer(0.3, lambda t=task, d=dead: t.callbacks[0](d, peer_died(f"worker:{d} (rank {d}) died"))).start()
         with pytest.raises(ResolutionError) as info:
             supervise(task, [sys.executable, "-c", "import time; time.sleep(60)"], grace=1.0)  # type: ignore[arg-type]
         assert info.value.speaker is (Speaker.TASK if says else Speaker.ABOVE), rank
@@ -96,7 +103,8 @@ def test_a_command_that_cannot_start_anywhere_is_said_by_the_lowest_rank_that_fa
     for rank, lower, says in ((0, None, True), (3, None, True), (3, 1, False), (3, 5, True)):
         task = Task(rank)
         if lower is not None:
-            threading.Timer(0.1, lambda t=task, r=lower: t.callbacks[0](r, why.replace("rank 1", f"rank {r}"))).start()
+            unstarted = Fault(Cause.UNSTARTED, why.replace("rank 1", f"rank {lower}"), 127)
+            threading.Timer(0.1, lambda t=task, r=lower, f=unstarted: t.callbacks[0](r, f)).start()
         started = time.monotonic()
         with pytest.raises(ConfigurationError) as info:
             supervise(task, ["no-such-command-xyz"])  # type: ignore[arg-type]
@@ -107,7 +115,7 @@ def test_a_command_that_cannot_start_anywhere_is_said_by_the_lowest_rank_that_fa
 def test_a_command_that_fails_just_after_a_peer_died_blames_the_peer() -> None:
     """A collective breaks when a peer dies, often before the news of its death arrives."""
     task = Task()
-    threading.Timer(0.5, lambda: task.callbacks[0](5, "worker:5 (rank 5) on node3 died")).start()
+    threading.Timer(0.5, lambda: task.callbacks[0](5, peer_died("worker:5 (rank 5) on node3 died"))).start()
     with pytest.raises(ResolutionError) as info:
         supervise(task, [sys.executable, "-c", "raise SystemExit(3)"])  # type: ignore[arg-type]
     assert "worker:5 (rank 5) on node3 died; then this task's command" in info.value.message
@@ -117,7 +125,8 @@ def test_a_command_that_fails_just_after_a_peer_died_blames_the_peer() -> None:
 def test_a_command_that_failed_as_the_dead_peers_did_says_so_briefly() -> None:
     task = Task()
     reason = "exited with code 1: ValueError: bad learning rate"
-    threading.Timer(1.0, lambda: task.callbacks[0](5, f"worker:5 (rank 5) on node3: its command {reason}")).start()
+    exited = Fault(Cause.EXITED, f"worker:5 (rank 5) on node3: its command {reason}", 1)
+    threading.Timer(1.0, lambda: task.callbacks[0](5, exited)).start()
     code = "import sys; sys.exit('ValueError: bad learning rate')"
     with pytest.raises(ResolutionError) as info:
         supervise(task, [sys.executable, "-c", code], grace=5.0)  # type: ignore[arg-type]
@@ -151,7 +160,7 @@ def test_a_peer_death_stops_the_commands_whole_process_group(tmp_path: Path, scr
 
     def die() -> None:
         died.append(time.monotonic())
-        task.callbacks[0](5, "worker:5 (rank 5) on node3 died")
+        task.callbacks[0](5, peer_died("worker:5 (rank 5) on node3 died"))
 
     threading.Timer(0.5, die).start()
     with pytest.raises(ResolutionError, match="worker:5 .rank 5. on node3 died; stopped this task's command"):
@@ -195,7 +204,7 @@ def recording(tmp_path: Path, attempt: int = 1, failed_at: float | None = None) 
 def test_a_stopped_command_is_recorded_by_the_lowest_live_rank(tmp_path: Path) -> None:
     for rank, victim in ((2, 5), (1, 0)):
         task = Task(rank)
-        threading.Timer(0.3, lambda t=task, v=victim: t.callbacks[0](v, "a peer died")).start()
+        threading.Timer(0.3, lambda t=task, v=victim: t.callbacks[0](v, peer_died("a peer died"))).start()
         assert supervise(task, ["sleep", "30"], environ=recording(tmp_path)) == 1  # type: ignore[arg-type]
     outcomes = read_all(tmp_path)
     assert list(outcomes) == [1]  # rank 2 knows rank 0 alive: only rank 1, which heard of rank 0, wrote
@@ -207,7 +216,7 @@ def test_a_command_that_failed_after_a_peer_died_is_recorded_with_its_error(tmp_
                                                                             capsys: pytest.CaptureFixture[str]
                                                                             ) -> None:
     task = Task()
-    threading.Timer(0.8, lambda: task.callbacks[0](5, "worker:5 (rank 5) on node3 died")).start()
+    threading.Timer(0.8, lambda: task.callbacks[0](5, peer_died("worker:5 (rank 5) on node3 died"))).start()
     code = "import sys; sys.stderr.write('RuntimeError: gloo: connection closed\\n'); sys.exit(1)"
     assert supervise(task, [sys.executable, "-c", code], environ=recording(tmp_path)) == 1  # type: ignore[arg-type]
     assert "slurm-resolver" not in capsys.readouterr().err, "under run, run says it once for the job"
@@ -245,8 +254,8 @@ class Task:
     rank, world_size, job_key = 3, 8, "77.0"
     me = ClusterTask(3, "worker", 3, "node2", "node2", 8889, 1)
     def task(self, rank): return self.me
-    def on_failure(self, callback): pass
-    def fail(self, why): print("FAILED:", why, flush=True)
+    def on_fault(self, callback): pass
+    def fail(self, why, cause, status): print("FAILED:", why, cause.value, status, flush=True)
     def stop(self): pass
     def watch_command(self): return {}
 
@@ -268,7 +277,8 @@ def test_a_command_that_fails_on_its_own_fails_the_task_and_is_recorded(tmp_path
     out = subprocess.run([sys.executable, "-c", OWN_FAILURE, str(tmp_path), *command], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == (137 if ending is Ending.KILLED else 1), out.stderr
-    assert f"FAILED: worker:3 (rank 3) on node2: its command {reason}" in out.stdout
+    status = -9 if ending is Ending.KILLED else 1  # beside the words, the cause and the exit status
+    assert f"FAILED: worker:3 (rank 3) on node2: its command {reason} exited {status}" in out.stdout
     outcome = read_all(tmp_path)[3]
     assert (outcome.ending, outcome.reason, outcome.oom) == (ending, reason, ending is Ending.KILLED)
 
@@ -276,7 +286,7 @@ def test_a_command_that_fails_on_its_own_fails_the_task_and_is_recorded(tmp_path
 def test_oom_kills_are_counted_in_the_tasks_own_cgroup_where_it_has_one(tmp_path: Path) -> None:
     """cgroup v2 (Slurm's task/cgroup): the task's own memory.events, not the node's count, which
     another job's OOM kill raises too; without it, /proc/vmstat; without both, unknown."""
-    from slurm_resolver.supervise import _oom_kills
+    from slurm_resolver.supervise.command import oom_kills as _oom_kills
 
     proc, cgroups = tmp_path / "proc", tmp_path / "cgroup"
     (proc / "self").mkdir(parents=True)
@@ -297,7 +307,7 @@ def test_an_environment_too_large_for_the_kernel_names_its_largest_variable() ->
     'Argument list too long'."""
     import subprocess
 
-    from slurm_resolver.supervise import cannot_run
+    from slurm_resolver.supervise.command import cannot_run
 
     env = {"PATH": "/usr/bin:/bin", "TF_CONFIG": '{"cluster": {"worker": [' + '"node1234:12345", ' * 9000 + "]}}"}
     with pytest.raises(OSError) as refused:
@@ -322,9 +332,9 @@ def test_tasks_that_never_answered_the_bootstrap_are_recorded_once_by_the_task_t
     from slurm_resolver.errors import Speaker, UnansweredError
     from slurm_resolver.outcome import bootstrapped_step
     from slurm_resolver.resolution import resolve
-    from slurm_resolver.supervise import record_unanswered
+    from slurm_resolver.supervise.records import record_unanswered
 
-    from .conftest import captured
+    from ..conftest import captured
 
     envs = captured("srun_N2_ntasks_per_node2")
     for rank, speaker in ((1, Speaker.ABOVE), (2, Speaker.TASK), (0, Speaker.TASK)):
