@@ -49,7 +49,7 @@ from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 def _run(network: str, nodes: int, per_node: int, args: argparse.Namespace) -> Simulation:
     if network == "grpc":
         return over_grpc(nodes, per_node, args.procs, timeout=args.timeout, fanout=args.fanout,
-                         heartbeat=args.heartbeat, hold=args.hold, kill=args.kill)
+                         heartbeat=args.heartbeat, hold=args.hold, kill=args.kill, marks=args.marks)
     cluster = None
     if args.gpus_per_task:  # each task sees its own GPU as 0, bound by Slurm
         environ = {**srun_environ(nodes, per_node), "CUDA_VISIBLE_DEVICES": "0", "SLURM_GPUS_PER_TASK": "1"}
@@ -78,6 +78,8 @@ def main() -> None:
     parser.add_argument("--kill", type=int, help="--network grpc, with --hold: process number KILL ends abruptly a "
                         "third into the hold, with its nodes' tasks; prints whom the others declared dead and how soon "
                         "the last living task heard of it")
+    parser.add_argument("--marks", action="store_true", help="--network grpc, with --hold: every task marks progress "
+                        "while held (the beats carry the marks, the root judges hangs)")
     parser.add_argument("--gpus-per-task", action="store_true", help="--network local: every task sees one GPU "
                         "Slurm bound to it (--gpus-per-task=1, as on GPU nodes): the table carries a GPU list a rank")
     parser.add_argument("--json", action="store_true", help="one JSON object per size")

@@ -30,6 +30,7 @@ _EXPORTS = {
     "Task": "cluster",
     "resolve": "resolution",
     "snapshot": "environment",
+    "progress": "stacks.command",
     "Preemption": "preemption",
     "requeue": "preemption",
     "restart_count": "preemption",
@@ -82,3 +83,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from .rpc.bootstrap import bootstrap, bootstrap_async
     from .rpc.bootstrapped import Bootstrapped
     from .rpc.network.server import Server
+    from .stacks.command import progress

@@ -262,7 +262,8 @@ def provisional(launch: Launch) -> Placement | None:
 def unknown(launch: Launch) -> str:
     """Why the environment does not tell the step's layout, for messages.
 
-    >>> unknown(Launch("srun", 3, 0, ("n1", "n2"), (1, 2), distribution="arbitrary"))
+    >>> from slurm_resolver.layout import Distribution
+    >>> unknown(Launch("srun", 3, 0, ("n1", "n2"), (1, 2), distribution=Distribution.parse("arbitrary")))
     'srun -m arbitrary, with no host file (SLURM_HOSTFILE) this task can read'
     """
     if launch.below:

@@ -213,7 +213,8 @@ def _attempts(command: Sequence[str], policy: RestartPolicy, shape: Shape, nodes
 def from_arguments(args: argparse.Namespace) -> int:
     """``slurm-resolver run`` with its parsed arguments (see the command line)."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    bootstrap = [*(["--jobs", args.jobs] if args.jobs else []), "--format", args.format]
+    bootstrap = [*(["--jobs", args.jobs] if args.jobs else []), "--format", args.format,
+                 *(["--hang-after", f"{args.hang_after:g}"] if getattr(args, "hang_after", None) else [])]
     policy = RestartPolicy(args.restarts, args.spare_nodes, args.min_nodes)
     verbose = bool(getattr(args, "verbose", False) or getattr(args, "debug", False))
     return run(command, policy, shlex.split(args.srun_args), bootstrap, verbose=verbose)

@@ -243,3 +243,16 @@ def node_health(names: Sequence[str], probe: Collection[str] = (), timeout: floa
             if why:
                 bad[record["NodeName"]] = why
     return bad
+
+
+def step_records(job_id: str) -> list[dict[str, str]]:
+    """``scontrol show step -o JOB`` as one dict per running step of the job (its batch and extern steps
+    too); [] where the job runs no step, or is gone. Any other failure is a `ResolutionError`."""
+    out = run(["scontrol", "show", "step", "-o", job_id], 30)
+    if out.returncode == 0:
+        return [r for r in parse_records(out.stdout) if "StepId" in r]
+    said = (out.stderr or out.stdout).strip()
+    if "invalid job id" in said.lower() or "no steps" in said.lower():
+        return []
+    raise ResolutionError(f"scontrol show step {job_id} failed: {said[:300] or f'exit code {out.returncode}'}",
+                          "check that slurmctld is reachable (scontrol ping)")

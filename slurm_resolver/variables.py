@@ -53,6 +53,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_ARRAY_TASK_ID", "Slurm (--array)", "this element's index in the array (a sweep's parameters)", launched_with="SLURM_JOB_ID"),
     Variable("SLURM_RESTART_COUNT", "Slurm (requeue)", "how many times the job was requeued (0: its first run)"),
     Variable("SLURM_RESOLVER_ATTEMPT", "slurm-resolver run", "which attempt of the step this is: 1, then one more after each restart in the allocation"),
+    Variable("SLURM_RESOLVER_PROGRESS_FILE", "slurm-resolver bootstrap -- COMMAND (written)", "a file the task made for its command: the command's progress marks (b.progress(), slurm_resolver.progress()) and, once it marked, its stacks when asked"),
     Variable("SLURM_RESOLVER_OUTCOMES", "slurm-resolver run", "the directory where each task of the attempt records what its command came to"),
     Variable("SLURM_RESOLVER_FAILED_AT", "slurm-resolver run", "when the attempt before failed (seconds since the epoch): rank 0 says how long the restart took"),
     Variable("SLURM_SUBMIT_DIR", "Slurm", "where the job was submitted: the default base of checkpoint_dir()"),

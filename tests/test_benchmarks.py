@@ -61,3 +61,13 @@ def test_a_tasks_start_is_measured_beside_the_floor(slurm_cluster: dict[str, str
     assert all(r["code"].endswith("/slurm_resolver/__init__.py") and r["total"] > r["our import"] > 0 for r in ours)
     assert all(r["exchange"] > 0 and r["total"] > r["grpc import"] > 0 for r in rows)
     assert "| floor |" in done.stdout and "| slurm_resolver |" in done.stdout
+
+
+def test_the_stacks_are_gathered_in_process_and_over_real_sockets() -> None:
+    """benchmarks/stacks.py, small: every task answers, and the merged answer is small."""
+    for network in ("local", "grpc"):
+        done = run_script("benchmarks/stacks.py", "--network", network, "--procs", "2", "--ranks", "64",
+                          timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        (row,) = [json.loads(line) for line in done.stdout.splitlines()]
+        assert row["network"] == network and row["stacks_answered"] == 64 and 0 < row["stacks_bytes"] < 64 * 1024

@@ -41,6 +41,17 @@ def test_another_rank_sees_the_same_cluster_from_its_own_task() -> None:
     assert other.rank == 2 and other.me is not None and other.me.node == "node2" and other.spec() == CLUSTER.spec()
 
 
+def test_copies_of_a_cluster_skip_no_check() -> None:
+    """`Cluster._evolve` and `as_rank` copy fields past the constructor (the simulation's bytecodes, issue 40
+    item 6): that is the constructor's work only while neither type checks anything when made."""
+    from slurm_resolver.cluster import Cluster
+    from slurm_resolver.launchers.base import Launch
+
+    assert not hasattr(Cluster, "__post_init__") and not hasattr(Launch, "__post_init__")
+    other = CLUSTER.as_rank(2)
+    assert other.launch.rank == 2 and other.launch.distribution is CLUSTER.launch.distribution
+
+
 def test_a_learned_layout_must_keep_slurms_nodes_and_counts() -> None:
     learned = Placement(CLUSTER.placement.nodes, CLUSTER.placement.counts, ("node1", "node2", "node1", "node2"))
     assert CLUSTER.with_placement(learned).nodes == ("node1", "node2", "node1", "node2")

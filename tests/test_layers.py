@@ -47,26 +47,27 @@ LEVELS: list[set[str]] = [
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
      "rpc.network.callers", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits", "stacks.classes",
-     "supervise.speakers", "template_schema"},
+     "stacks.dumped", "supervise.speakers", "template_schema"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "rpc.wire",
-     "slurmctl", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "slurmctl",
+     "stacks.command", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.calls", "rpc.detection.beats",
-     "rpc.rounds.codec", "rpc.trust.gate", "stacks.picture", "submission", "supervise.command"},
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.wire", "stacks.picture",
+     "submission", "supervise.command"},
     # 4
     {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.detection.deaths", "rpc.network.in_process", "rpc.network.service", "rpc.options", "rpc.rounds.state",
-     "rpc.trust.identity"},
+     "rpc.calls", "rpc.detection.beats", "rpc.options", "rpc.rounds.codec", "rpc.trust.gate", "stacks.job"},
     # 5
-    {"gpus", "launchers", "rpc.network.server", "rpc.rounds.coordinator"},
+    {"gpus", "launchers", "rpc.detection.deaths", "rpc.network.in_process", "rpc.network.service",
+     "rpc.rounds.state", "rpc.trust.identity"},
     # 6
-    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.network.grpc_network"},
+    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.network.server", "rpc.rounds.coordinator"},
     # 7
     {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.detection.heartbeat",
-     "rpc.detection.watch", "rpc.rounds.uplink", "rpc.trust.verify", "rpc.view"},
+     "rpc.detection.stacks_call", "rpc.detection.watch", "rpc.network.grpc_network", "rpc.rounds.uplink",
+     "rpc.trust.verify", "rpc.view"},
     # 8
-    {"rpc.detection.detector", "rpc.handlers", "rpc.rounds.member"},
+    {"cli.diagnosis", "rpc.detection.detector", "rpc.handlers", "rpc.rounds.member"},
     # 9
     {"rpc.bootstrapped"},
     # 10

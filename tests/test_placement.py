@@ -8,6 +8,7 @@ import pytest
 
 from slurm_resolver.errors import PlacementError
 from slurm_resolver.launchers.base import Launch
+from slurm_resolver.layout import BLOCK, Distribution
 from slurm_resolver.placement import (
     Placement,
     block,
@@ -63,7 +64,8 @@ def test_a_rank_outside_the_job_names_the_range(rank: int) -> None:
 
 def test_compute_follows_the_distribution() -> None:
     def launch(distribution: str, counts: tuple[int, ...] = (2, 2)) -> Launch:
-        return Launch("srun", sum(counts), 1, ("a", "b"), counts, node="b", distribution=distribution, is_task=True)
+        return Launch("srun", sum(counts), 1, ("a", "b"), counts, node="b",
+                      distribution=Distribution.parse(distribution), is_task=True)
 
     assert compute(launch("block")).all_hosts == ("a", "a", "b", "b")  # type: ignore[union-attr]
     assert compute(launch("cyclic")).all_hosts == ("a", "b", "a", "b")  # type: ignore[union-attr]
@@ -74,8 +76,8 @@ def test_compute_follows_the_distribution() -> None:
 
 
 def test_an_arbitrary_layout_comes_from_its_host_file_else_an_exchange_learns_it() -> None:
-    listed = Launch("srun", 3, 1, ("a", "b"), (1, 2), node="a", distribution="arbitrary", hosts=("b", "a", "b"),
-                    node_index=0, gtids=(1,), is_task=True)
+    listed = Launch("srun", 3, 1, ("a", "b"), (1, 2), node="a", distribution=Distribution.parse("arbitrary"),
+                    hosts=("b", "a", "b"), node_index=0, gtids=(1,), is_task=True)
     where = compute(listed)
     assert where is not None and where.exact and where.all_hosts == ("b", "a", "b") and where.nodes == ("a", "b")
     guess = provisional(replace(listed, hosts=()))
@@ -84,7 +86,7 @@ def test_an_arbitrary_layout_comes_from_its_host_file_else_an_exchange_learns_it
 
 
 def test_check_own_names_the_rank_its_node_and_the_layout() -> None:
-    wrong = Launch("srun", 4, 1, ("n1", "n2"), (2, 2), node="n2", distribution="block", is_task=True)
+    wrong = Launch("srun", 4, 1, ("n1", "n2"), (2, 2), node="n2", distribution=BLOCK, is_task=True)
     with pytest.raises(PlacementError, match=r"rank 1 runs on n2, but Slurm's block layout \(n\[1-2\] tasks 2\(x2\)\)"):
         check_own(wrong, compute(wrong))  # type: ignore[arg-type]
 

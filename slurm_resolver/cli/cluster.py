@@ -110,7 +110,9 @@ def _headline(cluster: Cluster, all_ranks: bool) -> str:
                 f"{me.node if me else 'localhost'} (run inside srun, sbatch or salloc to see a job)")
     element = f" (array element {cluster.launch.array})" if cluster.launch.array else ""
     if not cluster.launch.is_task:  # a batch script, an salloc shell: no task runs here
-        step = "batch script" if cluster.launcher == "batch" else f"{cluster.launcher} shell"
+        from ..launchers import outside_of
+
+        step = outside_of(cluster.launcher) or f"{cluster.launcher} shell"
         return (f"launcher {cluster.launcher}{element}: the job's {cluster.world_size} tasks as srun would start "
                 f"them; this {step} is none of them (srun ... slurm-resolver show: the tasks' own view)")
     where = f"rank {cluster.rank} of {cluster.world_size}, {me.job}:{me.index} on {me.node} at {me.address}" \
@@ -309,7 +311,10 @@ def _origin(task: str) -> str:
         launcher, rank, size = str(seen["launcher"])[:16], int(seen["rank"]), int(seen["world_size"])
     except (ValueError, KeyError, TypeError):
         return ""
-    if launcher in ("batch", "salloc"):
+    from ..launchers import outside_of
+
+    outside = outside_of(launcher)
+    if outside:
         return (f": `slurm-resolver env` wrote them in the {launcher} step (rank {rank} of {size}, as the "
-                f"{'batch script' if launcher == 'batch' else 'salloc shell'} saw it), and srun passed them on")
+                f"{outside} saw it), and srun passed them on")
     return f": slurm_resolver wrote them for rank {rank} of {size} of another launch ({launcher}), passed on here"

@@ -13,9 +13,13 @@ import argparse
 import math
 import textwrap
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..template_schema import FORMATS
 from .usage import Parser
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..rpc.tree import Verify
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
@@ -57,6 +61,18 @@ def _seconds(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
     return value
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(text: str) -> float:
+    """Seconds, or a number with a unit: 90s, 10m, 2h, 1d."""
+    unit = _UNITS.get(text[-1:].lower(), 0.0) if text else 0.0
+    try:
+        return _seconds(text[:-1] if unit else text) * (unit or 1.0)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 10m or 2h") from None
 
 
 def _port(text: str) -> int:
@@ -104,7 +120,7 @@ Command = Callable[..., argparse.ArgumentParser]
 
 
 _GROUPS = {"cluster": "in a job (srun ... slurm-resolver COMMAND runs it in every task)",
-           "templates": "submitting a job", "tools": "tools"}
+           "templates": "submitting a job", "running": "a running job (from the login node)", "tools": "tools"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _cluster_commands(adder("cluster"))
     _template_commands(adder("templates"))
+    _running_commands(adder("running"))
     _tools(adder("tools"))
     parser.description = "\n\n".join([str(parser.description), *(f"{_GROUPS[g]}:\n" + "\n".join(lines)
                                                                    for g, lines in listed.items())])
@@ -202,6 +219,10 @@ def _cluster_commands(command: Command) -> None:
     run.add_argument("--srun-args", default="", metavar="TEXT", help="more srun arguments, as shell words")
     run.add_argument("--jobs", type=_jobs, help=_JOBS_HELP)
     run.add_argument("--format", choices=_AUTO, default="auto", help=_AUTO_HELP)
+    run.add_argument("--hang-after", type=_duration, metavar="DURATION",
+                     help="a hang: no task's progress mark (b.progress(), slurm_resolver.progress()) advanced for "
+                          "DURATION (90s, 10m, 2h), or some tasks' stood still while others' advanced; every "
+                          "task's stacks are then printed once, and the step restarts (default: never)")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
     check = command("check", cluster.check,
@@ -219,13 +240,15 @@ def _count(text: str) -> int:
     return int(text)
 
 
-def _verify(text: str) -> str | int:
-    """once (ring, its older name), all, none, or a count of next ranks."""
-    if text in ("once", "ring", "all", "none"):
-        return text
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"{text!r} is not once, all, none or a count of next ranks")
+def _verify(text: str) -> Verify:
+    """--verify's word or count, read by the one reader of ``verify=``."""
+    from ..errors import ConfigurationError
+    from ..rpc.tree import Verify
+
+    try:
+        return Verify.parse(text, "--verify")
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.message}: {exc.hint}") from None
 
 
 def _ports(text: str) -> tuple[int, ...]:
@@ -241,12 +264,14 @@ def _port_or_any(text: str) -> int:
 def _bootstrap_options(parser: argparse.ArgumentParser) -> None:
     """Every option of the bootstrap (``BootstrapOptions``), with the help, default and unit it documents."""
     from ..rpc.options import FIELDS
+    from ..rpc.tree import VERIFY_WORDS
 
     kinds: dict[str, dict[str, object]] = {
         "timeout": {"type": _seconds, "metavar": "SECONDS"}, "port": {"type": _port_or_any, "metavar": "PORT"},
-        "verify": {"type": _verify, "metavar": "once|all|none|K"}, "rendezvous": {"type": _ports, "metavar": "PORTS"},
+        "verify": {"type": _verify, "metavar": "|".join((*VERIFY_WORDS, "K"))},
+        "rendezvous": {"type": _ports, "metavar": "PORTS"},
         "fanout": {"type": _count, "metavar": "K"}, "heartbeat": {"type": float, "metavar": "SECONDS"},
-        "patience": {"type": _seconds, "metavar": "SECONDS"}}
+        "patience": {"type": _seconds, "metavar": "SECONDS"}, "hang_after": {"type": _duration, "metavar": "DURATION"}}
     for field in FIELDS:
         shape = kinds.get(field.name) or {"choices": field.metadata.get("choices")}
         parser.add_argument(f"--{field.name.replace('_', '-')}", help=field.metadata["help"], **shape)  # type: ignore[arg-type]
@@ -279,6 +304,25 @@ def _template_commands(command: Command) -> None:
                         "  slurm-resolver templates ps_worker   ps_worker's parameters with its own defaults")
     templates.add_argument("name", nargs="?", help="only this template, with its own defaults")
     templates.add_argument("--json", action="store_true", help="the same as one JSON object, for scripts")
+
+
+def _running_commands(command: Command) -> None:
+    """``stacks``."""
+    from . import diagnosis
+
+    stacks = command("stacks", diagnosis.stacks,
+                     "every task's Python stacks of a running step, merged: where a hung job is",
+                     "  slurm-resolver stacks 1234          the job's one running step\n"
+                     "  slurm-resolver stacks 1234.0 --svg stacks.svg\n"
+                     "  srun --overlap --jobid 1234 -n1 slurm-resolver stacks 1234.0   (from inside the allocation)")
+    stacks.add_argument("step", metavar="JOBID[.STEP]", help="the job, and its step where it runs several")
+    stacks.add_argument("--timeout", type=_seconds, default=5.0, metavar="SECONDS",
+                        help="how long the tasks have to answer; those that do not are named silent "
+                             "(default: %(default)g s)")
+    stacks.add_argument("--svg", metavar="FILE", help="also draw the merged tree of call paths as SVG into FILE")
+    stacks.add_argument("--ports", type=_ports, metavar="PORTS",
+                        help="the step's rendezvous ports, where the job sets SLURM_RESOLVER_RENDEZVOUS_PORTS "
+                             "(default: the launch's own, as its tasks derive them)")
 
 
 def _tools(command: Command) -> None:

@@ -18,7 +18,7 @@ from .mpi import MpichHydra, OpenMPI, PMIx
 from .single import SingleProcess
 from .slurm import BatchStep, SallocShell, SrunStep
 
-__all__ = ["Launch", "Launcher", "LAUNCHERS", "detect", "launch_of", "register", "by_name"]
+__all__ = ["Launch", "Launcher", "LAUNCHERS", "detect", "launch_of", "register", "by_name", "outside_of"]
 
 LAUNCHERS: list[type[Launcher]] = [OpenMPI, MpichHydra, PMIx, Torchrun, DeepSpeed, SpawnedBelow, SrunStep, BatchStep,
                                    SallocShell, SingleProcess]
@@ -49,6 +49,12 @@ def by_name(name: str) -> type[Launcher]:
             return launcher
     raise ConfigurationError(
         f"unknown launcher {name!r}", f"choose one of {', '.join(known.name for known in LAUNCHERS)}")
+
+
+def outside_of(name: str) -> str | None:
+    """The `Launcher.outside` of the plugin called ``name`` (``'batch script'`` for ``batch``); None where
+    it has none or no plugin is called so (a name another process wrote)."""
+    return next((launcher.outside for launcher in LAUNCHERS if launcher.name == name), None)
 
 
 def detect(env: Mapping[str, str]) -> type[Launcher]:

@@ -26,8 +26,8 @@ class Launch:
         node: the calling task's node name; None to ask the operating system.
         local_rank: rank among the tasks on the same node, when the launcher gives it.
         distribution: Slurm's distribution (``block``, ``cyclic``, ``plane=2``,
-            ``arbitrary``) or ``unknown`` (MPI launchers place ranks their own way); a word is
-            parsed into a `Distribution` when the value is made.
+            ``arbitrary``) or ``unknown`` (MPI launchers place ranks their own way), read from its
+            word by `Distribution.parse` (``layout.distribution()`` reads ``SLURM_DISTRIBUTION``).
         components: tasks of each heterogeneous-job component, in rank order; () if none.
         groups: the positions in ``nodes`` of each het component's nodes; () if none.
         node_index: the position of the caller's node in ``nodes`` (``SLURM_NODEID``).
@@ -74,10 +74,6 @@ class Launch:
     mpi_capable: bool = False
     missing: tuple[str, ...] = ()
     below: str | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.distribution, str):  # the word, as Slurm writes it
-            object.__setattr__(self, "distribution", Distribution.parse(self.distribution))
 
     @property
     def arbitrary(self) -> bool:
@@ -127,6 +123,10 @@ class Launcher(abc.ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    outside: ClassVar[str | None] = None
+    """What the process this launcher describes is called where it sees the whole job but is none of its
+    tasks (``'batch script'``, ``'salloc shell'``): where ``slurm-resolver env`` writes the job's variables
+    for srun to pass on to every task. None where the process is a task (or alone)."""
 
     @classmethod
     @abc.abstractmethod

@@ -110,6 +110,7 @@ class BatchStep(Launcher):
 
     name = "batch"
     description = "the batch step of sbatch (SLURM_JOB_ID and SLURMD_NODENAME, no SLURM_STEP_ID)"
+    outside = "batch script"
 
     @classmethod
     def detect(cls, env: Mapping[str, str]) -> bool:
@@ -130,6 +131,7 @@ class SallocShell(Launcher):
 
     name = "salloc"
     description = "an salloc shell (SLURM_JOB_ID set, not on a compute node)"
+    outside = "salloc shell"
 
     @classmethod
     def detect(cls, env: Mapping[str, str]) -> bool:

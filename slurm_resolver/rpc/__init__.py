@@ -15,7 +15,9 @@ imports no wing; only benchmarks and tests import the simulation):
   barriers, votes and notices);
 - `detection`: `beats` (the watch's messages), `deaths` (what both sides share), `watch` (a
   leader's side, and Watch's server side), `heartbeat` (a task's side), `detector` (one task's
-  failure detection), `crashes` (an uncaught exception as the task's failure);
+  failure detection, and its judge of hangs on the progress marks the beats carry), `crashes` (an
+  uncaught exception as the task's failure), `stacks_call` (Stacks: every task's stacks down the
+  tree, merged on the way up);
 - `trust`: `seals` (a secret, MUNGE, or none), `gate` (the checks every call meets), `identity`
   (a task, and WhoAreYou's both sides), `verify` (the peers found, checked);
 - `network`: `service` (the service over gRPC, and the bounds every caller meets), `server`

@@ -40,10 +40,13 @@ from ..exchange import Exchange, ExchangeMode, mpi_exchange
 from ..gpus import format_devices, parse_reported
 from ..placement import Placement
 from ..resolution import resolve
+from ..stacks.progress import Hang, HangKind
+from ..stacks.render import ranks_label
 from .bootstrapped import Bootstrapped, Exchanged
 from .detection.detector import FailureDetector
+from .detection.stacks_call import StacksHandler
 from .handlers import TaskHandlers
-from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
+from .messages import TABLE_ROUND, VERIFIED_ROUND, Cause, Contribution, Failure, Fault, Records, Table
 from .network.callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
 from .network.loop import LoopThread
 from .options import BootstrapOptions
@@ -52,7 +55,7 @@ from .rounds.uplink import Uplink
 from .transport import Network, Served
 from .tree import Checking, Plan, checked_peers, plan_of
 from .trust.identity import Identity
-from .trust.seals import AuthMode, Authority, authority
+from .trust.seals import AuthChoice, AuthMode, Authority, authority
 from .trust.verify import Inspection, check_peers
 
 __all__ = ["bootstrap", "bootstrap_async"]
@@ -179,12 +182,14 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
             failure = await _verify(task, settled, chosen)
             lap("verify")
         detector = None
+        stacks = StacksHandler(settled, task.plan, proof, task.served.port, network)
         if chosen.heartbeat:
             above, link = member.above
             detector = FailureDetector(settled, task.plan, above, link, network, proof, chosen.heartbeat,
-                                       chosen.patience)
+                                       chosen.patience, chosen.hang_after, lambda hang: _hung(hang, detector, stacks))
         watched = None if detector is None else detector.watch
         task.served.handlers.watching.watch_below(watched)  # tasks below may watch now
+        task.served.handlers.stacks_below(stacks)
         if task.checks_later:
             await _agree(task, member, failure, chosen.timeout)
             lap("barrier")
@@ -199,7 +204,29 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", _decisions(task, member, chosen, lap.timings))
     return Bootstrapped(settled, member, task.served, lap.timings, Exchanged.TREE if task.group is None else
-                        Exchanged.MPI, proof.how, detector, loop)
+                        Exchanged.MPI, proof.how, detector, loop, stacks)
+
+
+HANG_STACKS = 10.0
+"""Seconds the tasks have to give their stacks when the job hangs."""
+
+
+async def _hung(hang: Hang, detector: FailureDetector | None, stacks: StacksHandler) -> None:
+    """The job hangs (judged at the top of the tree): say where every task is, once, then fail the step
+    (every task hears it as this task's failure, and ``run`` restarts the step)."""
+    from ..stacks.job import JobStacks, nodes_of
+
+    cluster = stacks.cluster
+    found = await stacks.gather(time.monotonic() + HANG_STACKS)
+    job = JobStacks(found, nodes_of(found, lambda rank: cluster.task(rank).node), f"step {cluster.launch.key}")
+    odd = [c.ranks for c in job.odd()] if hang.kind is HangKind.STILL else [hang.marks.behind]
+    named = "; ".join(ranks_label(ranks, lambda rank: cluster.task(rank).node) for ranks in odd[:4])
+    why = f"the job hung: {hang}" + (f" (odd: {named})" if named else "")
+    log.error("slurm_resolver: %s; every task's stacks:\n%s", why, job)
+    if detector is not None:
+        fault = Fault(Cause.HUNG, why)
+        detector.deaths.failing(fault)
+        await detector.fail(fault)
 
 
 def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: Mapping[str, float]) -> str:
@@ -214,19 +241,19 @@ def _decisions(task: _Task, member: Member, options: BootstrapOptions, timings: 
     else:
         place = f"on {node} under its leader, rank {plan.leader}"
     if task.checks_later:
-        peers = len(checked_peers(plan.rank, cluster.world_size, options.checks))
+        peers = len(checked_peers(plan.rank, cluster.world_size, options.verify))
         checked = f"verified {peers} peer{'s' * (peers != 1)} after the table"
     elif task.inspection is not None:
         checked = f"verified its {len(plan.sources)} source{'s' * (len(plan.sources) != 1)} as they joined"
     else:
-        nothing = options.checks.how is Checking.NONE
+        nothing = options.verify.how is Checking.NONE
         checked = "verify=none: nothing verified" if nothing else f"verified by rank {above}"
     phases = ", ".join(f"{name} {seconds:.2f}" for name, seconds in timings.items())
     return (f"bootstrap: {place}; {checked}; port {task.served.port}; table in {sum(timings.values()):.2f} s "
             f"({phases})")
 
 
-def _authority(auth: str | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
+def _authority(auth: AuthChoice | None, env: Mapping[str, str], network: Network | None, cluster: Cluster) -> Authority:
     """How this task's calls and answers are proven (see `auth`); in an in-process network, whose
     simulated tasks share one process anyway, nothing unless asked. A job without proof says so, once."""
     if network is not None and auth is None:  # a job's task (no network given) never loads the in-process one
@@ -272,7 +299,7 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode
     identity = Identity(cluster.launch.key, rank, me.node, me.job, me.index)
     root = uplink.position is None and plan.is_leader
     bind = candidates if options.port or (plan.is_leader and group is None) else [0]
-    early = group is None and options.checks.how is Checking.ONCE  # leaders check their sources as they join
+    early = group is None and options.verify.how is Checking.ONCE  # leaders check their sources as they join
     inspection = None
     if early and plan.is_leader and plan.sources:  # a record in at the last moment still gets its check
         inspection = Inspection(cluster, plan, network, proof,
@@ -282,7 +309,7 @@ async def _start(cluster: Cluster, options: BootstrapOptions, mode: ExchangeMode
         identity, cluster.world_size, proof, port, plan.sources, root, None if root else uplink.notice, arrived))
     return _Task(cluster, plan, network, proof, served, Member(cluster, plan, uplink, served.handlers.rounds,
                                                                inspection),
-                 group, inspection, checks_later=not early and options.checks.how is not Checking.NONE)
+                 group, inspection, checks_later=not early and options.verify.how is not Checking.NONE)
 
 
 async def _exchange(task: _Task, timeout: float) -> Table:
@@ -358,7 +385,7 @@ def _learned(cluster: Cluster, table: Table) -> Placement:
 
 async def _verify(task: _Task, settled: Cluster, options: BootstrapOptions) -> Failure:
     """Ask the peers this task checks who they are, after the table; the first mismatch, as a failure."""
-    peers = checked_peers(task.plan.rank, settled.world_size, options.checks)
+    peers = checked_peers(task.plan.rank, settled.world_size, options.verify)
     return await check_peers(task.network, task.authority, settled, task.plan.rank, peers, options.timeout)
 
 

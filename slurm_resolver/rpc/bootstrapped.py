@@ -7,14 +7,20 @@ for barriers after the bootstrap, and says how long each phase took.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from ..cluster import Cluster
+from ..environment import snapshot
 from ..errors import ConfigurationError
+from ..stacks.capture import ThreadStack
+from ..stacks.command import Marker, Watched, marker
+from ..stacks.job import JobStacks, nodes_of
 from .detection import crashes
 from .detection.detector import FailureDetector
+from .detection.stacks_call import StacksHandler
 from .messages import NAME, Cause, Fault
 from .network.loop import LoopThread
 from .rounds.member import Member
@@ -63,9 +69,15 @@ class Bootstrapped(ClusterView):
             (`bootstrap_async()`'s).
     """
 
+    _mark = 0
+    _marker: Marker | None = None
+    _marker_read = False
+    _watched: Watched | None = None
+
     def __init__(self, cluster: Cluster, member: Member | None, served: Served[Any] | None,
                  timings: dict[str, float] | None = None, exchanged: Exchanged | None = None, authenticated: str = "",
-                 detector: FailureDetector | None = None, loop: LoopThread | None = None) -> None:
+                 detector: FailureDetector | None = None, loop: LoopThread | None = None,
+                 stacks: StacksHandler | None = None) -> None:
         super().__init__(cluster)
         self.timings = dict(timings or {})
         self.exchanged = exchanged
@@ -74,6 +86,7 @@ class Bootstrapped(ClusterView):
         self._served = served
         self._loop = loop
         self._detector = detector
+        self._stacks = stacks
         self.aio = Coroutines(self)
 
     @classmethod
@@ -144,6 +157,47 @@ class Bootstrapped(ClusterView):
                                      "call slurm_resolver.bootstrap() (not bootstrap_async) for blocking calls")
         return self._loop.run(coroutine)
 
+    # Diagnosis.
+
+    def progress(self, step: int | None = None) -> None:
+        """Mark this task's progress: ``step`` (a number that grows, such as the training step), else one
+        more than the last mark. Cheap (no call: the marks ride the heartbeats); with ``hang_after``, the
+        job hangs where no mark advances for that long, or where some tasks' stand still while others'
+        advance. Under ``slurm-resolver bootstrap -- COMMAND`` the mark also goes to the task that runs
+        this process."""
+        mark = (self._mark + 1 if step is None else int(step))
+        self._mark = mark
+        detector = self._detector
+        if detector is not None:
+            detector.mark = mark
+        if not self._marker_read:  # where its task made it a file: read at the first mark, not at every start
+            self._marker, self._marker_read = marker(snapshot()), True
+        if self._marker is not None:
+            self._marker.mark(mark)
+
+    def stacks(self, timeout: float = 5.0) -> JobStacks:
+        """Every task's Python stacks now, gathered through the tree and merged into classes of identical
+        stacks with their ranks (``print()`` it: the rarest first). A task that does not answer within
+        ``timeout`` (dead, or holding the GIL in C code) is named as silent."""
+        return self._run(self.aio.stacks(timeout))
+
+    def watch_command(self) -> dict[str, str]:
+        """This task runs a command (``slurm-resolver bootstrap -- COMMAND``): from now on its progress marks
+        are the command's, and its stacks the command's (`slurm_resolver.stacks.command`). Returns what
+        the command's environment gets; `stop()` removes the file."""
+        from ..stacks.command import Watched, not_marked
+
+        watched = self._watched = Watched()
+        if self._detector is not None:
+            self._detector.read_mark = watched.mark
+        if self._stacks is not None:
+            async def take() -> tuple[ThreadStack, ...]:
+                found = await asyncio.get_running_loop().run_in_executor(None, watched.stacks)
+                return found or not_marked(None)
+
+            self._stacks.take = take
+        return watched.environ()
+
     # Failures.
 
     def failures(self) -> dict[int, str]:
@@ -201,6 +255,8 @@ class Bootstrapped(ClusterView):
         finally:
             self._loop.close()
             self._loop = None
+            if self._watched is not None:
+                self._watched.close()
 
     def __repr__(self) -> str:
         return f"Bootstrapped(rank={self.rank}, world_size={self.world_size}, launcher={self.launcher!r})"
@@ -227,6 +283,17 @@ class Coroutines:
     async def announce(self, name: str, timeout: float = 60.0) -> None:
         """`announce()`."""
         await self._task._joined().announce(_round_name(name), timeout)
+
+    async def stacks(self, timeout: float = 5.0) -> JobStacks:
+        """`stacks()`."""
+        task = self._task
+        handler = task._stacks
+        if handler is None or task._served is None:
+            raise ConfigurationError("this cluster was not made by bootstrap(), or is stopped: it has no server",
+                                     "call slurm_resolver.bootstrap() first")
+        found = await handler.job(timeout)
+        cluster = task.cluster
+        return JobStacks(found, nodes_of(found, lambda rank: cluster.task(rank).node), f"step {cluster.launch.key}")
 
     async def fail(self, why: str, cause: Cause = Cause.REPORTED, status: int = 0) -> None:
         """`fail()`."""

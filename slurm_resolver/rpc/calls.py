@@ -120,7 +120,12 @@ WHO = unary("WhoAreYou", lambda handlers: handlers.who, "this server belongs to 
 WATCH = stream("Watch", lambda handlers: handlers.watch, "this server watches no task")
 """Heartbeats up, failures down, for as long as the job runs (failure detection's `WatchHandler`)."""
 
-CALLS: tuple[Call, ...] = (JOIN, JOIN_BUNDLED, WHO, WATCH)
+STACKS = unary("Stacks", lambda handlers: handlers.stacks, "this server belongs to no launch", most_request=4096,
+              most_answer=MAX_MESSAGE)
+"""Every task's Python stacks below this one, merged (`slurm_resolver.rpc.detection.stacks_call`): asked
+of the root by a task of the job or by the job's user outside it."""
+
+CALLS: tuple[Call, ...] = (JOIN, JOIN_BUNDLED, WHO, WATCH, STACKS)
 """The service's calls: what a task's server answers."""
 
 TABLE: dict[str, Call] = {}

@@ -142,7 +142,7 @@ class Identity(_message.Message):
     def __init__(self, job_key: _Optional[str] = ..., rank: _Optional[int] = ..., node: _Optional[str] = ..., job: _Optional[str] = ..., index: _Optional[int] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class Beat(_message.Message):
-    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status")
+    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status", "progress")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -153,6 +153,7 @@ class Beat(_message.Message):
     LEAVING_FIELD_NUMBER: _ClassVar[int]
     CAUSE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     source: int
     node: int
@@ -163,7 +164,8 @@ class Beat(_message.Message):
     leaving: bool
     cause: str
     status: int
-    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ...) -> None: ...
+    progress: Progress
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
 
 class HandOver(_message.Message):
     __slots__ = ("successor", "above", "gone_ranks", "gone_nodes")
@@ -196,3 +198,90 @@ class Event(_message.Message):
     cause: str
     status: int
     def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., hand_over: _Optional[_Union[HandOver, _Mapping]] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ...) -> None: ...
+
+class RankSet(_message.Message):
+    __slots__ = ("first", "last", "count")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    first: _containers.RepeatedScalarFieldContainer[int]
+    last: _containers.RepeatedScalarFieldContainer[int]
+    count: int
+    def __init__(self, first: _Optional[_Iterable[int]] = ..., last: _Optional[_Iterable[int]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("lowest", "behind", "highest", "tasks")
+    LOWEST_FIELD_NUMBER: _ClassVar[int]
+    BEHIND_FIELD_NUMBER: _ClassVar[int]
+    HIGHEST_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    lowest: int
+    behind: RankSet
+    highest: int
+    tasks: int
+    def __init__(self, lowest: _Optional[int] = ..., behind: _Optional[_Union[RankSet, _Mapping]] = ..., highest: _Optional[int] = ..., tasks: _Optional[int] = ...) -> None: ...
+
+class StacksAsk(_message.Message):
+    __slots__ = ("job_key", "source", "nonce", "port", "within_ms", "time")
+    JOB_KEY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    job_key: str
+    source: int
+    nonce: bytes
+    port: int
+    within_ms: int
+    time: int
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., within_ms: _Optional[int] = ..., time: _Optional[int] = ...) -> None: ...
+
+class StackFrame(_message.Message):
+    __slots__ = ("file", "line", "function")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    line: int
+    function: str
+    def __init__(self, file: _Optional[str] = ..., line: _Optional[int] = ..., function: _Optional[str] = ...) -> None: ...
+
+class StackClass(_message.Message):
+    __slots__ = ("frames", "main", "thread", "ranks", "skipped")
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    MAIN_FIELD_NUMBER: _ClassVar[int]
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    frames: _containers.RepeatedCompositeFieldContainer[StackFrame]
+    main: bool
+    thread: str
+    ranks: RankSet
+    skipped: int
+    def __init__(self, frames: _Optional[_Iterable[_Union[StackFrame, _Mapping]]] = ..., main: _Optional[bool] = ..., thread: _Optional[str] = ..., ranks: _Optional[_Union[RankSet, _Mapping]] = ..., skipped: _Optional[int] = ...) -> None: ...
+
+class StacksAnswer(_message.Message):
+    __slots__ = ("nonce", "source", "classes", "silent", "answered", "others", "nodes")
+    class NodesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    SILENT_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_FIELD_NUMBER: _ClassVar[int]
+    OTHERS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nonce: bytes
+    source: int
+    classes: _containers.RepeatedCompositeFieldContainer[StackClass]
+    silent: RankSet
+    answered: int
+    others: RankSet
+    nodes: _containers.ScalarMap[int, str]
+    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., classes: _Optional[_Iterable[_Union[StackClass, _Mapping]]] = ..., silent: _Optional[_Union[RankSet, _Mapping]] = ..., answered: _Optional[int] = ..., others: _Optional[_Union[RankSet, _Mapping]] = ..., nodes: _Optional[_Mapping[int, str]] = ...) -> None: ...

@@ -1,18 +1,21 @@
 """Everything one task's server answers, put together: its rounds, who it is, the watch of the tasks below.
 
 Each call is answered by the part that owns it: Join by the rounds' `Coordinator`, WhoAreYou by
-trust's `IdentityHandler`, Watch by failure detection's `WatchHandler`; all three meet the same
-`Gate` first. The parts know nothing of each other.
+trust's `IdentityHandler`, Watch by failure detection's `WatchHandler`, Stacks (once bootstrapped) by
+its `StacksHandler`; the first three meet the same `Gate` first (Stacks checks its own asks: the job's
+user outside it may ask). The parts know nothing of each other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 
+from .detection.stacks_call import StacksHandler
 from .detection.watch import WatchHandler
 from .messages import Records, Round, Source
 from .rounds.codec import Decision
 from .rounds.coordinator import Coordinator
+from .transport import Refusal, Refused
 from .trust.gate import Gate
 from .trust.identity import Identity, IdentityHandler
 from .trust.seals import Authority
@@ -46,3 +49,15 @@ class TaskHandlers:
         self.sent = self.rounds.sent
         self.who = self.identifying.who
         self.watch = self.watching.watch
+        self._stacks: StacksHandler | None = None
+
+    def stacks_below(self, handler: StacksHandler) -> None:
+        """From now on (once bootstrapped: the tasks below are known by their ports) this server answers
+        asks for stacks."""
+        self._stacks = handler
+
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        """The stacks of this task's subtree (`slurm_resolver.rpc.detection.stacks_call`)."""
+        if self._stacks is None:
+            raise Refused(Refusal.UNREADY, f"rank {self.identity.rank} is not bootstrapped yet: ask again")
+        return await self._stacks.stacks(message, deadline)

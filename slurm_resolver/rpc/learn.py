@@ -17,8 +17,11 @@ from dataclasses import replace
 
 from ..cluster import Cluster
 from ..errors import PlacementError, ResolutionError
+from ..exchange import ExchangeMode
 from ..placement import unknown
 from .bootstrap import bootstrap
+from .options import BootstrapOptions
+from .tree import Checking, Verify
 
 __all__ = ["learn_layout"]
 
@@ -36,8 +39,8 @@ def learn_layout(cluster: Cluster, environ: Mapping[str, str] | None = None, tim
         return cluster
     learner = replace(cluster, launch=replace(cluster.launch, key=f"{cluster.launch.key}/layout"))
     try:
-        learned = bootstrap(learner, exchange="rendezvous", verify="none", timeout=timeout, environ=environ,
-                            heartbeat=None)
+        learned = bootstrap(learner, BootstrapOptions(exchange=ExchangeMode.RENDEZVOUS, verify=Verify(Checking.NONE),
+                                                      timeout=timeout, heartbeat=None), environ=environ)
     except PlacementError:
         raise
     except ResolutionError as exc:

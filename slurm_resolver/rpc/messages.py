@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -54,9 +54,6 @@ class Policy:
     """Whether a call of this kind goes straight to the root of the tree (not to the task above)."""
 
 
-_POLICY_FIELDS = tuple(f.name for f in fields(Policy))
-
-
 class RoundKind(enum.Enum):
     """What a round is for: its name on the wire and its `Policy`.
 
@@ -65,23 +62,11 @@ class RoundKind(enum.Enum):
     """
 
     policy: Policy
-    verb: str
-    named: bool
-    counted: bool
-    first: bool
-    carries_table: bool
-    asks_above: bool
-    kept: bool
-    to_root: bool
-    # Its policy's fields, each also an attribute of the kind (see `Policy`): they are read for
-    # every message, and a property costs a call each time.
 
     def __new__(cls, value: str, policy: Policy) -> RoundKind:
         member = object.__new__(cls)
         member._value_ = value
         member.policy = policy
-        for name in _POLICY_FIELDS:
-            setattr(member, name, getattr(policy, name))
         return member
 
     TABLE = "table", Policy(verb="join", named=False, first=True, carries_table=True)
@@ -124,8 +109,8 @@ class Round:
     count: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind.named != bool(self.name) or len(self.name) > NAME or self.count < 0 \
-                or (self.count and not self.kind.counted):
+        if self.kind.policy.named != bool(self.name) or len(self.name) > NAME or self.count < 0 \
+                or (self.count and not self.kind.policy.counted):
             raise WireError(f"a round that cannot be: {self.kind.value} {self.name[:64]!r} #{self.count}")
 
     @classmethod
@@ -257,6 +242,9 @@ class Cause(enum.Enum):
     """It stopped because another task failed."""
     REPORTED = "reported"
     """It reported a failure in words (`Bootstrapped.fail`), or the bootstrap failed at it."""
+    HUNG = "hung"
+    """The job hung (no progress mark advanced, or some stood still while others advanced): the top of
+    the tree judged it, said where every task was, and failed the step."""
 
     @property
     def on_wire(self) -> str:

@@ -1,8 +1,11 @@
 """Every knob of the bootstrap in one frozen value, checked once, with its precedence.
 
 ``bootstrap(cluster, timeout=30, verify="all")`` and ``bootstrap(cluster, BootstrapOptions(...))``
-are the same: the keywords are sugar for this value. A value given explicitly wins over its
-variable (``SLURM_RESOLVER_EXCHANGE``, ``SLURM_RESOLVER_AUTH``,
+are the same: the keywords are sugar for this value. The choices (``exchange``, ``verify``,
+``auth``) are types (`ExchangeMode`, `Verify`, `AuthChoice`); their words, as the keywords, the
+command line and the variables give them, are read into those once, when the value is made, and an
+unknown word is a `ConfigurationError` that names the option and its words. A value given
+explicitly wins over its variable (``SLURM_RESOLVER_EXCHANGE``, ``SLURM_RESOLVER_AUTH``,
 ``SLURM_RESOLVER_RENDEZVOUS_PORTS``), which wins over the default; anything out of range is
 a `ConfigurationError` before anything starts. The command
 line's ``slurm-resolver bootstrap`` offers the same options (`FIELDS`).
@@ -20,8 +23,12 @@ from ..exchange import Exchange, ExchangeMode, parse_mode
 from .network.ports import candidates_of
 from .tree import DEFAULT_FANOUT, ONCE, Verify
 from .trust.seals import MODES as AUTH_MODES
+from .trust.seals import AuthChoice
 
 __all__ = ["BootstrapOptions"]
+
+_EXCHANGES = tuple(mode.value for mode in ExchangeMode if mode is not ExchangeMode.NONE)
+"""The words of the bootstrap's ``exchange`` (it needs one: not ``'none'``)."""
 
 
 def _seconds(name: str, value: object, low: float, high: float) -> None:
@@ -41,17 +48,17 @@ def _whole(name: str, value: object, low: int, high: int, example: str) -> None:
 class BootstrapOptions:
     """How the tasks bootstrap. Every field is checked when the value is made."""
 
-    exchange: str | ExchangeMode | Exchange | None = field(default=None, metadata={
+    exchange: ExchangeMode | Exchange | None = field(default=None, metadata={
         "help": "how tasks exchange their records: auto (MPI under an MPI launcher or srun --mpi=pmix where MPI "
                 "initialises, else the tree of node leaders), mpi, or rendezvous "
-                "(default: SLURM_RESOLVER_EXCHANGE, else auto)", "choices": ("auto", "mpi", "rendezvous")})
+                "(default: SLURM_RESOLVER_EXCHANGE, else auto)", "choices": _EXCHANGES})
     timeout: float = field(default=60.0, metadata={
         "help": "seconds the whole bootstrap may take; a task that is missing by then is named (default: 60 s)",
         "type": float})
     port: int = field(default=0, metadata={
         "help": "the port every task's server binds (default: 0, a free port; node leaders then bind one of the "
                 "launch's rendezvous ports)", "type": int})
-    verify: Verify | str | int = field(default=ONCE, metadata={
+    verify: Verify = field(default=ONCE, metadata={
         "help": "how servers are checked: once (every server by one peer, in the tree by the leader it joins, "
                 "which verifies the whole table; ring is its older name), all (every pair), none, or a count of "
                 "next ranks each task asks after the table (default: once)"})
@@ -60,7 +67,7 @@ class BootstrapOptions:
                 "12 ports derived from the launch's key)"})
     fanout: int = field(default=DEFAULT_FANOUT, metadata={
         "help": f"child nodes per node leader in the tree (default: {DEFAULT_FANOUT})", "type": int})
-    auth: str | None = field(default=None, metadata={
+    auth: AuthChoice | None = field(default=None, metadata={
         "help": "how tasks prove they belong to the job: auto (a secret where one is given, else MUNGE where "
                 "munged answers, else none, said loudly), secret, munge, none "
                 "(default: SLURM_RESOLVER_AUTH, else auto)", "choices": AUTH_MODES})
@@ -70,13 +77,20 @@ class BootstrapOptions:
     patience: float = field(default=5.0, metadata={
         "help": "seconds of silence after which a task is declared dead, at least twice the heartbeat "
                 "(default: 5 s)", "type": float})
+    hang_after: float | None = field(default=None, metadata={
+        "help": "a hang: no task's progress mark (b.progress(), slurm_resolver.progress()) advanced for this long "
+                "(seconds, or 90s, 10m, 2h), or some tasks' stood still while others' advanced; the root then "
+                "prints every task's stacks once and fails the step (run restarts it); it rides the heartbeats "
+                "(default: never)"})
 
     def __post_init__(self) -> None:
+        # A word given for a choice (the keywords, the command line; callers without types) is read here,
+        # once, into its type: past this point every choice is an enum.
         if self.exchange is not None:
             mode = parse_mode(self.exchange, "exchange")
             if mode is ExchangeMode.NONE:
                 raise ConfigurationError("bootstrap needs an exchange between the tasks, not exchange='none'",
-                                         "use 'auto', 'mpi' or 'rendezvous'")
+                                         f"use one of {', '.join(_EXCHANGES)}")
             object.__setattr__(self, "exchange", mode)
         _seconds("timeout", self.timeout, 0.01, 30 * 24 * 3600.0)
         _whole("port", self.port, 0, 65535, "port=0 (a free port) or port=29500")
@@ -89,8 +103,8 @@ class BootstrapOptions:
                 _whole("a rendezvous port", port, 1, 65535, "rendezvous=30001,30002")
             object.__setattr__(self, "rendezvous", ports)
         _whole("fanout", self.fanout, 1, 4096, "fanout=8")
-        if self.auth is not None and self.auth not in AUTH_MODES:
-            raise ConfigurationError(f"auth={self.auth!r} is not known", f"use one of {', '.join(AUTH_MODES)}")
+        if self.auth is not None:
+            object.__setattr__(self, "auth", AuthChoice.parse(self.auth))
         if self.heartbeat:
             _seconds("heartbeat", self.heartbeat, 0.05, 3600.0)
             if isinstance(self.patience, bool) or not isinstance(self.patience, (int, float)) \
@@ -101,6 +115,13 @@ class BootstrapOptions:
                                          "e.g. patience=5 * heartbeat")
         else:
             object.__setattr__(self, "heartbeat", None)
+        if self.hang_after is not None:
+            _seconds("hang_after", self.hang_after, 1.0, 30 * 24 * 3600.0)
+            if not self.heartbeat or self.hang_after <= self.patience:
+                raise ConfigurationError(f"hang_after={self.hang_after:g} s needs failure detection, and longer than "
+                                         f"its patience ({self.patience:g} s): progress rides the heartbeats",
+                                         "keep heartbeat on (the default) and give hang_after in minutes, "
+                                         "e.g. hang_after=600")
 
     @classmethod
     def of(cls, options: BootstrapOptions | None, keywords: Mapping[str, Any]) -> BootstrapOptions:
@@ -113,20 +134,14 @@ class BootstrapOptions:
             raise ConfigurationError(f"bootstrap() got unknown options {unknown}", f"known: {', '.join(sorted(names))}")
         return replace(options or cls(), **keywords)
 
-    @property
-    def checks(self) -> Verify:
-        """How servers are checked (``verify``, parsed)."""
-        assert isinstance(self.verify, Verify)
-        return self.verify
-
     def mode(self, env: Mapping[str, str]) -> ExchangeMode | Exchange:
         """The exchange: this value's, else ``SLURM_RESOLVER_EXCHANGE``, else ``'auto'``."""
         if self.exchange is not None:
-            return parse_mode(self.exchange)  # parsed already: an ExchangeMode, or the Exchange given
+            return self.exchange
         mode = parse_mode(env.get("SLURM_RESOLVER_EXCHANGE", "auto"), "SLURM_RESOLVER_EXCHANGE")
         if mode is ExchangeMode.NONE:
             raise ConfigurationError("SLURM_RESOLVER_EXCHANGE=none: bootstrap needs an exchange between the tasks",
-                                     "unset it, or use auto, mpi or rendezvous")
+                                     f"unset it, or use one of {', '.join(_EXCHANGES)}")
         return mode
 
     def candidates(self, env: Mapping[str, str], launch: str) -> list[int]:

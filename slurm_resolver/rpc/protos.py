@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
-MESSAGES = ("Answer", "Beat", "Bundle", "Call", "Envelope", "Event", "Failure", "HandOver", "Identity", "Records",
-            "Round", "Who")
+MESSAGES = ("Answer", "Beat", "Bundle", "Call", "Envelope", "Event", "Failure", "HandOver", "Identity", "Progress",
+            "RankSet", "Records", "Round", "StackClass", "StackFrame", "StacksAnswer", "StacksAsk", "Who")
 """The messages of ``coordination.proto``, each a class of this module."""
 
 
@@ -69,9 +69,16 @@ if TYPE_CHECKING:  # typed by the generated module's stubs (setup.cfg lets mypy 
         Failure,
         HandOver,
         Identity,
+        Progress,
+        RankSet,
         Records,
         Round,
+        StackClass,
+        StackFrame,
+        StacksAnswer,
+        StacksAsk,
         Who,
     )
 else:
-    Answer, Beat, Bundle, Call, Envelope, Event, Failure, HandOver, Identity, Records, Round, Who = _classes()
+    (Answer, Beat, Bundle, Call, Envelope, Event, Failure, HandOver, Identity, Progress, RankSet, Records, Round,
+     StackClass, StackFrame, StacksAnswer, StacksAsk, Who) = _classes()

@@ -170,6 +170,11 @@ class Checking(enum.Enum):
     """Each task its next ranks, after the table (a count of them)."""
 
 
+VERIFY_WORDS = tuple(how.value for how in Checking if how is not Checking.NEXT)
+"""The words of ``verify=`` (a count of next ranks is the other choice)."""
+_WORDS = {**{word: Checking(word) for word in VERIFY_WORDS}, "ring": Checking.ONCE}  # once's older name
+
+
 @dataclass(frozen=True)
 class Verify:
     """``verify=``: how servers are checked, and for `Checking.NEXT` how many next ranks.
@@ -182,16 +187,24 @@ class Verify:
     count: int = 0
 
     @classmethod
-    def parse(cls, value: object) -> Verify:
-        """``'once'`` (``'ring'``, its older name), ``'all'``, ``'none'`` or a count of next ranks; a
-        `ConfigurationError` for anything else."""
+    def parse(cls, value: object, source: str = "verify") -> Verify:
+        """One of `VERIFY_WORDS` (``'ring'`` is ``'once'``'s older name), or a count of next ranks (a
+        number, or its digits as the command line gives it); a `ConfigurationError` naming ``source``
+        and the words for anything else.
+
+        >>> Verify.parse("2"), Verify.parse("none").how
+        (Verify(how=<Checking.NEXT: 'next'>, count=2), <Checking.NONE: 'none'>)
+        """
         if isinstance(value, Verify):
             return value
-        if isinstance(value, str) and value in ("once", "ring", "all", "none"):
-            return cls(Checking.ONCE if value == "ring" else Checking(value))
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, str) and value in _WORDS:
+            return cls(_WORDS[value])
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return cls(Checking.NEXT, value)
-        raise ConfigurationError(f"verify={value!r} is not known", "use 'once', 'all', 'none' or a count of next ranks")
+        raise ConfigurationError(f"{source}={value!r} is not known",
+                                 f"use {', '.join(repr(w) for w in VERIFY_WORDS)} or a count of next ranks")
 
     @property
     def after_table(self) -> bool:

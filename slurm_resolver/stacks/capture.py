@@ -19,6 +19,9 @@ MOST_FRAMES = 32
 OURS = "slurm-resolver"
 """The prefix of the names of slurm_resolver's own threads (its event loop, its connection checks):
 not the job's code, and left out."""
+LIBRARIES = ("(_poll_wrapper)",)
+"""The ends of the names of libraries' threads that run no Python of the job (grpc.aio's completion
+queue poller, one in every task): left out with ours."""
 
 
 class Frame(NamedTuple):
@@ -55,14 +58,14 @@ def _frames(frame: FrameType | None, most: int) -> tuple[tuple[Frame, ...], int]
 
 def capture(most: int = MOST_FRAMES, ours: bool = False) -> tuple[ThreadStack, ...]:
     """Every Python thread's stack of this process, the main thread first, then by name (the asking
-    thread itself, and slurm_resolver's own threads unless ``ours``, left out)."""
+    thread itself, and slurm_resolver's and gRPC's own threads unless ``ours``, left out)."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
     main = threading.main_thread().ident
     me = threading.get_ident()
     stacks = []
     for ident, frame in sys._current_frames().items():
         name = names.get(ident, f"thread {ident}")
-        if ident == me or (not ours and name.startswith(OURS)):
+        if ident == me or (not ours and (name.startswith(OURS) or name.endswith(LIBRARIES))):
             continue
         frames, skipped = _frames(frame, most)
         stacks.append(ThreadStack("main" if ident == main else name, frames, skipped))

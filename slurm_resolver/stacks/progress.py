@@ -77,8 +77,10 @@ class Hang:
 
     def __str__(self) -> str:
         if self.kind is HangKind.LAGGING:
-            return (f"ranks {self.marks.behind} ({len(self.marks.behind)} tasks) stayed at progress mark "
-                    f"{self.marks.lowest} for {self.seconds:.0f} s while others reached {self.marks.highest}")
+            behind = self.marks.behind
+            who = f"rank {behind.first}" if len(behind) == 1 else f"ranks {behind} ({len(behind):,} tasks)"
+            return (f"{who} stayed at progress mark {self.marks.lowest} for {self.seconds:.0f} s while others "
+                    f"reached {self.marks.highest}")
         if not self.marks.tasks:
             return f"no task marked progress in {self.seconds:.0f} s since the bootstrap"
         return f"no task's progress mark advanced for {self.seconds:.0f} s (the highest is {self.marks.highest})"

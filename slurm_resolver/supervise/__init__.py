@@ -78,6 +78,7 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
     b.on_fault(on_fault)
     recorder.bootstrapped(recording, env.get("SLURM_STEP_ID", ""))
     own = for_child({"SLURM_RESOLVER_RENDEZVOUS_PORTS": command_rendezvous_ports(b.job_key)})
+    own.update(b.watch_command())  # its progress marks and stacks come through this task's file
     sys.stdout.flush()
     oom_before = _oom_kills()
 

@@ -23,6 +23,7 @@ trainers got what the mode promises (see [delivery][slurm_resolver.training.deli
 from __future__ import annotations
 
 import argparse
+import enum
 import os
 import shutil
 import sys
@@ -36,18 +37,22 @@ from ..environment import keep_grpc_off_proxies
 from ..errors import ConfigurationError, SlurmResolverError
 from ..rpc.bootstrapped import Bootstrapped
 from . import delivery
+from .delivery import Mode
 from .native_logs import drain, quiet_tensorflow
 from .report import Reporter
 from .task import start_task
 
-__all__ = ["DataService", "start", "main"]
+__all__ = ["DataService", "Role", "start", "main"]
 
 SERVICE_DONE = "data-service-done"
-MODES = ("distributed_epoch", "parallel_epochs", "shared_parallel", "train", "local")
-"""How a trainer reads (``--modes``): every element once across trainers; a full epoch from every
-worker; two trainers splitting the workers' epochs (one job name); ``--elements`` steps of an
-endless stream from every worker, which goes on when a worker is lost; or the same pipeline run
-in the trainer itself, without the service (to compare)."""
+
+
+class Role(enum.Enum):
+    """A task's part in the service, from its job (`start()`'s ``dispatcher`` and ``workers``)."""
+
+    DISPATCHER = "dispatcher"
+    WORKER = "worker"
+    CONSUMER = "consumer"
 
 
 def _finished(rank: int) -> str:
@@ -60,25 +65,27 @@ class DataService:
 
     Attributes:
         target: ``grpc://host:port`` of the dispatcher, for ``distribute(service=...)``.
-        role: ``dispatcher``, ``worker`` or ``consumer``.
+        role: this task's part: the dispatcher, a data worker or a consumer.
         server: this task's ``DispatchServer`` or ``WorkerServer`` (None for a consumer).
         config: the server's configuration (kept to restart it).
     """
 
     target: str
-    role: str
+    role: Role
     b: Bootstrapped
     consumers: tuple[int, ...]
+    workers: int
+    """How many data workers serve."""
     server: Any = None
     config: Any = None
 
     def serve(self, timeout: float | None = None) -> None:
         """Dispatcher and workers: serve until every consumer has finished, then stop."""
-        if self.role == "dispatcher":
+        if self.role is Role.DISPATCHER:
             for rank in self.consumers:
                 self.b.wait_for(_finished(rank), timeout)
             self.b.announce(SERVICE_DONE)
-        elif self.role == "worker":
+        elif self.role is Role.WORKER:
             self.b.wait_for(SERVICE_DONE, timeout)
         else:
             raise ConfigurationError("serve() is for the dispatcher and the workers", "consumers call finish()")
@@ -89,14 +96,14 @@ class DataService:
         """Dispatcher: stop the server and start a new one on the same port and work_dir (it resumes)."""
         import tensorflow as tf
 
-        if self.role != "dispatcher":
+        if self.role is not Role.DISPATCHER:
             raise ConfigurationError("only the dispatcher restarts")
         self.server._stop()  # noqa: SLF001
         self.server = tf.data.experimental.service.DispatchServer(self.config)
 
     def finish(self) -> None:
         """Consumer: this task has read all it wants; when all have, the service ends."""
-        if self.role != "consumer":
+        if self.role is not Role.CONSUMER:
             raise ConfigurationError("finish() is for the consumers", "the dispatcher and workers call serve()")
         self.b.announce(_finished(self.b.rank))
 
@@ -113,6 +120,7 @@ def start(b: Bootstrapped, work_dir: str | os.PathLike[str], *, dispatcher: str 
     head = b.task(b.cluster.rank_of(dispatcher, 0))
     target = f"grpc://{head.host}:{head.spare_port}"
     consumers = tuple(r for r, job in enumerate(b.cluster.jobs) if job not in (dispatcher, workers))
+    count = sum(1 for job in b.cluster.jobs if job == workers)
     me = b.me
     service = tf.data.experimental.service
     if me.job == dispatcher:
@@ -120,13 +128,13 @@ def start(b: Bootstrapped, work_dir: str | os.PathLike[str], *, dispatcher: str 
         path.mkdir(parents=True, exist_ok=True)
         config = service.DispatcherConfig(port=me.spare_port, work_dir=str(path),
                                           fault_tolerant_mode=fault_tolerant, worker_timeout_ms=5000)
-        return DataService(target, "dispatcher", b, consumers, service.DispatchServer(config), config)
+        return DataService(target, Role.DISPATCHER, b, consumers, count, service.DispatchServer(config), config)
     if me.job == workers:
         config = service.WorkerConfig(dispatcher_address=f"{head.host}:{head.spare_port}",
                                       worker_address=f"{me.host}:%port%", port=me.spare_port,
                                       data_transfer_address=f"{me.host}:%dts_port%", heartbeat_interval_ms=1000)
-        return DataService(target, "worker", b, consumers, service.WorkerServer(config), config)
-    return DataService(target, "consumer", b, consumers)
+        return DataService(target, Role.WORKER, b, consumers, count, service.WorkerServer(config), config)
+    return DataService(target, Role.CONSUMER, b, consumers, count)
 
 
 def _heavy(tf: Any, value: Any, work: int) -> Any:
@@ -144,21 +152,16 @@ def _consume(b: Bootstrapped, service: DataService, say: Reporter, args: argpars
     dataset = tf.data.Dataset.range(args.elements)
     if args.work:
         dataset = dataset.map(lambda v: _heavy(tf, v, args.work))
-    for mode in args.modes.split(","):
-        if mode not in MODES:
-            raise ConfigurationError(f"--modes has {mode!r}", f"use {', '.join(MODES)}")
-        job_name = {"distributed_epoch": "shared-distributed", "shared_parallel": "shared-parallel"}.get(mode)
-        processing = "distributed_epoch" if mode == "distributed_epoch" else "parallel_epochs"
+    for mode in args.modes:
         source = dataset
-        if mode in ("train", "local"):  # training reads steps from an endless stream, in batches
+        if mode.endless:  # training reads steps from an endless stream, in batches
             source = dataset.repeat().batch(args.batch) if args.batch > 1 else dataset.repeat()
         steps = -(-args.elements // max(1, args.batch))
-        if mode == "local":
-            through = source.take(steps)
-        else:
+        through = source
+        if mode.served:
             through = source.apply(tf.data.experimental.service.distribute(
-                processing_mode=processing, service=service.target, job_name=job_name))
-        if mode == "train":
+                processing_mode=mode.processing, service=service.target, job_name=mode.shared_job))
+        if mode.endless:
             through = through.take(steps)
         start = time.monotonic()
         values: list[int] = []
@@ -167,20 +170,34 @@ def _consume(b: Bootstrapped, service: DataService, say: Reporter, args: argpars
             if args.halfway_notice and len(values) == args.elements // 4 and b.task_id == 0:
                 b.announce("halfway")
         elapsed = time.monotonic() - start
-        seen[mode] = sorted(values)
-        say(f"{mode}: {len(values)} elements in {elapsed:.2f} s ({len(values) / max(elapsed, 1e-9):.0f}/s)")
+        seen[mode.value] = sorted(values)
+        say(f"{mode.value}: {len(values)} elements in {elapsed:.2f} s ({len(values) / max(elapsed, 1e-9):.0f}/s)")
     return seen
 
 
-def _judge(b: Bootstrapped, say: Reporter, args: argparse.Namespace, records: Path, trainers: int) -> None:
+def _judge(service: DataService, say: Reporter, args: argparse.Namespace, records: Path) -> None:
     """The dispatcher's verdict on what the trainers read, one line per mode."""
-    found = delivery.read(records, trainers)
+    found = delivery.read(records, len(service.consumers))
     if isinstance(found, str):
         say(found)
         return
-    workers = sum(1 for job in b.cluster.jobs if job == "data_worker")
-    for mode in args.modes.split(","):
-        say(delivery.verdict(mode, [record[mode] for record in found], args.elements, workers))
+    for mode in args.modes:
+        say(delivery.verdict(mode, [record[mode.value] for record in found], args.elements, service.workers))
+
+
+def _modes(text: str) -> tuple[Mode, ...]:
+    """``--modes``, read once into modes; a word that is none names them all.
+
+    >>> _modes("train,local")
+    (<Mode.TRAIN: 'train'>, <Mode.LOCAL: 'local'>)
+    """
+    modes = []
+    for word in text.split(","):
+        try:
+            modes.append(Mode(word))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{word!r} is no mode: use {', '.join(m.value for m in Mode)}") from None
+    return tuple(modes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -190,8 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", default="data_worker=2,dispatcher=1,trainer=2")
     parser.add_argument("--elements", type=int, default=200, help="size of the dataset, range(N)")
     parser.add_argument("--work", type=int, default=0, help="rounds of CPU-heavy work per element")
-    parser.add_argument("--modes", default="distributed_epoch,parallel_epochs,shared_parallel",
-                        help=f"how each trainer reads, in turn: {', '.join(MODES)}")
+    parser.add_argument("--modes", type=_modes, default="distributed_epoch,parallel_epochs,shared_parallel",
+                        help=f"how each trainer reads, in turn: {', '.join(mode.value for mode in Mode)}")
     parser.add_argument("--work-dir", default=os.path.join(os.getcwd(), "tf-data-service-%j"),
                         help="the dispatcher's journal, on a shared file system (%%j: the job id)")
     parser.add_argument("--keep-work-dir", action="store_true",
@@ -225,23 +242,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         service = start(b, work_dir)
         b.barrier("tf-data-service-up", args.timeout)
         records = Path(args.records.replace("%j", b.cluster.job_id or "local")) if args.records else None
-        if service.role == "consumer":
+        if service.role is Role.CONSUMER:
             seen = _consume(b, service, say, args)
             if records is not None:
                 say(f"every element read: {delivery.write(records, b.task_id, seen)}")
             service.finish()
         else:
-            say(f"{service.role} serving for {len(service.consumers)} consumers (dispatcher {service.target})")
-            if service.role == "dispatcher" and args.restart_dispatcher:
+            say(f"{service.role.value} serving for {len(service.consumers)} consumers (dispatcher {service.target})")
+            if service.role is Role.DISPATCHER and args.restart_dispatcher:
                 b.wait_for("halfway", args.timeout)
                 service.restart()
                 say("dispatcher restarted from its work_dir")
             service.serve()
             say("every consumer finished: stopped")
-            if service.role == "dispatcher" and made_here and not args.keep_work_dir:
+            if service.role is Role.DISPATCHER and made_here and not args.keep_work_dir:
                 shutil.rmtree(work_dir, ignore_errors=True)  # nothing left to resume
-            if service.role == "dispatcher" and records is not None:
-                _judge(b, say, args, records, len(service.consumers))
+            if service.role is Role.DISPATCHER and records is not None:
+                _judge(service, say, args, records)
     except SlurmResolverError as exc:
         say(f"FAILED: {exc.one_line()}")
         code = 1

@@ -20,6 +20,7 @@ steps on the others); a ps that dies ends the job with an error naming it.
 from __future__ import annotations
 
 import argparse
+import enum
 import os
 import sys
 from collections.abc import Sequence
@@ -34,17 +35,42 @@ from .native_logs import drain, quiet_tensorflow
 from .report import Reporter
 from .task import start_task
 
-__all__ = ["main", "training_spec"]
+__all__ = ["Role", "main", "training_spec"]
 
 DONE = "training-done"
 SERVERS_UP = "tensorflow-servers"
 _FEATURES = 8
 
 
+class Role(enum.Enum):
+    """A task's part in parameter-server training: its job's name, in TensorFlow's words."""
+
+    CHIEF = "chief"
+    """Trains: the strategy's coordinator, which writes the checkpoint and announces the end."""
+    PS = "ps"
+    WORKER = "worker"
+    EVALUATOR = "evaluator"
+    """Evaluates the final checkpoint beside the training cluster, outside its TF_CONFIG (tensorflow#46169)."""
+
+    @property
+    def trains(self) -> bool:
+        """Whether its tasks are in the cluster TensorFlow trains on."""
+        return self is not Role.EVALUATOR
+
+    @property
+    def serves(self) -> bool:
+        """Whether its tasks serve TensorFlow's servers until the end (ps and workers)."""
+        return self in (Role.PS, Role.WORKER)
+
+
 def training_spec(b: Bootstrapped) -> ClusterSpec:
     """The cluster TensorFlow trains on: every job but the evaluator, on the spare ports."""
     spec = b.framework_spec().as_dict()
-    return ClusterSpec({job: tasks for job, tasks in spec.items() if job != "evaluator"})
+    return ClusterSpec({job: tasks for job, tasks in spec.items() if job not in _OUTSIDE})
+
+
+_OUTSIDE = frozenset(role.value for role in Role if not role.trains)
+"""The jobs whose tasks are no part of the training cluster (the evaluator's)."""
 
 
 def _data(tf: Any, seed: int, count: int) -> Any:
@@ -163,9 +189,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for the bootstrap and barriers")
     args = parser.parse_args(argv)
     def needs_chief_ps_and_workers(jobs: dict[str, int] | list[str] | None) -> None:
-        if not isinstance(jobs, dict) or jobs.get("chief") != 1 or not jobs.get("ps") or not jobs.get("worker"):
+        if not isinstance(jobs, dict) or jobs.get(Role.CHIEF.value) != 1 or not jobs.get(Role.PS.value) \
+                or not jobs.get(Role.WORKER.value):
             raise ConfigurationError(f"--jobs {args.jobs!r} must have one chief, ps and workers",
                                      "e.g. --jobs chief=1,ps=2,worker=2: without a chief the strategy stalls")
+        unknown = sorted(set(jobs) - {role.value for role in Role})
+        if unknown:
+            raise ConfigurationError(f"--jobs {args.jobs!r} names {', '.join(unknown)}, no part of parameter-server "
+                                     "training", f"use {', '.join(role.value for role in Role)}")
 
     quiet_tensorflow()  # before TensorFlow is imported
     keep_grpc_off_proxies()  # before its first channel
@@ -175,17 +206,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     args.checkpoint_dir = args.checkpoint_dir.replace("%j", b.cluster.job_id or "local")
     say = Reporter(b)
-    role = b.task_type
+    role = Role(b.task_type)  # one of them: --jobs was checked
     try:
-        if role == "chief":
+        if role.serves:
+            code = _serve(b, say, args)
+        elif role is Role.CHIEF:
             b.barrier(SERVERS_UP, args.timeout)
             code = _train(b, say, args)
             b.announce(DONE)
-        elif role == "evaluator":
+        else:
             b.barrier(SERVERS_UP, args.timeout)
             code = _evaluate(b, say, args)
-        else:
-            code = _serve(b, say, args)
     except SlurmResolverError as exc:
         say(f"FAILED: {exc.one_line()}")
         code = 1

@@ -29,6 +29,7 @@ def start_task(program: str, jobs: str | None, timeout: float,
     from ..parsing import parse_jobs
     from ..resolution import resolve
     from ..rpc.bootstrap import bootstrap
+    from ..rpc.options import BootstrapOptions
 
     try:
         if needs is not None:
@@ -39,7 +40,7 @@ def start_task(program: str, jobs: str | None, timeout: float,
         cluster = resolve(jobs=layout, gpus_per_task=gpus_per_task, timeout=timeout)
         if own_gpus:
             export(cluster.device_env(), overwrite=True)
-        return bootstrap(cluster, timeout=timeout)
+        return bootstrap(cluster, BootstrapOptions(timeout=timeout))
     except SlurmResolverError as exc:
         print(f"{program}: error: {exc.one_line()}", file=sys.stderr)
         return None

@@ -127,9 +127,9 @@ def test_outside_any_job_an_error_caused_by_it_begins_with_that_fact(cli: Any) -
 
 def test_help_is_grouped_and_says_the_global_options_once(cli: Any) -> None:
     top = cli("--help").stdout
-    assert [line for line in top.splitlines() if line.endswith(":") and not line.startswith(" ")][:4] == [
-        "in a job (srun ... slurm-resolver COMMAND runs it in every task):", "submitting a job:", "tools:",
-        "options:"]
+    assert [line for line in top.splitlines() if line.endswith(":") and not line.startswith(" ")][:5] == [
+        "in a job (srun ... slurm-resolver COMMAND runs it in every task):", "submitting a job:",
+        "a running job (from the login node):", "tools:", "options:"]
     for name in ("show", "render", "submit"):
         text = cli(name, "--help").stdout
         assert "--verbose" not in text and "--debug" not in text, name

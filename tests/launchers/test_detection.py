@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slurm_resolver.errors import ConfigurationError, EnvironmentVariableError
-from slurm_resolver.launchers import LAUNCHERS, by_name, detect, register
+from slurm_resolver.launchers import LAUNCHERS, by_name, detect, outside_of, register
 from slurm_resolver.launchers.base import Launch, Launcher
 
 from ..conftest import captured
@@ -113,3 +113,10 @@ def test_mismatched_layout_names_both_variables() -> None:
     env = dict(captured("srun_N3_n6")[0], SLURM_STEP_TASKS_PER_NODE="4,2")
     with pytest.raises(EnvironmentVariableError, match="SLURM_STEP_TASKS_PER_NODE.*SLURM_STEP_NODELIST"):
         detect(env).resolve(env)
+
+
+def test_a_launcher_whose_process_is_no_task_says_what_it_is_called() -> None:
+    """The command line names the batch script or the salloc shell from the plugin, never by comparing names."""
+    assert (outside_of("batch"), outside_of("salloc"), outside_of("srun"), outside_of("unheard-of")) == \
+        ("batch script", "salloc shell", None, None)
+    assert {launcher.name for launcher in LAUNCHERS if launcher.outside} == {"batch", "salloc"}

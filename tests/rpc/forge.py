@@ -26,7 +26,7 @@ def join_call(job_key: str, round: Round, source: int, *, node: int = 0, port: i
     """The messages of a Join call."""
     records = records or Records()
     call = Call(job_key, round, source, node, nonce or secrets.token_bytes(16), port, failure or Failure())
-    return encode_call(call, records, _sealer(authority, round.kind.first))
+    return encode_call(call, records, _sealer(authority, round.kind.policy.first))
 
 
 def who_call(job_key: str, source: int, port: int, authority: Authority | None = None, early: bool = False) -> bytes:

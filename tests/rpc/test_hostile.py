@@ -404,6 +404,9 @@ class Squatter:
     async def who(self, message: bytes, deadline: float) -> bytes:
         raise Refused(Refusal.INVALID, self.detail)
 
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        raise Refused(Refusal.INVALID, self.detail)
+
     async def watch(self, beats: Any) -> Any:
         raise Refused(Refusal.INVALID, self.detail)
         yield b""  # pragma: no cover

@@ -18,8 +18,8 @@ from slurm_resolver.rpc.tree import Checking, Verify, checked_peers
 ])
 def test_verify_is_parsed_once_into_its_type(given: object, how: Checking, count: int, word: str) -> None:
     options = BootstrapOptions(verify=given)  # type: ignore[arg-type]
-    assert options.checks == Verify(how, count) and str(options.checks) == word
-    assert BootstrapOptions(verify=options.checks).checks is options.checks
+    assert options.verify == Verify(how, count) and str(options.verify) == word
+    assert BootstrapOptions(verify=options.verify).verify is options.verify
 
 
 @pytest.mark.parametrize("given", ["sometimes", 0, -1, True, 2.5, None])
@@ -69,3 +69,16 @@ def test_keywords_go_on_top_of_a_value_and_no_heartbeat_is_none() -> None:
     assert BootstrapOptions.of(base, {}) is base
     assert BootstrapOptions.of(base, {"heartbeat": 0}).heartbeat is None and base.timeout == 30
     assert {f.name for f in FIELDS} >= {"exchange", "verify", "timeout", "auth", "heartbeat"}
+
+
+def test_every_choice_is_its_type_once_made_and_an_unknown_word_names_the_option_and_its_words() -> None:
+    from slurm_resolver.rpc.trust.seals import AuthChoice
+
+    options = BootstrapOptions.of(None, {"exchange": "mpi", "verify": "all", "auth": "munge"})
+    assert (options.exchange, options.verify, options.auth) == \
+        (ExchangeMode.MPI, Verify(Checking.ALL), AuthChoice.MUNGE)
+    assert BootstrapOptions(verify=Verify.parse("2")).verify == Verify(Checking.NEXT, 2)  # the command line's digits
+    with pytest.raises(ConfigurationError, match="(?s)auth='kerberos' is not known.*auto, secret, munge, none"):
+        BootstrapOptions.of(None, {"auth": "kerberos"})
+    with pytest.raises(ConfigurationError, match="(?s)exchange='tcp' is not known.*auto, mpi, rendezvous"):
+        BootstrapOptions.of(None, {"exchange": "tcp"})

@@ -60,7 +60,7 @@ def test_a_lagging_task_is_named_with_its_mark() -> None:
     watch.see(Marks.of_task(0, 1) | Marks.of_task(1, 1) | Marks.of_task(2, 1), 0)
     hang = watch.see(Marks.of_task(0, 9) | Marks.of_task(1, 1) | Marks.of_task(2, 9), 10.5)
     assert hang is not None and hang.kind is HangKind.LAGGING and list(hang.marks.behind) == [1]
-    assert str(hang) == "ranks 1 (1 tasks) stayed at progress mark 1 for 10 s while others reached 9"
+    assert str(hang) == "rank 1 stayed at progress mark 1 for 10 s while others reached 9"
 
 
 def test_a_hang_needs_a_positive_time() -> None:

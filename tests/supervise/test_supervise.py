@@ -51,6 +51,9 @@ class Task:
         self.failed = why
         self.cause, self.status = cause, status
 
+    def watch_command(self) -> dict[str, str]:
+        return {}
+
 
 def test_a_command_that_succeeds_ends_the_task_normally() -> None:
     task = Task()
@@ -254,6 +257,7 @@ class Task:
     def on_fault(self, callback): pass
     def fail(self, why, cause, status): print("FAILED:", why, cause.value, status, flush=True)
     def stop(self): pass
+    def watch_command(self): return {}
 
 counts = iter([7, 8])  # the node's count of OOM kills rises while the command runs
 module._oom_kills = lambda: next(counts)

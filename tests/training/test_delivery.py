@@ -23,7 +23,7 @@ EPOCH = list(range(6))
     ("train", [EPOCH * 3, EPOCH * 3], "steps of an endless stream (no element count is promised)"),
 ])
 def test_each_mode_is_judged_by_its_promise(mode: str, seen: list[list[int]], said: str) -> None:
-    line = delivery.verdict(mode, seen, 6, 2)
+    line = delivery.verdict(delivery.Mode(mode), seen, 6, 2)
     counts = " + ".join(str(len(s)) for s in seen)
     assert line == f"{mode}: {sum(map(len, seen))} elements across {len(seen)} trainers ({counts}): {said}"
 
@@ -35,3 +35,14 @@ def test_records_round_trip_and_a_missing_one_is_named(tmp_path: Path) -> None:
     missing = delivery.read(tmp_path / "records", 3)
     assert isinstance(missing, str) and missing.startswith("no verdict: trainer 2's record")
     assert "a file system every node shares" in missing
+
+
+def test_modes_are_read_once_and_an_unknown_word_names_the_option_and_the_words(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from slurm_resolver.training.data_service import _modes, main
+
+    assert [(m.served, m.endless, m.shared_job) for m in _modes("local,distributed_epoch")] == \
+        [(False, True, None), (True, False, "shared-distributed")]
+    with pytest.raises(SystemExit):
+        main(["--modes", "train,epochs"])
+    assert "argument --modes: 'epochs' is no mode: use distributed_epoch, parallel_epochs" in capsys.readouterr().err

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...stacks.progress import Marks
 from .. import protos as pb
 from ..messages import REASON, SHOWN, Cause, Fault, HandOver, Source, SourceKind, WireError
-from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
+from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, progress_pb, read_progress
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -31,6 +32,8 @@ class Beat:
     leaving: bool = False
     cause: Cause = Cause.REPORTED
     status: int = 0
+    progress: Marks | None = None
+    """The progress marks of the beating task and every task below it (None: none marked)."""
 
     @property
     def fault(self) -> Fault:
@@ -69,12 +72,18 @@ def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
                              port=beat.port), seal)
 
 
-def encode_beat(failed: Sequence[int] = (), fault: Fault | None = None, leaving: bool = False) -> bytes:
-    """A later beat: ranks found dead below (at most `SHOWN`) and why, or that this task leaves."""
+def encode_beat(failed: Sequence[int] = (), fault: Fault | None = None, leaving: bool = False,
+                progress: Marks | None = None) -> bytes:
+    """A later beat: ranks found dead below (at most `SHOWN`) and why, or that this task leaves, and the
+    ``progress`` marks of its subtree (where any task marked)."""
     if fault is None:
-        return bytes(pb.Beat(failed=failed[:SHOWN], leaving=leaving).SerializeToString())
-    return bytes(pb.Beat(failed=failed[:SHOWN], reason=fault.words[:REASON], leaving=leaving,
-                         cause=fault.cause.on_wire, status=fault.status).SerializeToString())
+        beat = pb.Beat(failed=failed[:SHOWN], leaving=leaving)
+    else:
+        beat = pb.Beat(failed=failed[:SHOWN], reason=fault.words[:REASON], leaving=leaving,
+                       cause=fault.cause.on_wire, status=fault.status)
+    if progress is not None and progress.tasks:
+        beat.progress.CopyFrom(progress_pb(progress))
+    return bytes(beat.SerializeToString())
 
 
 def decode_beat(data: bytes, world_size: int) -> Beat:
@@ -84,8 +93,9 @@ def decode_beat(data: bytes, world_size: int) -> Beat:
             or len(message.nonce) > MOST_NONCE:
         raise WireError("a heartbeat from no task of this job")
     failed, reason = _news(message.failed, message.reason, world_size)
+    progress = read_progress(message.progress, world_size) if message.HasField("progress") else None
     return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
-                message.leaving, Cause.read(message.cause), message.status)
+                message.leaving, Cause.read(message.cause), message.status, progress)
 
 
 def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:

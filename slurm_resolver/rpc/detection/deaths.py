@@ -75,6 +75,11 @@ class Deaths:
             for callback in list(self.callbacks):
                 _call(callback, rank, fault)
 
+    def failing(self, why: Fault) -> None:
+        """This task fails for the job (a hang it judged): its own callbacks hear it as its death."""
+        for callback in list(self.callbacks):
+            _call(callback, self.rank, why)
+
     def tell_below(self, event: bytes) -> None:
         """Send ``event`` down every call of a task below."""
         for queue in self.below.values():

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ...cluster import Cluster
+from ...stacks.progress import Hang, HangWatch, Marks
 from ..messages import Fault, HandOver, News
 from ..transport import Link, Network
 from ..tree import Plan
@@ -39,15 +40,42 @@ class FailureDetector:
         above: the rank it watches on (None at the top), and ``link``: its rounds' link there.
         network: to reach successors; ``authority``: seals the watch calls.
         heartbeat: seconds between heartbeats; ``patience``: silence that is a death.
+        hang_after: seconds without progress that make a hang (`slurm_resolver.stacks.progress`), judged at
+            the top of the tree, which then awaits ``on_hang``; None: no judging.
     """
 
     def __init__(self, cluster: Cluster, plan: Plan, above: int | None, link: Link | None, network: Network,
-                 authority: Authority, heartbeat: float, patience: float) -> None:
+                 authority: Authority, heartbeat: float, patience: float, hang_after: float | None = None,
+                 on_hang: Callable[[Hang], Awaitable[None]] | None = None) -> None:
         self.deaths = Deaths(plan.rank)
         self.watch = Watch(self.deaths, cluster, plan, heartbeat, patience)
         self.heartbeat = Heartbeat(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
-                                   heartbeat, patience, self.watch.take_over)
+                                   heartbeat, patience, self.watch.take_over, self.progress)
         self._beating: asyncio.Task[None] | None = None
+        self._judging: asyncio.Task[None] | None = None
+        self._interval = heartbeat
+        self._hang_after = hang_after
+        self._on_hang = on_hang
+        self.mark: int | None = None
+        """This task's own progress mark (None: none yet)."""
+        self.read_mark: Callable[[], int | None] | None = None
+        """Where this task's mark is read instead (its command's, under ``bootstrap --``)."""
+
+    def progress(self) -> Marks:
+        """The progress marks of this task and of every task below it."""
+        mark = self.read_mark() if self.read_mark is not None else self.mark
+        below = self.watch.progress()
+        return below if mark is None else Marks.of_task(self.deaths.rank, mark) | below
+
+    async def _judge(self, after: float) -> None:
+        """At the top of the tree: watch the job's marks, and say a hang once."""
+        watch = HangWatch(after, time.monotonic())
+        while not self.deaths.leaving:
+            await asyncio.sleep(self._interval)
+            hang = watch.see(self.progress(), time.monotonic())
+            if hang is not None and self._on_hang is not None:
+                await self._on_hang(hang)
+                return
 
     @property
     def failed(self) -> dict[int, Fault]:
@@ -62,6 +90,8 @@ class FailureDetector:
         """Start beating and watching (on the running event loop)."""
         self._beating = asyncio.ensure_future(self.heartbeat.run())
         self.watch.start()
+        if self._hang_after is not None and self.heartbeat.above is None:
+            self._judging = asyncio.ensure_future(self._judge(self._hang_after))
 
     async def fail(self, why: Fault, within: float = TELL_WITHIN) -> None:
         """This task fails: tell the task above and the tasks below why, before it ends.
@@ -93,6 +123,8 @@ class FailureDetector:
         self.deaths.tell_below(encode_event(leaving=True, hand_over=hand_over))
         await asyncio.sleep(min(grace, 0.2))  # let the last beat and events go out
         await self.watch.stop()
+        if self._judging is not None:
+            self._judging.cancel()
         if self._beating is not None:
             self._beating.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from ...cluster import Cluster
+from ...stacks.progress import Marks
 from ..calls import WATCH
 from ..messages import Cause, Fault, HandOver, News, Source, WireError
 from ..transport import CallFailure, Link, LinkError, Network, end_call, within
@@ -53,11 +54,12 @@ class Heartbeat:
         authority: seals the first beat and checks the first event.
         heartbeat: seconds between beats; ``patience``: silence from above that is its death.
         take_over: called with the sources that left when this task becomes the successor.
+        progress: the progress marks of this task and the tasks below it, for each beat.
     """
 
     def __init__(self, deaths: Deaths, cluster: Cluster, rank: int, node: int, above: int | None, link: Link | None,
                  network: Network, authority: Authority, heartbeat: float, patience: float,
-                 take_over: Callable[[frozenset[Source]], None]) -> None:
+                 take_over: Callable[[frozenset[Source]], None], progress: Callable[[], Marks] = Marks) -> None:
         self.deaths = deaths
         self.cluster = cluster
         self.rank = rank
@@ -70,6 +72,7 @@ class Heartbeat:
         self.heartbeat = heartbeat
         self.patience = patience
         self._take_over = take_over
+        self._progress = progress
         self.calls = 0
         """How many watch calls this task has made up (the beats of an earlier one stop)."""
 
@@ -90,7 +93,7 @@ class Heartbeat:
                     self.deaths.up.put_nowait(news)
                 return
             yield encode_beat(news.failed, Fault(news.cause, news.reason, news.status) if news.failed else None,
-                              news.leaving)
+                              news.leaving, self._progress())
             if news.leaving:
                 return
 

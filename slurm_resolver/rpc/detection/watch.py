@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from ...cluster import Cluster
+from ...stacks.progress import Marks
 from ..messages import Cause, Fault, Source, SourceKind, WireError
 from ..transport import Refusal, Refused, within
 from ..tree import Plan
@@ -124,6 +125,7 @@ class Watch:
         self._heard: dict[Source, float] = {}  # when each source last beat
         self._left: set[Source] = set()
         self._holders: dict[Source, int] = {}  # the rank on a source's call (a child node's successor)
+        self._progress: dict[Source, Marks] = {}  # each source's last progress marks (its subtree's)
         self._since = time.monotonic()  # when the watched sources were last set
         self._checking: asyncio.Task[None] | None = None
 
@@ -175,6 +177,13 @@ class Watch:
                 self.deaths.declare([rank], Fault(Cause.CRASHED, f"{self.cluster.label(rank)} died: its connection "
                                                                  f"to rank {self.plan.rank} closed"))
 
+    def progress(self) -> Marks:
+        """The last progress marks of every task below this one."""
+        found = Marks()
+        for marks in self._progress.values():
+            found = found | marks
+        return found
+
     def unheard(self) -> list[Source]:
         """The sources below that do not watch here yet (a moment after the bootstrap), but for those
         that left or are known dead."""
@@ -190,11 +199,14 @@ class Watch:
                 except WireError:
                     return
                 self._heard[source] = time.monotonic()
+                if beat.progress is not None:
+                    self._progress[source] = beat.progress
                 if beat.failed:
                     self.deaths.declare(list(beat.failed), Fault(beat.cause, beat.reason or "a task below reported it "
                                                                  "dead", beat.status))
                 if beat.leaving:
                     self._left.add(source)
+                    self._progress.pop(source, None)  # done: its marks stand still, and mean no hang
                     return
 
     async def _check(self) -> None:

@@ -68,7 +68,7 @@ class Coordinator:
         gate = self.gate
         call, header, seal = gate.read(first_message, decode_call)
         gate.same_launch(call.job_key)
-        if call.round.kind.to_root:
+        if call.round.kind.policy.to_root:
             if not self.root:
                 raise Refused(Refusal.INVALID, "announcements go to the root of the tree (the first node's leader)")
         elif call.source_at(self.sources) not in self.sources:
@@ -76,7 +76,7 @@ class Coordinator:
             raise Refused(Refusal.NOT_LEADER, f"rank {call.source} (node {call.node}) does not join rounds at rank "
                                               f"{self.identity.rank}")
         gate.sealed(f"a call to {call.round.label[:64]}", call.source, header, seal, call.port,
-                    call.round.kind.first)  # last: a credential is spent where it is meant
+                    call.round.kind.policy.first)  # last: a credential is spent where it is meant
         return call
 
     # Rounds: a task below contributes, and gets the result.
@@ -88,7 +88,7 @@ class Coordinator:
             records = read_records(call, more, self.world_size)
         except WireError as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
-        if call.round.kind.to_root:
+        if call.round.kind.policy.to_root:
             try:
                 self._rounds.announced(call.round.heard)
             except RoundsFull as exc:
@@ -99,13 +99,13 @@ class Coordinator:
             this = self._rounds.for_caller(call.round, 2 * len(self.sources) + 8)
         except RoundsFull as exc:
             raise Refused(Refusal.INVALID, f"rank {self.identity.rank}: {exc}") from None
-        if call.round.kind.asks_above:
+        if call.round.kind.policy.asks_above:
             self.want(call.round, deadline)
         try:
             new = self._rounds.contribute(call.round, source, Contribution(records, call.failure, call.votes))
         except Conflict as exc:
             raise Refused(Refusal.INVALID, str(exc)) from None
-        if new and self._inspect is not None and call.round.kind.first:
+        if new and self._inspect is not None and call.round.kind.policy.first:
             self._inspect(source, call.source, records)
         # Answer a moment before the caller gives up, so that it learns who is missing.
         margin = min(0.25, 0.05 * max(0.0, deadline - time.monotonic()))
@@ -123,7 +123,7 @@ class Coordinator:
         return call.round, self._answer(call, this.result)
 
     def _answer(self, call: Call, outcome: Decision) -> list[bytes]:
-        return encode_answer(outcome, call.nonce, self.identity.rank, self.gate.seal(call.round.kind.first))
+        return encode_answer(outcome, call.nonce, self.identity.rank, self.gate.seal(call.round.kind.policy.first))
 
     def sent(self, round: Round) -> None:
         """The answer of ``round`` went out to one caller (or the caller went away)."""

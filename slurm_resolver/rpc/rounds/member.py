@@ -84,7 +84,7 @@ class Member:
                 exc.speaker = self._speaker(start + timeout)
             raise
         if outcome.failure:
-            error = self.error(outcome.failure, f"{round.kind.verb} {round.label}", timeout)
+            error = self.error(outcome.failure, f"{round.kind.policy.verb} {round.label}", timeout)
             error.speaker = speaker  # said once, where it was found
             raise error
         return outcome, table
@@ -108,7 +108,7 @@ class Member:
             return (*await self.uplink.join(round, brought, start + timeout, timeout), Speaker.ABOVE)
         report = start + timeout * plan.tree.report_at(plan.position)
         merged = await self.coordinator.gather(round, brought, report, self._covers)
-        if round.kind.first and self.inspection is not None:  # its checks end by the same deadline
+        if round.kind.policy.first and self.inspection is not None:  # its checks end by the same deadline
             merged = Contribution(merged.records, merged.failure.merge(await self.inspection.verdict()),
                                   merged.votes)
         table = Table()
@@ -123,7 +123,7 @@ class Member:
                 outcome = Decision(exc.failure)
                 speaker = exc.speaker if exc.speaker is Speaker.ABOVE else self._speaker(give_up)
         self.coordinator.publish(round, outcome)
-        if outcome.failure or not round.kind.carries_table:
+        if outcome.failure or not round.kind.policy.carries_table:
             # The tasks below have the outcome before this one goes on (and may stop its server).
             await self.coordinator.delivered(round, time.monotonic() + min(5.0, timeout))
         # A table: this task goes on at once (its server keeps serving), to watch the tasks below as
@@ -132,7 +132,7 @@ class Member:
 
     def _decide(self, round: Round, merged: Contribution) -> tuple[Decision, Table]:
         """The root: the outcome of a round, from every contribution."""
-        if merged.failure or not round.kind.carries_table:
+        if merged.failure or not round.kind.policy.carries_table:
             return decision(merged.failure, votes=merged.votes), Table()
         n = self.cluster.world_size
         records = merged.records
@@ -181,7 +181,7 @@ class Member:
         else:
             outcome, _ = await self.uplink.join(notice, Contribution(), deadline, timeout)
         if outcome.failure:
-            raise self.error(outcome.failure, f"{notice.kind.verb} {notice.label}", timeout)
+            raise self.error(outcome.failure, f"{notice.kind.policy.verb} {notice.label}", timeout)
 
     async def announce(self, name: str, timeout: float) -> None:
         """Tell every task waiting for ``name`` (the root is told, and the notice goes down the tree)."""

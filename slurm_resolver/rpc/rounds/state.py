@@ -195,6 +195,6 @@ class Rounds:
     def _forget(self, count: int) -> None:
         """Forget up to ``count`` of the oldest rounds that ended and have no caller left (not notices)."""
         done = [name for name, r in self._rounds.items()
-                if r.result is not None and r.waiting == 0 and not name.kind.kept]
+                if r.result is not None and r.waiting == 0 and not name.kind.policy.kept]
         for name in done[:count]:
             del self._rounds[name]

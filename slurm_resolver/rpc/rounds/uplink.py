@@ -302,7 +302,7 @@ class Uplink:
                     probe: bool = False, expected: int | None = None) -> tuple[Decision, Table]:
         """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
         this job (from rank ``expected``, where known)."""
-        first_round = round.kind.first
+        first_round = round.kind.policy.first
         nonce = secrets.token_bytes(NONCE)
         call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
                     brought.failure, votes=brought.votes)
@@ -355,7 +355,7 @@ class Uplink:
         return outcome
 
     def _error(self, exc: LinkError, timeout: float, round: Round) -> Unjoined:
-        if exc.kind is CallFailure.DEADLINE and round.kind.asks_above:
+        if exc.kind is CallFailure.DEADLINE and round.kind.policy.asks_above:
             return Unjoined(Failure.of(f"nobody announced {round.name!r} within {timeout:g} s", Cause.SILENT),
                             "the announcing task (often the chief) may have failed: check its output")
         if exc.kind is CallFailure.DEADLINE:  # the task above answered: the round did not end in time, it says why

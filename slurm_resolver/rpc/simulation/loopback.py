@@ -25,8 +25,11 @@ from typing import Any
 
 from ...cluster import Cluster
 from ...errors import SlurmResolverError
+from ...exchange import ExchangeMode
 from ...resolution import resolve
-from ..tree import DEFAULT_FANOUT
+from ..options import BootstrapOptions
+from ..tree import DEFAULT_FANOUT, ONCE, Verify
+from ..trust.seals import AuthChoice
 from .simulate import Simulation, srun_environ
 
 __all__ = ["over_grpc", "loopback", "many_open_files", "cpu_seconds", "next_report"]
@@ -56,12 +59,16 @@ class _Plan:
     job_id: str
     """A job id of this run's own: two runs on one machine at once (two checkouts' test suites) bind
     other ports and never meet."""
-    options: dict[str, Any]
+    options: BootstrapOptions
     secret: str
     hold: float
     kill: int | None
     prepare: str | None
     """``module:function`` each process calls before its tasks start (a benchmark turns a part off)."""
+    stacks: bool = False
+    """Once every task is bootstrapped, rank 0 asks for the job's stacks, timed."""
+    marks: bool = False
+    """While held, every task marks progress (a mark a second), and the root judges hangs."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,8 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
 
     async def task(rank: int) -> Any:
         try:
-            return await bootstrap_async(base.as_rank(rank), environ=env, network=GrpcNetwork(), **plan.options)
+            return await bootstrap_async(base.as_rank(rank), environ=env, network=GrpcNetwork(),
+                                         options=plan.options)
         except SlurmResolverError as exc:
             errors[rank] = str(exc)
             return None
@@ -114,12 +122,18 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
         end, after = time.time(), resource.getrusage(resource.RUSAGE_SELF)
         row = {"start": start, "end": end, "failed": len(errors), "errors": dict(sorted(errors.items())[:8]),
                "cpu": cpu_seconds(cpu, after), "index": index, "ranks": mine, "held_cpu": 0.0, "dead": [], "heard": []}
+        if plan.stacks:
+            await loop.run_in_executor(None, signals.booted.wait)
+            if 0 in mine and done[0] is not None:
+                row.update(await _timed_stacks(done[0]))
         if plan.hold:
             heard: dict[int, float] = {}
             for b in done:
                 if b is not None:
                     b.on_failure(lambda rank, why, me=b.me.rank: heard.setdefault(me, time.time()))
-            await loop.run_in_executor(None, signals.booted.wait)
+            marking = asyncio.ensure_future(_marking([b for b in done if b is not None])) if plan.marks else None
+            if not plan.stacks:
+                await loop.run_in_executor(None, signals.booted.wait)
             if index == plan.kill:
                 signals.report.put(row)  # its bootstrap's figures; then it fails, as a node does
                 await asyncio.sleep(plan.hold / 3)
@@ -127,6 +141,8 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
                 signals.killed_at.value = time.time()
                 os._exit(0)
             await asyncio.sleep(plan.hold)
+            if marking is not None:
+                marking.cancel()
             row["held_cpu"] = cpu_seconds(after, resource.getrusage(resource.RUSAGE_SELF))
             row["dead"] = sorted({rank for b in done if b is not None for rank in b.failures()})
             row["heard"] = [heard.get(b.me.rank) for b in done if b is not None]
@@ -139,8 +155,9 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
 
 
 def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float = 120.0,
-              fanout: int = DEFAULT_FANOUT, verify: str | int = "once", heartbeat: float | None = None,
-              hold: float = 0.0, kill: int | None = None, prepare: str | None = None) -> Simulation:
+              fanout: int = DEFAULT_FANOUT, verify: Verify | str | int = ONCE, heartbeat: float | None = None,
+              hold: float = 0.0, kill: int | None = None, prepare: str | None = None, stacks: bool = False,
+              marks: bool = False) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step over real gRPC, spread over
     ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together.
 
@@ -152,8 +169,13 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     (those a living task watched are), and the result says how long the last living task took
     to hear of a death (``heard_s``) and how many never did (``unheard``). Without a
     heartbeat, the run measures the bootstrap alone (failure detection off). ``prepare``
-    (``module:function``) is called in every process before its tasks start.
+    (``module:function``) is called in every process before its tasks start. With ``stacks``, rank 0
+    asks for the job's stacks once every task is bootstrapped (``stacks_s``, ``stacks_answered``,
+    ``stacks_bytes``). With ``marks`` (and a hold), every task marks progress while held, the beats carry
+    the marks up and the root judges hangs (none, if it is right: ``dead`` stays empty).
     """
+    if marks and not hold:
+        raise ValueError("marks= needs a hold: the marks ride the beats of failure detection")
     if hold and not heartbeat:
         raise ValueError("hold= needs a heartbeat: failure detection is what runs while held")
     if kill is not None and not (hold and 0 <= kill < procs and procs > 1):
@@ -162,10 +184,12 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     living = procs - (kill is not None)
     signals = _Signals(context.Queue(), context.Event(), _Done(context.Barrier(procs)),
                        _Done(context.Barrier(living)), context.Queue(), context.Value("d", 0.0))
-    options = {"exchange": "rendezvous", "timeout": timeout, "verify": verify, "fanout": fanout,
-               "heartbeat": heartbeat, "auth": "secret", **({"patience": 5 * heartbeat} if heartbeat else {})}
+    options = BootstrapOptions(exchange=ExchangeMode.RENDEZVOUS, timeout=timeout, verify=Verify.parse(verify),
+                               fanout=fanout, heartbeat=heartbeat, auth=AuthChoice.SECRET,
+                               patience=5 * heartbeat if heartbeat else 5.0,
+                               hang_after=6 * (hold + timeout) if marks else None)
     plan = _Plan(procs, (nodes, tasks_per_node), str(100_000 + secrets.randbelow(900_000)), options,
-                 secrets.token_urlsafe(24), hold, kill, prepare)
+                 secrets.token_urlsafe(24), hold, kill, prepare, stacks, marks)
     workers = [context.Process(target=_worker, args=(i, plan, signals)) for i in range(procs)]
     for worker in workers:
         worker.start()
@@ -192,7 +216,29 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
                       killed=[r for row in rows if row["index"] == kill for r in row["ranks"]],
                       unheard=sum(t is None for t in heard) if kill is not None else 0,
                       heard_s=max((t - killed for t in heard if t is not None), default=0.0) if kill is not None
-                      else 0.0)
+                      else 0.0, **next(({k: r[k] for k in ("stacks_s", "stacks_answered", "stacks_bytes")}
+                                        for r in rows if "stacks_s" in r), {}))
+
+
+async def _marking(tasks: list[Any]) -> None:
+    """Every task marks progress, a step a second (as a training loop would, far more often than a beat)."""
+    step = 0
+    while True:
+        step += 1
+        for b in tasks:
+            b.progress(step)
+        await asyncio.sleep(1.0)
+
+
+async def _timed_stacks(b: Any) -> dict[str, Any]:
+    """The job's stacks asked by ``b`` (rank 0): how long they took, how many answered, the answer's size."""
+    from ..detection.stacks_call import encode_stacks
+
+    start = time.monotonic()
+    found = await b.aio.stacks(30.0)
+    took = time.monotonic() - start
+    size = len(encode_stacks(found.stacks, bytes(16), 0, lambda header: bytes(32)))
+    return {"stacks_s": took, "stacks_answered": found.stacks.answered, "stacks_bytes": size}
 
 
 def _flush(queue: Any) -> None:

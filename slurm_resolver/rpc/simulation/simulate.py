@@ -21,12 +21,13 @@ from typing import Any
 from ...cluster import Cluster
 from ...environment import snapshot
 from ...errors import SlurmResolverError
+from ...exchange import ExchangeMode
 from ...resolution import resolve
 from ..bootstrap import bootstrap_async
 from ..bootstrapped import Bootstrapped
 from ..network.in_process import LocalNetwork
 from ..options import BootstrapOptions
-from ..tree import DEFAULT_FANOUT
+from ..tree import DEFAULT_FANOUT, ONCE, Verify
 
 __all__ = ["Simulation", "simulate", "srun_environ"]
 
@@ -76,6 +77,12 @@ class Simulation:
     heard_s: float = 0.0
     """Seconds from that process's end until the last living task heard of a death."""
     unheard: int = 0
+    stacks_s: float = 0.0
+    """With stacks asked (``over_grpc(stacks=True)``): seconds rank 0 took to gather the job's stacks."""
+    stacks_answered: int = 0
+    """How many tasks answered them."""
+    stacks_bytes: int = 0
+    """The size of the merged answer."""
     """Living tasks that never heard of one."""
     results: list[Bootstrapped | None] = field(default_factory=list, repr=False)
 
@@ -92,7 +99,9 @@ class Simulation:
                                                          / self.held_s, 3)}
                    if self.held_s else {}),
                 **({"killed": len(self.killed), "declared_dead_but_alive": len(set(self.dead) - set(self.killed)),
-                    "last_heard_s": round(self.heard_s, 3), "never_heard": self.unheard} if self.killed else {})}
+                    "last_heard_s": round(self.heard_s, 3), "never_heard": self.unheard} if self.killed else {}),
+                **({"stacks_s": round(self.stacks_s, 3), "stacks_answered": self.stacks_answered,
+                    "stacks_bytes": self.stacks_bytes} if self.stacks_answered else {})}
 
 
 async def _run_all(base: Cluster, options: BootstrapOptions, network: LocalNetwork, results: list[Bootstrapped | None],
@@ -132,7 +141,7 @@ async def _run_all(base: Cluster, options: BootstrapOptions, network: LocalNetwo
 
 
 def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: int = DEFAULT_FANOUT,
-             absent: Collection[int] = (), verify: str | int = "once", keep: bool = False,
+             absent: Collection[int] = (), verify: Verify | str | int = ONCE, keep: bool = False,
              cluster: Cluster | None = None, heartbeat: float | None = None) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step in this process.
 
@@ -150,8 +159,8 @@ def simulate(nodes: int, tasks_per_node: int, *, timeout: float = 60.0, fanout: 
     results: list[Bootstrapped | None] = [None] * total
     errors: dict[int, str] = {}
 
-    options = BootstrapOptions(exchange="rendezvous", timeout=timeout, verify=verify, fanout=fanout,
-                               heartbeat=heartbeat)
+    options = BootstrapOptions(exchange=ExchangeMode.RENDEZVOUS, timeout=timeout, verify=Verify.parse(verify),
+                               fanout=fanout, heartbeat=heartbeat)
 
     async def every_task() -> float:
         start = time.perf_counter()

@@ -35,7 +35,7 @@ import pwd
 import secrets
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigurationError
@@ -73,6 +73,22 @@ class AuthChoice(enum.Enum):
     NONE = "none"
 
 
+    @classmethod
+    def parse(cls, value: object, source: str = "auth") -> AuthChoice:
+        """``value`` as a choice (one of `MODES`, or a choice already); a `ConfigurationError` naming
+        ``source`` and the words for anything else.
+
+        >>> AuthChoice.parse("munge")
+        <AuthChoice.MUNGE: 'munge'>
+        """
+        if isinstance(value, AuthChoice):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            raise ConfigurationError(f"{source}={value!r} is not known", f"use one of {', '.join(MODES)}") from None
+
+
 MODES = tuple(choice.value for choice in AuthChoice)
 """The words of ``auth=`` and ``SLURM_RESOLVER_AUTH``: a secret, else MUNGE, else none; or one of them, or an error."""
 
@@ -101,11 +117,11 @@ class Checked:
 
     verdict: SealVerdict
     why: str = ""
-    believed: bool = field(init=False, repr=False, compare=False)
-    """Whether the writer is a task of this job (read for every message: a field, not a property)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "believed", self.verdict is SealVerdict.BELIEVED)
+    @property
+    def believed(self) -> bool:
+        """Whether the writer is a task of this job."""
+        return self.verdict is SealVerdict.BELIEVED
 
     @classmethod
     def refused(cls, why: str) -> Checked:
@@ -135,10 +151,12 @@ class Authority:
         munge: libmunge (`MUNGE`).
         secret: the job's secret (`SECRET`).
         launch: the launch's key (``<job>.<step>``): a secret's seals are good for one launch.
+        outside: the launch as its user outside the job names it (``<job>.<step>``, without the run of the
+            job: a secret's seals between the two, `seal_outside`), where ``launch`` says more.
     """
 
     def __init__(self, mode: AuthMode, how: str, *, munge: Munge | None = None, secret: bytes | None = None,
-                 launch: str = "", uid: int | None = None) -> None:
+                 launch: str = "", uid: int | None = None, outside: str | None = None) -> None:
         self.mode = mode
         self.how = how
         self.uid = os.getuid() if uid is None else uid
@@ -146,8 +164,11 @@ class Authority:
         self._restricted: Munge | None = None
         self.key: bytes | None = None
         """The key of this launch's HMAC seals, once known (a secret's: from the start)."""
+        self._outside_key: bytes | None = None
+        self._munge_tried = False
         if secret is not None:
             self.key = hmac.digest(secret, _VERSION + b" launch " + launch.encode(), "sha256")
+            self._outside_key = hmac.digest(secret, _VERSION + b" outside " + (outside or launch).encode(), "sha256")
 
     @property
     def proves_callers(self) -> bool:
@@ -205,6 +226,58 @@ class Authority:
             return Checked.refused("a seal not made with this launch's key: not a task of this launch")
         return BELIEVED
 
+    # The job's user outside the job (``slurm-resolver stacks`` on a login node).
+
+    def seal_outside(self, purpose: Purpose, header: bytes, munge: bool | None = None) -> bytes:
+        """The seal of ``header`` for a call between the job and its user outside it: a MUNGE credential
+        of this uid (``munge``; by default where this task's seals are MUNGE's), else an HMAC of the
+        secret's key for the launch; none without either (such a call is refused)."""
+        words = _outside_words(purpose, header)
+        if munge or (munge is None and self.mode is AuthMode.MUNGE):
+            found = self._outside_munge()
+            return found.encode(words) if found is not None else b""
+        if self._outside_key is not None:
+            return hmac.digest(self._outside_key, words, "sha256")
+        return b""
+
+    def check_outside(self, purpose: Purpose, header: bytes, seal: bytes) -> Checked:
+        """Whether ``header`` comes from the job's user (inside or outside the job), as `seal_outside`
+        seals: a MUNGE credential of this uid (whatever this task's own seals are: a job that runs with
+        a secret knows its user by MUNGE too, where munged answers), or an HMAC of the secret's key."""
+        words = _outside_words(purpose, header)
+        if seal.startswith(_MUNGE_PREFIX):
+            from ...munge import MungeError
+
+            found = self._outside_munge()
+            if found is None:
+                return Checked.refused("a MUNGE credential, where munged does not answer")
+            try:
+                decoded = found.decode(seal)
+            except MungeError as exc:
+                return Checked.refused(f"a credential MUNGE refuses: {exc.text}")
+            if decoded.uid != self.uid:
+                return Checked.refused(f"{_who(decoded.uid)}, not the job's {_who(self.uid)}")
+            return BELIEVED if decoded.payload == words else \
+                Checked.refused(f"{_who(decoded.uid)} presented a credential made for another message")
+        if self._outside_key is not None:
+            if seal and hmac.compare_digest(seal, hmac.digest(self._outside_key, words, "sha256")):
+                return BELIEVED
+            return Checked.refused("a seal not made with the job's secret")
+        if self.mode is AuthMode.NONE:
+            return Checked.refused("the job runs without authentication (SLURM_RESOLVER_AUTH=none): nobody "
+                                   "outside it is answered")
+        return Checked.refused("no MUNGE credential")
+
+    def _outside_munge(self) -> Munge | None:
+        """libmunge for the job's user outside it: this task's own, else opened once now."""
+        if self._munge is None and not self._munge_tried:
+            from ...environment import snapshot
+            from ...munge import open_munge
+
+            self._munge_tried = True
+            self._munge = open_munge(snapshot())[0]
+        return self._munge
+
     def _restricted_munge(self) -> Munge:
         """libmunge minting credentials only the job's uid can decode (they carry the launch's key)."""
         if self._restricted is None:
@@ -234,6 +307,14 @@ class Authority:
             except ValueError:
                 return "a credential whose launch key is malformed"
         return ""
+
+
+_MUNGE_PREFIX = b"MUNGE:"
+"""How every MUNGE credential begins."""
+
+
+def _outside_words(purpose: Purpose, header: bytes) -> bytes:
+    return b" ".join((_VERSION, b"outside", purpose.value, hashlib.sha256(header).hexdigest().encode()))
 
 
 def _secret(env: Mapping[str, str]) -> tuple[bytes | None, str]:
@@ -271,21 +352,19 @@ def attempt_of(env: Mapping[str, str]) -> str:
     return f"{optional_int(env, 'SLURM_RESTART_COUNT') or 0}.{optional_int(env, 'SLURM_RESOLVER_ATTEMPT') or 1}"
 
 
-def authority(mode: str | None, env: Mapping[str, str], launch: str) -> Authority:
-    """The authority of a task of ``launch`` for ``mode`` (default ``SLURM_RESOLVER_AUTH``, else
+def authority(choice: AuthChoice | None, env: Mapping[str, str], launch: str) -> Authority:
+    """The authority of a task of ``launch`` for ``choice`` (default ``SLURM_RESOLVER_AUTH``, else
     ``'auto'``: a secret where one is given, else MUNGE where munged answers, else none). A
     secret's seals are good for this launch in this run of the job only (`attempt_of()`)."""
-    word = mode or env.get("SLURM_RESOLVER_AUTH") or "auto"
-    try:
-        choice = AuthChoice(word)
-    except ValueError:
-        raise ConfigurationError(f"auth={word!r} is not known", f"use one of {', '.join(MODES)}") from None
+    if choice is None:
+        choice = AuthChoice.parse(env.get("SLURM_RESOLVER_AUTH") or "auto", "SLURM_RESOLVER_AUTH")
     if choice is AuthChoice.NONE:
         return Authority(AuthMode.NONE, "not authenticated: auth='none'")
     if choice in (AuthChoice.AUTO, AuthChoice.SECRET):
         secret, where = _secret(env)
         if secret is not None:
-            return Authority(AuthMode.SECRET, where, secret=secret, launch=f"{launch} run {attempt_of(env)}")
+            return Authority(AuthMode.SECRET, where, secret=secret, launch=f"{launch} run {attempt_of(env)}",
+                             outside=launch)
         if choice is AuthChoice.SECRET:
             raise ConfigurationError(f"auth='secret' but {where}",
                                      f"export {SECRET} in the job (the templates do), or use auth='auto'")

@@ -36,6 +36,9 @@ class Echo:
     async def who(self, message: bytes, deadline: float) -> bytes:
         return message[::-1]
 
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        return message[::-1]
+
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         async for beat in beats:
             yield beat

@@ -62,6 +62,10 @@ class _Watched:
         await asyncio.sleep(1.5)  # a question still open as the server stops, answered after it stopped
         return b""
 
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        await asyncio.sleep(1.5)  # a question still open as the server stops, answered after it stopped
+        return b""
+
     async def watch(self, beats: Any) -> Any:
         async for _ in beats:
             yield b"beat"

@@ -131,5 +131,6 @@ def test_an_announcement_decides_its_notice_and_is_bounded() -> None:
 ])
 def test_each_kind_carries_its_policy(kind: RoundKind, first: bool, to_root: bool, asks_above: bool, kept: bool,
                                       carries_table: bool, verb: str) -> None:
-    assert (kind.first, kind.to_root, kind.asks_above, kind.kept, kind.carries_table, kind.verb) == \
+    policy = kind.policy
+    assert (policy.first, policy.to_root, policy.asks_above, policy.kept, policy.carries_table, policy.verb) == \
         (first, to_root, asks_above, kept, carries_table, verb)

@@ -60,6 +60,9 @@ class Stranger:
     async def who(self, message: bytes, deadline: float) -> bytes:
         raise Refused(Refusal.FOREIGN, "another launch")
 
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        raise Refused(Refusal.FOREIGN, "another launch")
+
     async def watch(self, beats: Any) -> Any:
         raise Refused(Refusal.FOREIGN, "another launch")
         yield b""  # pragma: no cover

@@ -9,37 +9,39 @@ import pytest
 
 from slurm_resolver.environment import snapshot
 from slurm_resolver.errors import ConfigurationError
-from slurm_resolver.rpc.trust.seals import SECRET, SECRET_FILE, AuthMode, Purpose, SealVerdict, authority
+from slurm_resolver.rpc.trust.seals import SECRET, SECRET_FILE, AuthChoice, AuthMode, Purpose, SealVerdict, authority
 
 NO_MUNGED = {"SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent/munge.socket"}
 SECRET_ENV = {**NO_MUNGED, SECRET: "s" * 24}
 
 
 def test_without_a_secret_or_munged_auto_proves_nothing_and_says_why() -> None:
-    auto = authority("auto", NO_MUNGED, "5.0")
+    auto = authority(AuthChoice.AUTO, NO_MUNGED, "5.0")
     assert auto.mode is AuthMode.NONE and "does not exist" in auto.how and not auto.proves_callers
     assert auto.check(Purpose.CALL, b"header", b"", first_round=True).believed  # the first round: believed
     unready = auto.check(Purpose.CALL, b"header", b"")
     assert unready.verdict is SealVerdict.UNREADY and "does not know the launch's key" in unready.why
     with pytest.raises(ConfigurationError, match="auth='munge' but munged's socket /nonexistent"):
-        authority("munge", NO_MUNGED, "5.0")
+        authority(AuthChoice.MUNGE, NO_MUNGED, "5.0")
     with pytest.raises(ConfigurationError, match="auth='secret' but no secret"):
-        authority("secret", NO_MUNGED, "5.0")
-    with pytest.raises(ConfigurationError, match="auth='yes'"):
-        authority("yes", {}, "5.0")
-    assert authority("none", SECRET_ENV, "5.0").mode is AuthMode.NONE
+        authority(AuthChoice.SECRET, NO_MUNGED, "5.0")
+    with pytest.raises(ConfigurationError, match="SLURM_RESOLVER_AUTH='yes' is not known"):
+        authority(None, {"SLURM_RESOLVER_AUTH": "yes"}, "5.0")
+    with pytest.raises(ConfigurationError, match="(?s)auth='yes' is not known.*auto, secret, munge, none"):
+        AuthChoice.parse("yes")
+    assert authority(AuthChoice.NONE, SECRET_ENV, "5.0").mode is AuthMode.NONE
 
 
 def test_a_secret_seals_every_header_for_one_launch_and_one_purpose() -> None:
-    mine, peer = authority("auto", SECRET_ENV, "5.0"), authority("secret", SECRET_ENV, "5.0")
+    mine, peer = authority(AuthChoice.AUTO, SECRET_ENV, "5.0"), authority(AuthChoice.SECRET, SECRET_ENV, "5.0")
     assert mine.mode is AuthMode.SECRET and SECRET in mine.how
     seal = mine.seal(Purpose.CALL, b"header", first_round=True)
     assert peer.check(Purpose.CALL, b"header", seal, first_round=True).believed
     assert "not made with this launch's key" in peer.check(Purpose.CALL, b"header!", seal).why  # other contents
     assert "not made with this launch's key" in peer.check(Purpose.ANSWER, b"header", seal).why  # a call is no answer
-    other_step = authority("auto", SECRET_ENV, "5.1")
+    other_step = authority(AuthChoice.AUTO, SECRET_ENV, "5.1")
     assert "not made with this launch's key" in other_step.check(Purpose.CALL, b"header", seal).why
-    stranger = authority("auto", {**NO_MUNGED, SECRET: "t" * 24}, "5.0")
+    stranger = authority(AuthChoice.AUTO, {**NO_MUNGED, SECRET: "t" * 24}, "5.0")
     assert "not made" in peer.check(Purpose.CALL, b"header", stranger.seal(Purpose.CALL, b"header")).why
     assert "no seal" in peer.check(Purpose.CALL, b"header", b"").why
     assert peer.check(Purpose.CALL, b"header", b"").verdict is SealVerdict.REFUSED
@@ -47,24 +49,24 @@ def test_a_secret_seals_every_header_for_one_launch_and_one_purpose() -> None:
 
 def test_a_secret_too_short_or_in_a_file_others_read_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="too short"):
-        authority("auto", {SECRET: "short"}, "5.0")
+        authority(AuthChoice.AUTO, {SECRET: "short"}, "5.0")
     path = tmp_path / "secret"
     path.write_text("x" * 32)
     path.chmod(0o644)
     with pytest.raises(ConfigurationError, match="may be read by others"):
-        authority("auto", {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
+        authority(AuthChoice.AUTO, {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
     path.chmod(0o600)
-    from_file = authority("auto", {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
+    from_file = authority(AuthChoice.AUTO, {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
     assert from_file.mode is AuthMode.SECRET and str(path) in from_file.how
     with pytest.raises(ConfigurationError, match="cannot be read"):
-        authority("auto", {SECRET_FILE: str(tmp_path / "missing")}, "5.0")
+        authority(AuthChoice.AUTO, {SECRET_FILE: str(tmp_path / "missing")}, "5.0")
 
 
 @pytest.mark.slurm
 def test_munge_proves_the_first_round_and_carries_the_launch_key(slurm_cluster: dict[str, str]) -> None:
     """With the test cluster's munged: a call's credential is good for its header once; an answer's
     carries the root's key, which the caller learns, and later seals are HMACs with it."""
-    root, caller = authority("munge", snapshot(), "5.0"), authority("auto", snapshot(), "5.0")
+    root, caller = authority(AuthChoice.MUNGE, snapshot(), "5.0"), authority(AuthChoice.AUTO, snapshot(), "5.0")
     assert root.mode is caller.mode is AuthMode.MUNGE
     credential = caller.seal(Purpose.CALL, b"call header", first_round=True)
     assert root.check(Purpose.CALL, b"call header", credential, first_round=True).believed
@@ -84,23 +86,23 @@ def test_munge_proves_the_first_round_and_carries_the_launch_key(slurm_cluster: 
 @pytest.mark.parametrize("secret", [" " * 16, " " * 48, "\t\n" * 12, " " * 10 + "abc" + "\n" * 10])
 def test_a_secret_of_white_space_is_refused_as_its_file_would_be(secret: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="too short to be a secret"):
-        authority("auto", {SECRET: secret}, "5.0")
+        authority(AuthChoice.AUTO, {SECRET: secret}, "5.0")
     path = tmp_path / "secret"
     path.write_text(secret)
     path.chmod(0o600)
     with pytest.raises(ConfigurationError, match="too short to be a secret"):
-        authority("auto", {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
+        authority(AuthChoice.AUTO, {**NO_MUNGED, SECRET_FILE: str(path)}, "5.0")
 
 
 @pytest.mark.parametrize("later", [{"SLURM_RESTART_COUNT": "1"}, {"SLURM_RESOLVER_ATTEMPT": "2"}])
 def test_a_secrets_seal_recorded_in_one_run_is_refused_in_the_next(later: dict[str, str]) -> None:
     """The secret is the job's, the same after a requeue, whose steps are numbered from 0 again: a
     call a squatter recorded in the first run must not open the same step of the next."""
-    first = authority("auto", SECRET_ENV, "5.0")
+    first = authority(AuthChoice.AUTO, SECRET_ENV, "5.0")
     recorded = first.seal(Purpose.CALL, b"a barrier")
-    assert authority("auto", {**SECRET_ENV, "SLURM_RESTART_COUNT": "0"}, "5.0").check(
+    assert authority(AuthChoice.AUTO, {**SECRET_ENV, "SLURM_RESTART_COUNT": "0"}, "5.0").check(
         Purpose.CALL, b"a barrier", recorded).believed  # the same run: the same seals
-    replayed = authority("auto", {**SECRET_ENV, **later}, "5.0").check(Purpose.CALL, b"a barrier", recorded)
+    replayed = authority(AuthChoice.AUTO, {**SECRET_ENV, **later}, "5.0").check(Purpose.CALL, b"a barrier", recorded)
     assert replayed.verdict is SealVerdict.REFUSED
 
 
@@ -109,6 +111,6 @@ def test_the_words_of_auth_are_read_once_as_a_choice() -> None:
     from slurm_resolver.rpc.trust.seals import MODES, AuthChoice, authority
 
     assert tuple(choice.value for choice in AuthChoice) == MODES
-    assert authority("none", {}, "9.0").mode is AuthMode.NONE
-    with pytest.raises(ConfigurationError, match="auth='Secret' is not known"):
+    assert authority(AuthChoice.NONE, {}, "9.0").mode is AuthMode.NONE
+    with pytest.raises(ConfigurationError, match="SLURM_RESOLVER_AUTH='Secret' is not known"):
         authority(None, {"SLURM_RESOLVER_AUTH": "Secret"}, "9.0")

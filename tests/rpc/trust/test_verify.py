@@ -23,7 +23,7 @@ from slurm_resolver.rpc.transport import CallFailure, Handlers, LinkError, Refus
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.trust.gate import Gate
 from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler, decode_identity, decode_who
-from slurm_resolver.rpc.trust.seals import SECRET, AuthMode, Authority, Purpose, authority
+from slurm_resolver.rpc.trust.seals import SECRET, AuthChoice, AuthMode, Authority, Purpose, authority
 from slurm_resolver.rpc.trust.verify import Expected, Inspection, ask
 from slurm_resolver.rpc.wire import unwrap
 
@@ -158,8 +158,8 @@ def test_an_early_question_is_sealed_as_the_first_round_and_answered_so() -> Non
     """A leader's question comes before anyone knows the launch's key: it is answered at once
     (not "ask again"), under the first round's seals, and a stranger's is refused."""
     env = {SECRET: "s" * 24, "SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent"}
-    mine = authority("secret", env, "5.0")
-    stranger = authority("secret", {**env, SECRET: "t" * 24}, "5.0")
+    mine = authority(AuthChoice.SECRET, env, "5.0")
+    stranger = authority(AuthChoice.SECRET, {**env, SECRET: "t" * 24}, "5.0")
     me = Identity("5.0", 1, "node1", "worker", 1)
 
     def ask(server: IdentityHandler, question: bytes) -> bytes:
@@ -207,7 +207,7 @@ def test_each_attempt_of_a_question_is_sealed_anew() -> None:
     """A MUNGE credential is good for one decoding: an attempt that reached the server and failed on
     the way back must not be replayed (it would be refused as a replay, and a healthy task named)."""
     env = {SECRET: "s" * 24, "SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent"}
-    mine = authority("secret", env, "5.0")
+    mine = authority(AuthChoice.SECRET, env, "5.0")
     me = Identity("5.0", 1, "node1", "worker", 1)
     server = IdentityHandler(Gate(me, 4, mine, 8000))
     link = FlakyLink(lambda message: server.who(message, time.monotonic() + 5))
@@ -223,7 +223,7 @@ def test_a_strangers_watch_is_refused_at_once_even_before_its_leader_watches() -
     """A watch is authenticated from its first beat before it waits for the leader to watch (a
     stranger cannot hold calls there during the bootstrap)."""
     env = {SECRET: "s" * 24, "SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent"}
-    mine = authority("secret", env, "5.0")
+    mine = authority(AuthChoice.SECRET, env, "5.0")
     leader = WatchHandler(Gate(Identity("5.0", 0, "node1", "worker", 0), 4, mine, 8000))
 
     async def beats() -> AsyncIterator[bytes]:

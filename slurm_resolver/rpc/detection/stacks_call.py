@@ -1,0 +1,318 @@
+"""Stacks: every task's Python stacks gathered down the tree and merged on the way up.
+
+The root is asked (by a task of the job, ``b.stacks()``, or by the job's user from outside it,
+``slurm-resolver stacks``); each task asks the tasks that report to it (its node's tasks, and its
+child nodes' leaders) at once, takes its own stacks meanwhile, and answers the merge: classes of
+identical stacks with their ranks (`slurm_resolver.stacks.classes`), bounded whatever the size of the
+subtree. A task that does not answer before its asker's deadline is silent, with every rank below it.
+
+Who may ask: a task of the job (its seal, as every later call's), or the job's user outside it
+(a MUNGE credential of its uid, or a seal of the job's secret, `Authority.seal_outside`); an ask
+is good once, within `FRESH` seconds of its time. Anyone else is refused, and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ...cluster import Cluster
+from ...stacks.capture import Frame, ThreadStack, capture
+from ...stacks.classes import MOST_CLASSES, StackClass, Stacks
+from ...stacks.job import JobStacks, nodes_of
+from .. import protos as pb
+from ..calls import STACKS
+from ..messages import Source, SourceKind, WireError
+from ..transport import Link, Network, Refusal, Refused, within
+from ..tree import Plan
+from ..trust.seals import Authority, Checked, Purpose, SealVerdict
+from ..wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, ranks_of, ranks_pb, unwrap
+
+__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+log = logging.getLogger("slurm_resolver")
+
+FRESH = 120.0
+"""Seconds an ask is good for, either side of its time (clocks of a cluster agree within that)."""
+MOST_ANSWER = 512 * 1024
+"""Bytes of one answer at most: beyond them the commonest classes are left out (counted in ``others``)."""
+MOST_FILE = 200
+"""Characters of a frame's file kept (its end); of its function, `MOST_FUNCTION`."""
+MOST_FUNCTION = 128
+_REMEMBERED = 4096
+"""Nonces of asks remembered (for `FRESH` seconds): an ask seen is not answered again."""
+_KEEP = 0.1
+"""The share of the time left that a task keeps for merging and answering (at least `_LEAST_KEPT` s); the
+tasks it asks get the rest, so that a deep tree's leaves still get most of the time."""
+_LEAST_KEPT = 0.05
+
+
+@dataclass(frozen=True)
+class StacksAsk:
+    """One ask for the stacks of a subtree."""
+
+    job_key: str
+    source: int
+    """The rank asking; the job's size for its user outside it."""
+    nonce: bytes
+    port: int
+    within: float
+    """Seconds the answer may take."""
+    time: float
+    """When it was asked (seconds since the epoch)."""
+
+    def outside(self, world_size: int) -> bool:
+        """Whether the job's user asks from outside the job."""
+        return self.source >= world_size
+
+
+def encode_ask(ask: StacksAsk, seal: Seal) -> bytes:
+    """An ask, sealed."""
+    return envelope(pb.StacksAsk(job_key=ask.job_key, source=ask.source, nonce=ask.nonce, port=ask.port,
+                                 within_ms=int(ask.within * 1000), time=int(ask.time)), seal)
+
+
+def decode_ask(header: bytes, world_size: int) -> StacksAsk:
+    """An ask, checked."""
+    message = parse_message(pb.StacksAsk(), header)
+    if len(message.job_key) > MOST_NAME or message.source > world_size or len(message.nonce) > MOST_NONCE:
+        raise WireError("an ask for stacks from no task of this job")
+    return StacksAsk(message.job_key, message.source, bytes(message.nonce), message.port,
+                     min(message.within_ms, 600_000) / 1000, float(message.time))
+
+
+def _class_pb(one: StackClass) -> pb.StackClass:
+    frames = [pb.StackFrame(file=f.file[-MOST_FILE:], line=f.line, function=f.function[:MOST_FUNCTION])
+              for f in one.frames]
+    return pb.StackClass(frames=frames, main=one.main, thread=one.thread[:MOST_FUNCTION], ranks=ranks_pb(one.ranks),
+                         skipped=one.skipped)
+
+
+def encode_stacks(stacks: Stacks, nonce: bytes, source: int, seal: Seal, nodes: Mapping[int, str] | None = None
+                  ) -> bytes:
+    """An answer: ``stacks`` (and the ``nodes`` of some ranks), within `MOST_ANSWER` bytes (the commonest
+    classes left out beyond them)."""
+    classes = [_class_pb(one) for one in stacks.classes]
+    others = stacks.others
+    size = sum(c.ByteSize() + 8 for c in classes)
+    while classes and size > MOST_ANSWER:
+        left = classes.pop()  # the commonest: rarest first
+        size -= left.ByteSize() + 8
+        if left.main:
+            others = others | ranks_of(left.ranks, 1 << 32)
+    return envelope(pb.StacksAnswer(nonce=nonce, source=source, classes=classes, silent=ranks_pb(stacks.silent),
+                                    answered=stacks.answered, others=ranks_pb(others),
+                                    nodes={rank: node[:MOST_NAME] for rank, node in (nodes or {}).items()}), seal)
+
+
+def decode_stacks(header: bytes, world_size: int) -> tuple[Stacks, bytes, int]:
+    """An answer's stacks, the nonce it answers and the rank that answered, checked."""
+    stacks, nonce, source, _ = decode_answer(header, world_size)
+    return stacks, nonce, source
+
+
+def decode_answer(header: bytes, world_size: int) -> tuple[Stacks, bytes, int, dict[int, str]]:
+    """An answer's stacks, the nonce it answers, the rank that answered and the nodes it names, checked."""
+    message = parse_message(pb.StacksAnswer(), header, MAX_MESSAGE)
+    if len(message.classes) > MOST_CLASSES or message.answered > world_size or len(message.nonce) > MOST_NONCE \
+            or message.source >= world_size or len(message.nodes) > 8 * (MOST_CLASSES + 1) \
+            or any(rank >= world_size or len(node) > MOST_NAME for rank, node in message.nodes.items()):
+        raise WireError("a malformed answer of stacks")
+    classes = []
+    for one in message.classes:
+        if len(one.frames) > 64:
+            raise WireError("a stack deeper than any task sends")
+        frames = tuple(Frame(f.file[-MOST_FILE:], f.line, f.function[:MOST_FUNCTION]) for f in one.frames)
+        classes.append(StackClass(frames, one.main, one.thread[:MOST_FUNCTION], ranks_of(one.ranks, world_size),
+                                  one.skipped))
+    stacks = Stacks(tuple(classes), ranks_of(message.silent, world_size), message.answered,
+                    ranks_of(message.others, world_size))
+    return stacks, bytes(message.nonce), message.source, dict(message.nodes)
+
+
+class StacksRefused(Exception):
+    """The server asked for stacks answered with no proof of being the job's, or to another ask."""
+
+
+async def ask_for_stacks(link: Link, authority: Authority, ask: StacksAsk, world_size: int) -> JobStacks:
+    """The stacks the server at the other end of ``link`` answers ``ask`` with, proven by its seal
+    (the job's user outside the job: `Authority.seal_outside`'s). Raises `LinkError` (no answer, or
+    a refusal), `WireError` (a malformed answer) or `StacksRefused`."""
+    outside = ask.outside(world_size)
+
+    def seal(header: bytes) -> bytes:
+        return authority.seal_outside(Purpose.CALL, header) if outside else authority.seal(Purpose.CALL, header)
+
+    reply = await link.unary(STACKS, encode_ask(ask, seal), ask.within + 1.0)
+    header, answer_seal = unwrap(reply)
+    stacks, echoed, _, nodes = decode_answer(header, world_size)
+    checked = authority.check_outside(Purpose.ANSWER, header, answer_seal) if outside else \
+        authority.check(Purpose.ANSWER, header, answer_seal)
+    if not checked.believed:
+        raise StacksRefused(checked.why)
+    if echoed != ask.nonce:
+        raise StacksRefused("an answer to another ask")
+    return JobStacks(stacks, nodes, f"step {ask.job_key}")
+
+
+async def own_stacks() -> tuple[ThreadStack, ...]:
+    """This process's stacks, taken on its event loop's thread (left out, with the package's own)."""
+    return capture()
+
+
+class StacksHandler:
+    """A task's side of Stacks: checks who asks, asks the tasks below at once, and answers the merge.
+
+    Made in every task's bootstrap, so it holds no more than its arguments until it is first asked.
+
+    Args:
+        cluster: the bootstrapped cluster; ``plan``: this task's place in the tree.
+        authority: checks asks and seals answers; ``port``: this task's server's.
+        network: reaches the tasks below (None: `ask` is given instead).
+
+    Attributes:
+        take: this task's stacks now (`own_stacks`; its command's, under ``bootstrap --``).
+    """
+
+    take: Callable[[], Awaitable[Sequence[ThreadStack]]] = staticmethod(own_stacks)
+    refused = 0
+    _seen: OrderedDict[bytes, float] | None = None
+
+    def __init__(self, cluster: Cluster, plan: Plan, authority: Authority, port: int, network: Network | None
+                 ) -> None:
+        self.cluster = cluster
+        self.plan = plan
+        self.authority = authority
+        self.port = port
+        self.network = network
+
+    async def ask(self, rank: int, message: bytes, timeout: float) -> bytes:
+        """Call Stacks on the task of ``rank`` (its bound port, on its node)."""
+        cluster, network = self.cluster, self.network
+        assert network is not None and cluster.bound_ports is not None
+        link = network.connect(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank])
+        return await link.unary(STACKS, message, timeout)
+
+    async def stacks(self, message: bytes, deadline: float) -> bytes:
+        """The answer to an ask (``message``) for this task's subtree, by ``deadline`` (monotonic)."""
+        world = self.cluster.world_size
+        try:
+            header, seal = unwrap(message)
+            ask = decode_ask(header, world)
+        except WireError as exc:
+            raise Refused(Refusal.INVALID, str(exc)) from None
+        if ask.job_key != self.cluster.launch.key:
+            raise Refused(Refusal.FOREIGN, "this server belongs to another launch")
+        outside = ask.outside(world)
+        self._check(ask, header, seal, outside)
+        until = min(deadline, time.monotonic() + ask.within)
+        stacks = await self.gather(until)
+        rank = self.plan.rank
+        if outside:  # answered with the proof it was asked with (MUNGE, or the secret)
+            nodes = nodes_of(stacks, lambda r: self.cluster.task(r).node)
+            munge = seal.startswith(b"MUNGE:")
+            return encode_stacks(stacks, ask.nonce, rank,
+                                 lambda h: self.authority.seal_outside(Purpose.ANSWER, h, munge), nodes)
+        return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal(Purpose.ANSWER, h))
+
+    def _check(self, ask: StacksAsk, header: bytes, seal: bytes, outside: bool) -> None:
+        if ask.port != self.port:
+            checked = Checked.refused("made for another server")
+        elif outside:
+            checked = self.authority.check_outside(Purpose.CALL, header, seal)
+        else:
+            checked = self.authority.check(Purpose.CALL, header, seal)
+        now = time.time()
+        if checked.believed and abs(now - ask.time) > FRESH:
+            checked = Checked.refused(f"an ask made {now - ask.time:+.0f} s from now (good for {FRESH:g} s)")
+        if checked.believed and self._seen is not None and ask.nonce in self._seen:
+            checked = Checked.refused("an ask answered already (replayed)")
+        if checked.believed:
+            self._remember(ask.nonce, now)
+            return
+        if checked.verdict is SealVerdict.UNREADY:
+            raise Refused(Refusal.UNREADY, f"rank {self.plan.rank} cannot check seals yet: ask again")
+        self.refused += 1
+        who = "the job's user outside it" if outside else f"rank {ask.source}"
+        if self.refused <= 20 or self.refused % 1000 == 0:
+            log.warning("slurm_resolver: rank %d refused an ask for stacks claiming to be %s: %s (%d refused so far)",
+                        self.plan.rank, who, checked.why, self.refused)
+        raise Refused(Refusal.UNAUTHENTICATED, checked.why)
+
+    def _remember(self, nonce: bytes, now: float) -> None:
+        seen = self._seen
+        if seen is None:
+            seen = self._seen = OrderedDict()
+        seen[nonce] = now
+        while seen and (len(seen) > _REMEMBERED or next(iter(seen.values())) < now - 2 * FRESH):
+            seen.popitem(last=False)
+
+    async def job(self, within: float) -> Stacks:
+        """The whole job's stacks: gathered here at the root (the lowest rank of the first node), else
+        asked of it."""
+        root = int(self.cluster.placement.ranks_on(0)[0])
+        if self.plan.rank == root:
+            return await self.gather(time.monotonic() + within)
+        bound = self.cluster.bound_ports
+        assert bound is not None
+        ask = StacksAsk(self.cluster.launch.key, self.plan.rank, secrets.token_bytes(16), bound[root], within,
+                        time.time())
+        reply = await self.ask(root, encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h)), within + 1.0)
+        return self._read(reply, ask.nonce, root)
+
+    def _read(self, reply: bytes, nonce: bytes, rank: int) -> Stacks:
+        """An answer of ``rank``'s to the ask of ``nonce``, checked; raises `WireError` or `StacksRefused`."""
+        header, seal = unwrap(reply)
+        stacks, echoed, answered_by = decode_stacks(header, self.cluster.world_size)
+        checked = self.authority.check(Purpose.ANSWER, header, seal)
+        if not checked.believed:
+            raise StacksRefused(checked.why)
+        if echoed != nonce or answered_by != rank:
+            raise StacksRefused("an answer to another ask")
+        return stacks
+
+    def _below(self, source: Source) -> tuple[int, list[int]]:
+        """The rank that reports for ``source``, and every rank of its subtree."""
+        where = self.cluster.placement
+        if source.kind is SourceKind.TASK:
+            return source.number, [source.number]
+        ranks = [rank for node in self.plan.tree.subtree(source.number) for rank in where.ranks_on(node)]
+        return int(where.ranks_on(source.number)[0]), ranks
+
+    async def gather(self, until: float) -> Stacks:
+        """The stacks of this task and of every task below it, by ``until`` (monotonic)."""
+        left = max(0.0, until - time.monotonic())
+        child_until = until - max(_LEAST_KEPT, left * _KEEP)
+        asks = [self._from(source, child_until) for source in sorted(self.plan.sources)]
+        below = asyncio.gather(*asks)
+        try:
+            with within(max(0.0, until - time.monotonic())):
+                own = Stacks.of_task(self.plan.rank, await self.take())
+        except Exception:  # noqa: BLE001 (its own stacks unknown: it is silent)
+            own = Stacks.silent_tasks([self.plan.rank])
+        found = own
+        for stacks in await below:
+            found = found | stacks
+        return found
+
+    async def _from(self, source: Source, until: float) -> Stacks:
+        rank, ranks = self._below(source)
+        bound = self.cluster.bound_ports
+        assert bound is not None
+        nonce = secrets.token_bytes(16)
+        ask = StacksAsk(self.cluster.launch.key, self.plan.rank, nonce, bound[rank], until - time.monotonic(),
+                        time.time())
+        message = encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h))
+        try:
+            left = max(0.01, until - time.monotonic())
+            with within(left):  # whatever the network does with its timeout
+                reply = await self.ask(rank, message, left)
+            return self._read(reply, nonce, rank)
+        except Exception as exc:  # noqa: BLE001 (any failure below: the subtree is silent)
+            log.debug("slurm_resolver: rank %d: stacks of rank %d: %s", self.plan.rank, rank, exc)
+            return Stacks.silent_tasks(ranks)

@@ -1,0 +1,178 @@
+"""Stacks down the tree and merged up, in one process through the call's own code: every task's
+stacks, a silent subtree, who may ask (a task, the job's user outside it, nobody else), replays and
+stale asks refused, malformed bytes refused, and the answer bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slurm_resolver.cluster import Cluster
+from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc.detection.stacks_call import (
+    FRESH,
+    MOST_ANSWER,
+    StacksAsk,
+    StacksHandler,
+    decode_ask,
+    decode_stacks,
+    encode_ask,
+    encode_stacks,
+)
+from slurm_resolver.rpc.messages import WireError
+from slurm_resolver.rpc.simulation.simulate import srun_environ
+from slurm_resolver.rpc.transport import Refusal, Refused
+from slurm_resolver.rpc.tree import plan_of
+from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
+from slurm_resolver.rpc.wire import unwrap
+from slurm_resolver.stacks.capture import Frame, ThreadStack
+from slurm_resolver.stacks.classes import Stacks
+
+NODES, PER_NODE = 5, 3  # a tree of 5 nodes with fan-out 2: 0 <- 1, 2; 1 <- 3, 4
+SECRET = b"s" * 32
+
+
+def _stack(rank: int) -> tuple[ThreadStack, ...]:
+    where = "sleep_elsewhere" if rank == 7 else "barrier"
+    return (ThreadStack("main", (Frame("train.py", 1, "<module>"), Frame("train.py", 10 if rank == 7 else 20, where))),)
+
+
+def _job(silent: frozenset[int] = frozenset(), take: Callable[[int], tuple[ThreadStack, ...]] = _stack
+         ) -> tuple[Cluster, dict[int, StacksHandler]]:
+    base = resolve(srun_environ(NODES, PER_NODE), resolves=lambda name: True)
+    world = base.world_size
+    cluster = base.with_ports([30000 + r for r in range(world)], [0] * world)
+    handlers: dict[int, StacksHandler] = {}
+
+    async def ask(rank: int, message: bytes, timeout: float) -> bytes:
+        if rank in silent:
+            await asyncio.sleep(timeout + 1)
+        return await asyncio.wait_for(handlers[rank].stacks(message, time.monotonic() + timeout), timeout)
+
+    for rank in range(world):
+        authority = Authority(AuthMode.SECRET, "test", secret=SECRET, launch=cluster.launch.key)
+        async def taken(rank: int = rank) -> tuple[ThreadStack, ...]:
+            return take(rank)
+
+        handler = handlers[rank] = StacksHandler(cluster.as_rank(rank), plan_of(cluster.as_rank(rank), rank, 2),
+                                                 authority, 30000 + rank, None)
+        handler.take = taken  # type: ignore[method-assign]
+        handler.ask = ask  # type: ignore[method-assign]
+    return cluster, handlers
+
+
+def _ask(cluster: Cluster, source: int, port: int = 30000, when: float | None = None, within: float = 3.0,
+         outside: bool = False) -> tuple[bytes, bytes]:
+    authority = Authority(AuthMode.SECRET, "test", secret=SECRET, launch=cluster.launch.key)
+    nonce = secrets.token_bytes(16)
+    ask = StacksAsk(cluster.launch.key, source, nonce, port, within, time.time() if when is None else when)
+    seal = (lambda h: authority.seal_outside(Purpose.CALL, h)) if outside else \
+        (lambda h: authority.seal(Purpose.CALL, h))
+    return encode_ask(ask, seal), nonce
+
+
+def _gathered(handler: StacksHandler, message: bytes, seconds: float = 3.0) -> Stacks:
+    reply = asyncio.run(handler.stacks(message, time.monotonic() + seconds))
+    stacks, _, _ = decode_stacks(unwrap(reply)[0], handler.cluster.world_size)
+    return stacks
+
+
+@pytest.mark.parametrize("outside", [False, True])
+def test_the_root_answers_every_tasks_stacks_merged_the_odd_one_first(outside: bool) -> None:
+    cluster, handlers = _job()
+    message, _ = _ask(cluster, cluster.world_size if outside else 4, outside=outside)
+    stacks = _gathered(handlers[0], message)
+    assert stacks.answered == 15 and len(stacks.silent) == 0
+    odd, common = stacks.classes
+    assert list(odd.ranks) == [7] and odd.frames[-1].function == "sleep_elsewhere"
+    assert list(common.ranks) == [r for r in range(15) if r != 7]
+
+
+def test_a_silent_leader_makes_its_whole_subtree_silent_within_the_deadline() -> None:
+    cluster, handlers = _job(silent=frozenset([3]))  # node 1's leader: nodes 1, 3 and 4 below it
+    message, _ = _ask(cluster, 0, within=1.0)
+    start = time.monotonic()
+    stacks = _gathered(handlers[0], message, 1.0)
+    assert time.monotonic() - start < 1.5
+    assert list(stacks.silent) == [3, 4, 5, 9, 10, 11, 12, 13, 14] and stacks.answered == 6
+
+
+def test_a_task_whose_stacks_cannot_be_taken_is_silent_alone() -> None:
+    def take(rank: int) -> tuple[ThreadStack, ...]:
+        if rank == 5:
+            raise OSError("gone")
+        return _stack(rank)
+
+    cluster, handlers = _job(take=take)
+    stacks = _gathered(handlers[0], _ask(cluster, 0)[0])
+    assert list(stacks.silent) == [5] and stacks.answered == 14
+
+
+@pytest.mark.parametrize("change, code", [
+    ("another job's secret", Refusal.UNAUTHENTICATED),
+    ("another server's port", Refusal.UNAUTHENTICATED),
+    ("stale", Refusal.UNAUTHENTICATED),
+    ("replayed", Refusal.UNAUTHENTICATED),
+    ("garbage", Refusal.INVALID),
+    ("another launch", Refusal.FOREIGN),
+])
+def test_an_ask_not_the_jobs_own_is_refused(change: str, code: Refusal, caplog: pytest.LogCaptureFixture) -> None:
+    cluster, handlers = _job()
+    message, _ = _ask(cluster, 0)
+    if change == "another job's secret":
+        authority = Authority(AuthMode.SECRET, "test", secret=b"x" * 32, launch=cluster.launch.key)
+        message = encode_ask(StacksAsk(cluster.launch.key, 15, b"n" * 16, 30000, 1, time.time()),
+                             lambda h: authority.seal_outside(Purpose.CALL, h))
+    elif change == "another server's port":
+        message, _ = _ask(cluster, 0, port=30001)
+    elif change == "stale":
+        message, _ = _ask(cluster, 0, when=time.time() - FRESH - 5)
+    elif change == "replayed":
+        _gathered(handlers[0], message)
+    elif change == "garbage":
+        message = b"\x0a\xff\xff" + hashlib.sha256(b"x").digest()
+    elif change == "another launch":
+        authority = Authority(AuthMode.SECRET, "test", secret=SECRET, launch="1.0")
+        message = encode_ask(StacksAsk("1.0", 0, b"n" * 16, 30000, 1, time.time()),
+                             lambda h: authority.seal(Purpose.CALL, h))
+    with pytest.raises(Refused) as refused:
+        asyncio.run(handlers[0].stacks(message, time.monotonic() + 2))
+    assert refused.value.code is code
+    if code is Refusal.UNAUTHENTICATED:
+        assert "refused an ask for stacks" in caplog.text
+
+
+def test_without_authentication_nobody_outside_the_job_is_answered() -> None:
+    none = Authority(AuthMode.NONE, "test")
+    assert not none.check_outside(Purpose.CALL, b"h", b"").believed
+    assert "SLURM_RESOLVER_AUTH=none" in none.check_outside(Purpose.CALL, b"h", b"").why
+
+
+def test_an_answer_is_bounded_whatever_the_stacks() -> None:
+    from slurm_resolver.stacks.classes import MOST_CLASSES
+
+    deep = tuple(Frame("/very/long/path/" * 40 + f"{i}.py", i, "f" * 300) for i in range(32))
+    stacks = Stacks()
+    for rank in range(MOST_CLASSES + 10):
+        stacks = stacks | Stacks.of_task(rank, [ThreadStack("main", (*deep, Frame("x.py", rank, "odd")))])
+    message = encode_stacks(stacks, b"n" * 16, 0, lambda h: b"")
+    assert len(message) < MOST_ANSWER + 4096
+    read, _, _ = decode_stacks(unwrap(message)[0], 1 << 20)
+    assert len(read.classes) < MOST_CLASSES and len(read.others) == MOST_CLASSES + 10 - len(read.classes)
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=300))
+def test_hostile_bytes_are_refused_as_malformed_never_raised_otherwise(data: bytes) -> None:
+    for decode in (decode_ask, lambda d, w: decode_stacks(d, w)):
+        try:
+            decode(data, 16)
+        except WireError:
+            pass
