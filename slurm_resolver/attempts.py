@@ -19,7 +19,7 @@ from .hostlists import collapse, collapse_counts
 from .layout import het_size, job_layout
 from .outcome import Ending, Outcome
 
-__all__ = ["Shape", "Policy", "Kind", "Loss", "Verdict", "Decision", "verdict", "decide"]
+__all__ = ["Shape", "RestartPolicy", "Kind", "Loss", "Verdict", "NextAttempt", "verdict", "decide"]
 
 _SHOWN = 3
 
@@ -58,7 +58,7 @@ class Shape:
 
 
 @dataclass(frozen=True)
-class Policy:
+class RestartPolicy:
     """How ``run`` restarts: at most ``restarts`` times; ``spare_nodes`` of the allocation's nodes
     (its last ones) kept for nodes left behind; never on fewer than ``min_nodes`` nodes (default:
     as many as the first attempt)."""
@@ -70,7 +70,7 @@ class Policy:
     def first_nodes(self, shape: Shape) -> tuple[str, ...]:
         """The nodes of the first attempt; a request the allocation cannot meet is refused, with the fix.
 
-        >>> Policy(spare_nodes=1).first_nodes(Shape(("n1", "n2", "n3"), (2, 2, 2)))
+        >>> RestartPolicy(spare_nodes=1).first_nodes(Shape(("n1", "n2", "n3"), (2, 2, 2)))
         ('n1', 'n2')
         """
         for name, value in (("--restarts", self.restarts), ("--spare-nodes", self.spare_nodes)):
@@ -151,7 +151,7 @@ def verdict(outcomes: Mapping[int, Outcome], world_size: int, code: int) -> Verd
 
 
 @dataclass(frozen=True)
-class Decision:
+class NextAttempt:
     """Where the next attempt runs (None: there is none), and why, in one line."""
 
     nodes: tuple[str, ...] | None
@@ -167,37 +167,37 @@ def _bad_nodes(nodes: tuple[str, ...], ended: Verdict, unhealthy: Mapping[str, s
     return bad
 
 
-def decide(policy: Policy, shape: Shape, nodes: tuple[str, ...], number: int, ended: Verdict,
+def decide(policy: RestartPolicy, shape: Shape, nodes: tuple[str, ...], number: int, ended: Verdict,
            unhealthy: Mapping[str, str], left_behind: Set[str] = frozenset(), before: Verdict | None = None
-           ) -> Decision:
+           ) -> NextAttempt:
     """Whether attempt ``number`` (on ``nodes``), which ended as ``ended``, is followed by another, and where.
 
     ``unhealthy`` names the nodes Slurm or a probe found bad (with why); ``left_behind`` the nodes
     earlier attempts left; ``before`` is the previous attempt's verdict.
     """
     if ended.kind is Kind.EVERYWHERE:
-        return Decision(None, "not restarted: the program's own error (a restart would fail the same way)")
+        return NextAttempt(None, "not restarted: the program's own error (a restart would fail the same way)")
     if ended.kind is Kind.FAILURE and before is not None and before.kind is Kind.FAILURE \
             and before.failures == ended.failures:
-        return Decision(None, f"not restarted: the same failure as attempt {number - 1}")
+        return NextAttempt(None, f"not restarted: the same failure as attempt {number - 1}")
     bad = _bad_nodes(nodes, ended, unhealthy)
     if ended.kind is Kind.UNEXPLAINED and not bad:
-        return Decision(None, "not restarted: no task died and every node answers")
+        return NextAttempt(None, "not restarted: no task died and every node answers")
     left = ", ".join(f"{node} ({why})" for node, why in bad.items())
     if number > policy.restarts:
-        return Decision(None, f"restarts exhausted (--restarts {policy.restarts})"
+        return NextAttempt(None, f"restarts exhausted (--restarts {policy.restarts})"
                         + (f"; bad nodes: {left}" if left else ""))
     keep = [n for n in nodes if n not in bad]
     spares = [n for n in shape.nodes if n not in nodes and n not in unhealthy and n not in left_behind]
     chosen = set(keep + spares[:len(nodes) - len(keep)])
     fewest = len(nodes) if policy.min_nodes is None else policy.min_nodes
     if len(chosen) < fewest:
-        return Decision(None, f"not restarted: {left} left behind, no spare node is left (--spare-nodes "
+        return NextAttempt(None, f"not restarted: {left} left behind, no spare node is left (--spare-nodes "
                               f"{policy.spare_nodes}) and the program needs {fewest} nodes (--min-nodes)")
     after = tuple(n for n in shape.nodes if n in chosen)
     where = f"restart {number} of {policy.restarts} on {collapse(list(after))}"
     if not bad:
-        return Decision(after, where + " (the same nodes)")
+        return NextAttempt(after, where + " (the same nodes)")
     taken = [n for n in after if n not in nodes]
     instead = f", with spare {collapse(taken)}" if taken else f", on {len(after)} of {len(nodes)} nodes"
-    return Decision(after, f"{where}: {left} left behind{instead}")
+    return NextAttempt(after, f"{where}: {left} left behind{instead}")

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .attempts import Decision, Kind, Policy, Shape, Verdict, decide, verdict
+from .attempts import Kind, NextAttempt, RestartPolicy, Shape, Verdict, decide, verdict
 from .environment import export, snapshot
 from .errors import ResolutionError
 from .hostlists import collapse
@@ -132,14 +132,14 @@ def _asked(shape: Shape, nodes: tuple[str, ...], ended: Verdict, left_behind: se
     return [n for n in [*nodes, *spares] if n not in known], (probed | set(spares)) - known
 
 
-def _summary(attempts: Sequence[Attempt], decision: Decision) -> str:
+def _summary(attempts: Sequence[Attempt], decision: NextAttempt) -> str:
     if len(attempts) == 1:
         return f"{attempts[0].line()}; {decision.why}"
     return f"the step failed {len(attempts)} times: " + "; ".join(a.line() for a in attempts) + \
         f"; {decision.why}"
 
 
-def run(command: Sequence[str], policy: Policy | None = None, srun_args: Sequence[str] = (),
+def run(command: Sequence[str], policy: RestartPolicy | None = None, srun_args: Sequence[str] = (),
         bootstrap_args: Sequence[str] = (), environ: Mapping[str, str] | None = None,
         health: Health | None = None, launch: Launch = launch_step, verbose: bool = False) -> int:
     """Run ``command`` in every task of the job's step, restarting the step as ``policy`` allows;
@@ -150,7 +150,7 @@ def run(command: Sequence[str], policy: Policy | None = None, srun_args: Sequenc
     from .slurmctl import node_health
 
     ask: Health = health or node_health
-    policy = policy or Policy()
+    policy = policy or RestartPolicy()
     env = snapshot(environ)
     shape = Shape.of(env)
     nodes = policy.first_nodes(shape)
@@ -161,7 +161,7 @@ def run(command: Sequence[str], policy: Policy | None = None, srun_args: Sequenc
         _clean(base)
 
 
-def _attempts(command: Sequence[str], policy: Policy, shape: Shape, nodes: tuple[str, ...],
+def _attempts(command: Sequence[str], policy: RestartPolicy, shape: Shape, nodes: tuple[str, ...],
               srun_args: Sequence[str], bootstrap_args: Sequence[str], env: Mapping[str, str], ask: Health,
               launch: Launch, verbose: bool, base: Path) -> int:
     attempts: list[Attempt] = []
@@ -195,7 +195,7 @@ def _attempts(command: Sequence[str], policy: Policy, shape: Shape, nodes: tuple
         result = verdict(read_all(directory), world, ended.code)
         attempts.append(Attempt(number, nodes, seconds, result, restart))
         if ended.passed is not None:
-            decision = Decision(None, f"not restarted: run passed on {signal.Signals(ended.passed).name} (the job "
+            decision = NextAttempt(None, f"not restarted: run passed on {signal.Signals(ended.passed).name} (the job "
                                       "is ending or warned of its end)")
         else:
             unhealthy = {} if result.kind is Kind.EVERYWHERE else \
@@ -215,6 +215,6 @@ def from_arguments(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     bootstrap = [*(["--jobs", args.jobs] if args.jobs else []), "--format", args.format,
                  *(["--hang-after", f"{args.hang_after:g}"] if getattr(args, "hang_after", None) else [])]
-    policy = Policy(args.restarts, args.spare_nodes, args.min_nodes)
+    policy = RestartPolicy(args.restarts, args.spare_nodes, args.min_nodes)
     verbose = bool(getattr(args, "verbose", False) or getattr(args, "debug", False))
     return run(command, policy, shlex.split(args.srun_args), bootstrap, verbose=verbose)

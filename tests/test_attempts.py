@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_resolver.attempts import Decision, Kind, Policy, Shape, Verdict, decide, verdict
+from slurm_resolver.attempts import Kind, NextAttempt, RestartPolicy, Shape, Verdict, decide, verdict
 from slurm_resolver.errors import ConfigurationError, EnvironmentVariableError
 from slurm_resolver.outcome import Death, Ending, Outcome
 
@@ -64,47 +64,47 @@ N12 = ("n1", "n2")
 
 
 @pytest.mark.parametrize(("policy", "number", "ended", "unhealthy", "before", "nodes", "why"), [
-    (Policy(3), 1, DEATH, {}, None, N12, "restart 1 of 3 on n[1-2] (the same nodes)"),
-    (Policy(3, 1), 1, GONE, {"n2": "its slurmd does not answer"}, None, ("n1", "n3"),
+    (RestartPolicy(3), 1, DEATH, {}, None, N12, "restart 1 of 3 on n[1-2] (the same nodes)"),
+    (RestartPolicy(3, 1), 1, GONE, {"n2": "its slurmd does not answer"}, None, ("n1", "n3"),
      "restart 1 of 3 on n[1,3]: n2 (its slurmd does not answer) left behind, with spare n3"),
-    (Policy(3, 1), 1, OOM, {}, None, ("n1", "n3"),
+    (RestartPolicy(3, 1), 1, OOM, {}, None, ("n1", "n3"),
      "restart 1 of 3 on n[1,3]: n2 (the kernel's OOM killer ended its task) left behind, with spare n3"),
-    (Policy(3, 1), 1, GONE, {"n2": "down", "n3": "Slurm marks it DOWN"}, None, None,
+    (RestartPolicy(3, 1), 1, GONE, {"n2": "down", "n3": "Slurm marks it DOWN"}, None, None,
      "not restarted: n2 (down) left behind, no spare node is left (--spare-nodes 1) and the program needs 2 nodes"),
-    (Policy(3), 4, DEATH, {}, None, None, "restarts exhausted (--restarts 3)"),
-    (Policy(3), 4, GONE, {"n2": "down"}, None, None, "restarts exhausted (--restarts 3); bad nodes: n2 (down)"),
-    (Policy(0), 1, DEATH, {}, None, None, "restarts exhausted (--restarts 0)"),
-    (Policy(3), 1, Verdict(Kind.EVERYWHERE, "x", failures=frozenset({RAISED})), {}, None, None,
+    (RestartPolicy(3), 4, DEATH, {}, None, None, "restarts exhausted (--restarts 3)"),
+    (RestartPolicy(3), 4, GONE, {"n2": "down"}, None, None, "restarts exhausted (--restarts 3); bad nodes: n2 (down)"),
+    (RestartPolicy(0), 1, DEATH, {}, None, None, "restarts exhausted (--restarts 0)"),
+    (RestartPolicy(3), 1, Verdict(Kind.EVERYWHERE, "x", failures=frozenset({RAISED})), {}, None, None,
      "not restarted: the program's own error (a restart would fail the same way)"),
-    (Policy(3), 1, FAILURE, {}, None, N12, "restart 1 of 3 on n[1-2] (the same nodes)"),
-    (Policy(3), 2, FAILURE, {}, FAILURE, None, "not restarted: the same failure as attempt 1"),
-    (Policy(3), 2, FAILURE, {}, DEATH, N12, "restart 2 of 3"),
-    (Policy(3), 1, Verdict(Kind.UNEXPLAINED, "x"), {}, None, None, "not restarted: no task died and every node"),
-    (Policy(3, 1), 1, Verdict(Kind.UNEXPLAINED, "x"), {"n1": "Slurm marks it DOWN"}, None, ("n2", "n3"),
+    (RestartPolicy(3), 1, FAILURE, {}, None, N12, "restart 1 of 3 on n[1-2] (the same nodes)"),
+    (RestartPolicy(3), 2, FAILURE, {}, FAILURE, None, "not restarted: the same failure as attempt 1"),
+    (RestartPolicy(3), 2, FAILURE, {}, DEATH, N12, "restart 2 of 3"),
+    (RestartPolicy(3), 1, Verdict(Kind.UNEXPLAINED, "x"), {}, None, None, "not restarted: no task died and every node"),
+    (RestartPolicy(3, 1), 1, Verdict(Kind.UNEXPLAINED, "x"), {"n1": "Slurm marks it DOWN"}, None, ("n2", "n3"),
      "restart 1 of 3 on n[2-3]: n1 (Slurm marks it DOWN) left behind, with spare n3"),
 ])
-def test_the_next_attempt(policy: Policy, number: int, ended: Verdict, unhealthy: dict[str, str],
+def test_the_next_attempt(policy: RestartPolicy, number: int, ended: Verdict, unhealthy: dict[str, str],
                           before: Verdict | None, nodes: tuple[str, ...] | None, why: str) -> None:
     decision = decide(policy, SHAPE, N12, number, ended, unhealthy, frozenset(), before)
     assert decision.nodes == nodes and decision.why.startswith(why), decision
 
 
 @pytest.mark.parametrize(("policy", "nodes", "why"), [
-    (Policy(3, 0, 1), ("n1",), "restart 1 of 3 on n1: n2 (down) left behind, on 1 of 2 nodes"),
-    (Policy(3), None, "not restarted: n2 (down) left behind, no spare node is left (--spare-nodes 0) and the "
+    (RestartPolicy(3, 0, 1), ("n1",), "restart 1 of 3 on n1: n2 (down) left behind, on 1 of 2 nodes"),
+    (RestartPolicy(3), None, "not restarted: n2 (down) left behind, no spare node is left (--spare-nodes 0) and the "
      "program needs 2 nodes (--min-nodes)"),
 ])
-def test_without_a_spare_the_step_shrinks_or_ends_naming_the_node(policy: Policy, nodes: tuple[str, ...] | None,
+def test_without_a_spare_the_step_shrinks_or_ends_naming_the_node(policy: RestartPolicy, nodes: tuple[str, ...] | None,
                                                                   why: str) -> None:
     decision = decide(policy, Shape(N12, (2, 2)), N12, 1, GONE, {"n2": "down"})
-    assert decision == Decision(nodes, why)
+    assert decision == NextAttempt(nodes, why)
 
 
 def test_a_node_left_behind_is_never_taken_again() -> None:
-    decision = decide(Policy(3, 2), Shape(("n1", "n2", "n3", "n4"), (1, 1, 1, 1)), ("n1", "n3"), 2, GONE,
+    decision = decide(RestartPolicy(3, 2), Shape(("n1", "n2", "n3", "n4"), (1, 1, 1, 1)), ("n1", "n3"), 2, GONE,
                       {"n2": "down"}, frozenset({"n2"}))
-    assert decision == Decision(("n1", "n3"), "restart 2 of 3 on n[1,3] (the same nodes)")
-    decision = decide(Policy(3, 2), Shape(("n1", "n2", "n3", "n4"), (1, 1, 1, 1)), ("n1", "n3"), 2,
+    assert decision == NextAttempt(("n1", "n3"), "restart 2 of 3 on n[1,3] (the same nodes)")
+    decision = decide(RestartPolicy(3, 2), Shape(("n1", "n2", "n3", "n4"), (1, 1, 1, 1)), ("n1", "n3"), 2,
                       verdict({0: outcome(0, Ending.STOPPED, "stopped", heard=(5,))}, 2, 1),
                       {"n3": "down"}, frozenset({"n2"}))
     assert decision.nodes == ("n1", "n4")
@@ -120,17 +120,17 @@ def test_the_shape_of_the_allocation() -> None:
 
 
 @pytest.mark.parametrize(("policy", "shape", "error"), [
-    (Policy(-1), SHAPE, "--restarts -1 is not a count"),
-    (Policy(3, 3), SHAPE, "--spare-nodes 3 leaves no node of the job's 3 to run on"),
-    (Policy(3, 1, 3), SHAPE, "--min-nodes 3 is not from 1 to the 2 nodes"),
-    (Policy(3, 0, 0), SHAPE, "--min-nodes 0 is not from 1"),
-    (Policy(3, 1), Shape(("n1", "n2"), (2, 1)), r"different task counts \(2,1\), so another node cannot"),
-    (Policy(3, 0, 1), Shape(("n1", "n2"), (2, 1)), "different task counts"),
+    (RestartPolicy(-1), SHAPE, "--restarts -1 is not a count"),
+    (RestartPolicy(3, 3), SHAPE, "--spare-nodes 3 leaves no node of the job's 3 to run on"),
+    (RestartPolicy(3, 1, 3), SHAPE, "--min-nodes 3 is not from 1 to the 2 nodes"),
+    (RestartPolicy(3, 0, 0), SHAPE, "--min-nodes 0 is not from 1"),
+    (RestartPolicy(3, 1), Shape(("n1", "n2"), (2, 1)), r"different task counts \(2,1\), so another node cannot"),
+    (RestartPolicy(3, 0, 1), Shape(("n1", "n2"), (2, 1)), "different task counts"),
 ])
-def test_impossible_policies_are_refused_with_the_fix(policy: Policy, shape: Shape, error: str) -> None:
+def test_impossible_policies_are_refused_with_the_fix(policy: RestartPolicy, shape: Shape, error: str) -> None:
     with pytest.raises(ConfigurationError, match=error):
         policy.first_nodes(shape)
 
 
 def test_a_layout_of_uneven_nodes_runs_whole_without_spares() -> None:
-    assert Policy(3).first_nodes(Shape(("n1", "n2"), (2, 1))) == ("n1", "n2")
+    assert RestartPolicy(3).first_nodes(Shape(("n1", "n2"), (2, 1))) == ("n1", "n2")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_resolver.attempts import Policy
+from slurm_resolver.attempts import RestartPolicy
 from slurm_resolver.cli import main
 from slurm_resolver.errors import ResolutionError
 from slurm_resolver.outcome import Death, Ending, Outcome, mark_bootstrapped, write
@@ -84,7 +84,7 @@ def down(node: str) -> Callable[[Sequence[str], Collection[str]], Mapping[str, s
 def test_a_killed_task_is_restarted_on_the_same_nodes(job: dict[str, str], capsys: pytest.CaptureFixture[str]
                                                       ) -> None:
     launch = Launcher([[killed(3)] + gone(3), None])
-    assert run(["python", "train.py"], Policy(3, 1), environ=job, health=healthy, launch=launch) == 0
+    assert run(["python", "train.py"], RestartPolicy(3, 1), environ=job, health=healthy, launch=launch) == 0
     assert [a[4] for a in launch.argvs] == ["--nodelist=n[1-2]"] * 2
     assert launch.argvs[0][:4] == ["srun", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2"]
     assert launch.argvs[0][-5:] == ["slurm_resolver", "bootstrap", "--", "python", "train.py"]
@@ -109,7 +109,7 @@ def test_the_srun_line_is_said_with_verbose_readably(job: dict[str, str], capsys
 
 def test_a_lost_node_is_left_for_the_spare(job: dict[str, str]) -> None:
     launch = Launcher([gone(2, 3), None])
-    assert run(["train"], Policy(3, 1), environ=job, health=down("n2"), launch=launch) == 0
+    assert run(["train"], RestartPolicy(3, 1), environ=job, health=down("n2"), launch=launch) == 0
     assert [a[4] for a in launch.argvs] == ["--nodelist=n[1-2]", "--nodelist=n[1,3]"]
 
 
@@ -117,7 +117,7 @@ def test_an_exception_on_every_task_is_not_restarted_and_said_once(job: dict[str
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     launch = Launcher([[failed(r) for r in range(6)], None])
     with pytest.raises(ResolutionError) as info:
-        run(["train"], Policy(3), environ=job, health=healthy, launch=launch)
+        run(["train"], RestartPolicy(3), environ=job, health=healthy, launch=launch)
     assert len(launch.argvs) == 1
     assert info.value.message.startswith("attempt 1 on n[1-3] (")
     assert f"every task's command {RAISED}" in info.value.message and info.value.message.count("ValueError") == 1
@@ -138,7 +138,7 @@ def test_a_node_that_loses_power_is_left_without_waiting_for_srun(job: dict[str,
         probed.append(set(probe))
         return down("n2")(names, probe)
 
-    assert run(["train"], Policy(3, 1), environ=job, health=health, launch=launch) == 0
+    assert run(["train"], RestartPolicy(3, 1), environ=job, health=health, launch=launch) == 0
     assert launch.cuts[0] == "n2: its slurmd does not answer" and cancelled == ["42.0"]
     assert probed == [{"n2"}, {"n3"}], "n2 probed once (a lost node's probe waits for its timeout), then the spare"
     assert launch.argvs[0][4] == "--nodelist=n[1-2]" and "--overlap" not in launch.argvs[0]
@@ -150,14 +150,14 @@ def test_a_step_that_does_not_end_after_a_death_is_ended(job: dict[str, str], mo
     monkeypatch.setattr("slurm_resolver.srun_step.ENDS_WITHIN", 0.2)
     monkeypatch.setattr("slurm_resolver.slurmctl.cancel_step", lambda step: None)
     launch = Launcher([[killed(3)] + gone(3), None], hangs=True)
-    assert run(["train"], Policy(3), environ=job, health=healthy, launch=launch) == 0
+    assert run(["train"], RestartPolicy(3), environ=job, health=healthy, launch=launch) == 0
     assert launch.cuts[0] == "srun did not end within 0.2 s of the death its tasks recorded"
 
 
 def test_exhausted_restarts_list_every_attempt(job: dict[str, str]) -> None:
     launch = Launcher([[killed(1)], [killed(3)], [killed(5)]])
     with pytest.raises(ResolutionError) as info:
-        run(["train"], Policy(2), environ=job, health=healthy, launch=launch)
+        run(["train"], RestartPolicy(2), environ=job, health=healthy, launch=launch)
     message = info.value.message
     assert message.startswith("the step failed 3 times: attempt 1 on n[1-3]")
     for number, rank in ((1, 1), (2, 3), (3, 5)):
@@ -171,7 +171,7 @@ def test_a_step_that_ends_after_a_signal_is_not_restarted(job: dict[str, str]) -
 
     launch = Launcher([[killed(3)], None], signalled=signal.SIGUSR2)
     with pytest.raises(ResolutionError, match="not restarted: run passed on SIGUSR2"):
-        run(["train"], Policy(3), environ=job, health=healthy, launch=launch)
+        run(["train"], RestartPolicy(3), environ=job, health=healthy, launch=launch)
 
 
 def test_the_command_line_outside_a_job(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -56,7 +56,7 @@ class Refused(Exception):
         self.detail = detail[:500]
 
 
-class Failed(enum.Enum):
+class CallFailure(enum.Enum):
     """How a call failed, seen from the caller."""
 
     UNAVAILABLE = "unavailable"
@@ -70,7 +70,7 @@ class Failed(enum.Enum):
 class LinkError(Exception):
     """A call that failed: how (``kind``), and the server's `Refusal` where it refused."""
 
-    def __init__(self, kind: Failed, detail: str, code: Refusal | None = None) -> None:
+    def __init__(self, kind: CallFailure, detail: str, code: Refusal | None = None) -> None:
         super().__init__(f"{kind.value}: {detail}")
         self.kind = kind
         self.code = code
@@ -79,12 +79,12 @@ class LinkError(Exception):
     @property
     def again(self) -> bool:
         """Whether asking again may succeed: nobody answered yet, or the server was not ready."""
-        return self.kind is Failed.UNAVAILABLE or self.code in (Refusal.UNREADY, Refusal.BUSY)
+        return self.kind is CallFailure.UNAVAILABLE or self.code in (Refusal.UNREADY, Refusal.BUSY)
 
     @classmethod
     def of(cls, refused: Refused) -> LinkError:
         """What the caller sees of a server's refusal."""
-        kind = Failed.DEADLINE if refused.code is Refusal.DEADLINE else Failed.REFUSED
+        kind = CallFailure.DEADLINE if refused.code is Refusal.DEADLINE else CallFailure.REFUSED
         return cls(kind, refused.detail, refused.code)
 
 

@@ -18,7 +18,7 @@ from slurm_resolver.rpc.network.grpc_network import GrpcNetwork
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.network.loop import LoopThread
 from slurm_resolver.rpc.network.server import Server
-from slurm_resolver.rpc.transport import Failed, LinkError, Network, Refusal
+from slurm_resolver.rpc.transport import CallFailure, LinkError, Network, Refusal
 from slurm_resolver.rpc.trust.gate import Gate
 from slurm_resolver.rpc.trust.identity import Identity, Question, decode_who, encode_who
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
@@ -112,14 +112,15 @@ def test_a_new_call_is_one_row_and_runs_in_process() -> None:
     """docs/protocol.md's worked example: Echo answered, another launch refused, a call beyond the row's
     bound refused, and a server without the row answers it as a method it does not serve (as gRPC does a
     framework's method before its server: unavailable)."""
-    assert asyncio.run(_echo_over(LocalNetwork())) == (b"0.5", Refusal.FOREIGN, Refusal.INVALID, Failed.UNAVAILABLE)
+    assert asyncio.run(_echo_over(LocalNetwork())) == (b"0.5", Refusal.FOREIGN, Refusal.INVALID,
+                                                       CallFailure.UNAVAILABLE)
 
 
 def test_a_new_call_is_one_row_and_runs_over_grpc() -> None:
     loop = LoopThread()
     try:
         assert loop.run(_echo_over(GrpcNetwork())) == (b"0.5", Refusal.FOREIGN, Refusal.INVALID,
-                                                        Failed.UNAVAILABLE)
+                                                        CallFailure.UNAVAILABLE)
     finally:
         loop.close()
 

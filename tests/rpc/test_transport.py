@@ -7,19 +7,29 @@ import time
 
 import pytest
 
-from slurm_resolver.rpc.transport import Failed, Hedged, LinkError, Refusal, Refused, end_call, hedged, retrying, within
+from slurm_resolver.rpc.transport import (
+    CallFailure,
+    Hedged,
+    LinkError,
+    Refusal,
+    Refused,
+    end_call,
+    hedged,
+    retrying,
+    within,
+)
 
 
 @pytest.mark.parametrize("code, kind, again", [
-    (Refusal.DEADLINE, Failed.DEADLINE, False), (Refusal.INVALID, Failed.REFUSED, False),
-    (Refusal.UNREADY, Failed.REFUSED, True), (Refusal.BUSY, Failed.REFUSED, True),
-    (Refusal.UNAUTHENTICATED, Failed.REFUSED, False),
+    (Refusal.DEADLINE, CallFailure.DEADLINE, False), (Refusal.INVALID, CallFailure.REFUSED, False),
+    (Refusal.UNREADY, CallFailure.REFUSED, True), (Refusal.BUSY, CallFailure.REFUSED, True),
+    (Refusal.UNAUTHENTICATED, CallFailure.REFUSED, False),
 ])
-def test_a_refusal_reaches_the_caller_with_its_code_and_whether_to_ask_again(code: Refusal, kind: Failed,
+def test_a_refusal_reaches_the_caller_with_its_code_and_whether_to_ask_again(code: Refusal, kind: CallFailure,
                                                                              again: bool) -> None:
     seen = LinkError.of(Refused(code, "why" * 300))
     assert (seen.kind, seen.code, seen.again, len(seen.detail)) == (kind, code, again, 500)
-    assert LinkError(Failed.UNAVAILABLE, "nobody").again
+    assert LinkError(CallFailure.UNAVAILABLE, "nobody").again
 
 
 def test_retrying_asks_again_while_it_may_and_gives_up_at_the_deadline() -> None:
@@ -29,14 +39,14 @@ def test_retrying_asks_again_while_it_may_and_gives_up_at_the_deadline() -> None
         async def flaky(left: float) -> int:
             tries[0] += 1
             if tries[0] < 3:
-                raise LinkError(Failed.REFUSED, "not yet", Refusal.UNREADY)
+                raise LinkError(CallFailure.REFUSED, "not yet", Refusal.UNREADY)
             return tries[0]
 
         async def never(left: float) -> int:
-            raise LinkError(Failed.UNAVAILABLE, "nobody")
+            raise LinkError(CallFailure.UNAVAILABLE, "nobody")
 
         async def refused(left: float) -> int:
-            raise LinkError(Failed.REFUSED, "no", Refusal.INVALID)
+            raise LinkError(CallFailure.REFUSED, "no", Refusal.INVALID)
 
         got = await retrying(flaky, time.monotonic() + 5)
         start = time.monotonic()

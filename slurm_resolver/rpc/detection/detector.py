@@ -51,7 +51,7 @@ class FailureDetector:
         self.watch = Watch(self.deaths, cluster, plan, heartbeat, patience)
         self.heartbeat = Heartbeat(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
                                    heartbeat, patience, self.watch.take_over, self.progress)
-        self._task: asyncio.Task[None] | None = None
+        self._beating: asyncio.Task[None] | None = None
         self._judging: asyncio.Task[None] | None = None
         self._interval = heartbeat
         self._hang_after = hang_after
@@ -88,7 +88,7 @@ class FailureDetector:
 
     def start(self) -> None:
         """Start beating and watching (on the running event loop)."""
-        self._task = asyncio.ensure_future(self.heartbeat.run())
+        self._beating = asyncio.ensure_future(self.heartbeat.run())
         self.watch.start()
         if self._hang_after is not None and self.heartbeat.above is None:
             self._judging = asyncio.ensure_future(self._judge(self._hang_after))
@@ -111,7 +111,7 @@ class FailureDetector:
 
     def _told(self) -> bool:
         """Whether the news went up (a beat took it, or there is no call up) and every task below watches."""
-        up = self.deaths.up.empty() or self._task is None or self._task.done()
+        up = self.deaths.up.empty() or self._beating is None or self._beating.done()
         return up and not self.watch.unheard()
 
     async def leave(self, grace: float = 1.0) -> None:
@@ -125,7 +125,7 @@ class FailureDetector:
         await self.watch.stop()
         if self._judging is not None:
             self._judging.cancel()
-        if self._task is not None:
-            self._task.cancel()
+        if self._beating is not None:
+            self._beating.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await self._beating

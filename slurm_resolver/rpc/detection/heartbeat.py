@@ -22,7 +22,7 @@ from ...cluster import Cluster
 from ...stacks.progress import Marks
 from ..calls import WATCH
 from ..messages import Cause, Fault, HandOver, News, Source, WireError
-from ..transport import Failed, Link, LinkError, Network, end_call, within
+from ..transport import CallFailure, Link, LinkError, Network, end_call, within
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
 from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
@@ -202,6 +202,6 @@ class Heartbeat:
                                        f"node gone)")
         if isinstance(exc, _Stranger):
             return Fault(Cause.CRASHED, f"what answers at {who}'s address is not a task of this job ({exc})")
-        if isinstance(exc, LinkError) and exc.kind is Failed.REFUSED:
+        if isinstance(exc, LinkError) and exc.kind is CallFailure.REFUSED:
             return Fault(Cause.REPORTED, f"{who} refused the watch of rank {self.rank}: {exc.detail}")
         return Fault(Cause.CRASHED, f"{who} died: its connection to rank {self.rank} closed")

@@ -11,7 +11,7 @@ from typing import Any, Generic
 from ...errors import ResolutionError
 from ..calls import JOIN, JOIN_BUNDLED, SERVICE, Call, Stream, Unary
 from ..messages import WireError
-from ..transport import Failed, H, Link, LinkError, Refusal, Served, within
+from ..transport import CallFailure, H, Link, LinkError, Refusal, Served, within
 from ..wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
 
@@ -97,17 +97,17 @@ class GrpcLink:
             why = details
         codes = self._grpc.StatusCode
         if refusal is not None and refusal is not Refusal.DEADLINE:
-            return LinkError(Failed.REFUSED, why, refusal)
+            return LinkError(CallFailure.REFUSED, why, refusal)
         if code == codes.UNIMPLEMENTED:  # a gRPC server without this protocol's service
-            return LinkError(Failed.REFUSED, f"no {SERVICE} here: a task of another slurm_resolver version, or "
+            return LinkError(CallFailure.REFUSED, f"no {SERVICE} here: a task of another slurm_resolver version, or "
                                              f"another program", Refusal.FOREIGN)
         if code in (codes.FAILED_PRECONDITION, codes.INVALID_ARGUMENT, codes.UNAUTHENTICATED):
-            return LinkError(Failed.REFUSED, f"{code.name}: {details}", Refusal.FOREIGN)  # not our server
+            return LinkError(CallFailure.REFUSED, f"{code.name}: {details}", Refusal.FOREIGN)  # not our server
         if code == codes.RESOURCE_EXHAUSTED:
-            return LinkError(Failed.REFUSED, f"{code.name}: {details}", Refusal.BUSY)
+            return LinkError(CallFailure.REFUSED, f"{code.name}: {details}", Refusal.BUSY)
         if code == codes.DEADLINE_EXCEEDED:  # the server says who was still missing, where it could
-            return LinkError(Failed.DEADLINE, why or "the call did not end in time", refusal)
-        return LinkError(Failed.UNAVAILABLE, f"{code.name}: {details}")
+            return LinkError(CallFailure.DEADLINE, why or "the call did not end in time", refusal)
+        return LinkError(CallFailure.UNAVAILABLE, f"{code.name}: {details}")
 
     async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
         try:
@@ -122,7 +122,7 @@ class GrpcLink:
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
         except WireError as exc:
-            raise LinkError(Failed.REFUSED, f"a malformed answer ({exc})", Refusal.FOREIGN) from None
+            raise LinkError(CallFailure.REFUSED, f"a malformed answer ({exc})", Refusal.FOREIGN) from None
 
     async def unary(self, call: Unary, message: bytes, timeout: float) -> bytes:
         try:
@@ -131,7 +131,7 @@ class GrpcLink:
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
         if len(answer) > call.most_answer:
-            raise LinkError(Failed.REFUSED, f"a {call.name} answer of more than {call.most_answer} bytes",
+            raise LinkError(CallFailure.REFUSED, f"a {call.name} answer of more than {call.most_answer} bytes",
                             Refusal.FOREIGN)
         return answer
 
@@ -170,7 +170,7 @@ class GrpcNetwork:
 
     def connect(self, host: str, port: int) -> Link:
         if self._closed:  # a channel made now would outlive the event loop (gRPC aborts at exit)
-            raise LinkError(Failed.UNAVAILABLE, "this task's network is closed: it is stopping")
+            raise LinkError(CallFailure.UNAVAILABLE, "this task's network is closed: it is stopping")
         key = (host, port)
         if key not in self._links:
             self._links[key] = GrpcLink(self._grpc, channel_target(host, port))

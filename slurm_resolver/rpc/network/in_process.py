@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic
 
 from ..calls import TABLE, Call, Stream, Unary
-from ..transport import Failed, H, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
+from ..transport import CallFailure, H, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -62,7 +62,7 @@ class _LocalLink:
     def _server(self) -> tuple[Handlers, ServerStats]:
         found = self._network._servers.get(self._address)
         if found is None:
-            raise LinkError(Failed.UNAVAILABLE, f"nothing listens at {self._address[0]}:{self._address[1]}")
+            raise LinkError(CallFailure.UNAVAILABLE, f"nothing listens at {self._address[0]}:{self._address[1]}")
         return found.handlers, found.stats
 
     def _served(self, call: Call) -> tuple[Any, ServerStats]:
@@ -70,7 +70,7 @@ class _LocalLink:
         method it does not serve)."""
         handlers, stats = self._server()
         if self._network._servers[self._address].calls.get(call.method) is not call:
-            raise LinkError(Failed.UNAVAILABLE, f"no {call.name} served at {self._address[0]}:{self._address[1]}")
+            raise LinkError(CallFailure.UNAVAILABLE, f"no {call.name} served at {self._address[0]}:{self._address[1]}")
         return handlers, stats
 
     @staticmethod
@@ -104,7 +104,7 @@ class _LocalLink:
             raise LinkError.of(exc) from None
         self._count(stats, (message,), (reply,))
         if len(reply) > call.most_answer:
-            raise LinkError(Failed.REFUSED, f"a {call.name} answer of more than {call.most_answer} bytes",
+            raise LinkError(CallFailure.REFUSED, f"a {call.name} answer of more than {call.most_answer} bytes",
                             Refusal.FOREIGN)
         return reply
 
@@ -120,7 +120,7 @@ class _LocalLink:
                 coming = asyncio.ensure_future(events.__anext__())
                 await asyncio.wait({coming, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 if not coming.done():
-                    raise LinkError(Failed.UNAVAILABLE, f"{self._address[0]}:{self._address[1]} stopped serving")
+                    raise LinkError(CallFailure.UNAVAILABLE, f"{self._address[0]}:{self._address[1]} stopped serving")
                 try:
                     event = coming.result()
                 except StopAsyncIteration:
@@ -155,7 +155,7 @@ class LocalNetwork:
         while (host, port) in self._servers:
             port += 1
         if port > _LAST_PORT:
-            raise LinkError(Failed.UNAVAILABLE, f"no free port left on {host}")
+            raise LinkError(CallFailure.UNAVAILABLE, f"no free port left on {host}")
         self._next[host] = port + 1
         return port
 
@@ -168,7 +168,7 @@ class LocalNetwork:
                 served = _LocalServed(self, address, handlers(address[1]), stats, TABLE if calls is None else calls)
                 self._servers[address] = served
                 return served
-        raise LinkError(Failed.UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")
+        raise LinkError(CallFailure.UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")
 
     def connect(self, host: str, port: int) -> Link:
         if (host, port) in self.stats:

@@ -65,7 +65,7 @@ class _Due(within):
             self._timer = asyncio.get_running_loop().call_later(self._seconds, self._due)
 
 class Underway:
-    """The calls a server is in the middle of (each handler's task), so that it can stop with none left
+    """The calls a server is in the middle of (each handler's coroutine), so that it can stop with none left
     for gRPC to abort: gRPC logs every call it aborts as a server stops ("Aborting method [...] due to
     server stop.", a warning a job's output would show beside its own last line)."""
 
@@ -73,17 +73,17 @@ class Underway:
         self.rounds: set[asyncio.Task[Any]] = set()
         """Calls that end by themselves (rounds, identity questions)."""
         self.watches: set[asyncio.Task[Any]] = set()
-        """Watch calls, which last as long as the task they watch."""
+        """Watch calls, which last as long as the (Slurm) task they watch."""
 
     async def end(self, grace: float) -> None:
         """End every call: the watches at once (their end tells the tasks below that this one is
         gone), the others once they finished, or ``grace`` seconds passed."""
-        for task in list(self.watches):
-            task.cancel()
+        for handling in list(self.watches):
+            handling.cancel()
         if self.rounds and grace > 0:
             await asyncio.wait(list(self.rounds), timeout=grace)
-        for task in list(self.rounds):
-            task.cancel()
+        for handling in list(self.rounds):
+            handling.cancel()
         left = self.rounds | self.watches
         if left:
             await asyncio.wait(left, timeout=1.0)
@@ -152,8 +152,8 @@ def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls:
 
     async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
         round = None
-        task = asyncio.current_task()
-        calls.rounds.add(task)  # type: ignore[arg-type]
+        handling = asyncio.current_task()
+        calls.rounds.add(handling)  # type: ignore[arg-type]
         try:
             peer = str(context.peer() or "")
             with guard.calls.holding(peer):
@@ -168,15 +168,15 @@ def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls:
                 yield message
         finally:
             rounds.sent(round)
-            calls.rounds.discard(task)
+            calls.rounds.discard(handling)
 
     # The unary calls are served as streams of one message, so that their message, like a Join's
     # first, must come within FIRST_MESSAGE seconds (gRPC calls a unary handler only once it came).
 
     async def join_bundled(requests: AsyncIterator[bytes], context: Any) -> bytes:
         round = None
-        task = asyncio.current_task()
-        calls.rounds.add(task)  # type: ignore[arg-type]
+        handling = asyncio.current_task()
+        calls.rounds.add(handling)  # type: ignore[arg-type]
         try:
             peer = str(context.peer() or "")
             with guard.calls.holding(peer):
@@ -194,14 +194,14 @@ def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls:
             await refuse(context, exc)
             raise  # pragma: no cover - abort raises
         finally:
-            calls.rounds.discard(task)
+            calls.rounds.discard(handling)
             if round is not None:
                 rounds.sent(round)
 
     def unary(call: Unary, answer: Any) -> Any:
         async def handle(requests: AsyncIterator[bytes], context: Any) -> bytes:
-            task = asyncio.current_task()
-            calls.rounds.add(task)  # type: ignore[arg-type]
+            handling = asyncio.current_task()
+            calls.rounds.add(handling)  # type: ignore[arg-type]
             try:
                 peer = str(context.peer() or "")
                 with guard.calls.holding(peer), guard.unproven.holding(peer):
@@ -213,14 +213,14 @@ def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls:
                 await refuse(context, exc)
                 raise  # pragma: no cover - abort raises
             finally:
-                calls.rounds.discard(task)
+                calls.rounds.discard(handling)
         return grpc.stream_unary_rpc_method_handler(handle)
 
     def stream(answer: Any) -> Any:
         async def handle(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
             events: Any = None
-            task = asyncio.current_task()
-            calls.watches.add(task)  # type: ignore[arg-type]
+            handling = asyncio.current_task()
+            calls.watches.add(handling)  # type: ignore[arg-type]
             try:
                 with guard.calls.holding(str(context.peer() or "")):
                     events = answer(requests)
@@ -229,7 +229,7 @@ def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls:
             except Refused as exc:
                 await refuse(context, exc)
             finally:  # a cancelled call ends the stream at once (its end is the news)
-                calls.watches.discard(task)
+                calls.watches.discard(handling)
                 await end_call(events)
         return grpc.stream_stream_rpc_method_handler(handle)
 

@@ -22,7 +22,7 @@ from ...addresses import abridged
 from ...cluster import Cluster
 from ...errors import ResolutionError, Speaker
 from ..messages import Cause, Contribution, Failure, Round, Table, WireError
-from ..transport import Failed, Hedged, Link, LinkError, Network, Refusal, hedged, retrying, within
+from ..transport import CallFailure, Hedged, Link, LinkError, Network, Refusal, hedged, retrying, within
 from ..tree import Plan
 from ..trust.identity import Question, Unproven, identify
 from ..trust.seals import AuthMode, Authority, Purpose
@@ -264,7 +264,7 @@ class Uplink:
         refused (not believed from a server that proved nothing, but said if nothing better comes). The
         first port called at once (``direct``) with nobody up there yet is probed from now on, and called
         on a channel with no backoff."""
-        if direct and isinstance(exc, LinkError) and exc.kind is Failed.UNAVAILABLE:
+        if direct and isinstance(exc, LinkError) and exc.kind is CallFailure.UNAVAILABLE:
             await self.network.discard(self.host or "", port)
         elif isinstance(exc, _Impostor):
             if port not in found.strangers:
@@ -289,7 +289,7 @@ class Uplink:
                 "SLURM_RESOLVER_RENDEZVOUS_PORTS (or rendezvous=) to other ports, or use a secret "
                 "(SLURM_RESOLVER_SECRET) or MUNGE so that its answers are refused at once")
         if not said:
-            return self._error(LinkError(Failed.UNAVAILABLE, "nothing answered"), timeout, round)
+            return self._error(LinkError(CallFailure.UNAVAILABLE, "nothing answered"), timeout, round)
         port, exc = said[0]
         return self._error(LinkError(exc.kind, f"{exc.detail} (said on port {port}, by a server not proven to be "
                                                "the leader)", exc.code), timeout, round)
@@ -355,10 +355,10 @@ class Uplink:
         return outcome
 
     def _error(self, exc: LinkError, timeout: float, round: Round) -> Unjoined:
-        if exc.kind is Failed.DEADLINE and round.kind.policy.asks_above:
+        if exc.kind is CallFailure.DEADLINE and round.kind.policy.asks_above:
             return Unjoined(Failure.of(f"nobody announced {round.name!r} within {timeout:g} s", Cause.SILENT),
                             "the announcing task (often the chief) may have failed: check its output")
-        if exc.kind is Failed.DEADLINE:  # the task above answered: the round did not end in time, it says why
+        if exc.kind is CallFailure.DEADLINE:  # the task above answered: the round did not end in time, it says why
             return Unjoined(Failure.of(f"not every task reached {round.label} within {timeout:g} s: {exc.detail}",
                                        Cause.SILENT), HINT, speaker=Speaker.ABOVE)
         if self.rank is not None:
@@ -372,7 +372,7 @@ class Uplink:
                 "every task of the job must share its secret (SLURM_RESOLVER_SECRET), or every node run munged "
                 "with the same munge.key and a synchronised clock (try: munge -n | ssh <that node> unmunge); "
                 "SLURM_RESOLVER_AUTH=none on every task turns proofs off")
-        if exc.kind is Failed.REFUSED:  # it answered, at once: no timeout is to blame
+        if exc.kind is CallFailure.REFUSED:  # it answered, at once: no timeout is to blame
             return Unjoined(Failure.of(f"{above} refused rank {self.plan.rank}'s call to {round.label} on "
                                        f"{self.host}: {exc.detail}"), "every task of the step must run the same "
                             "slurm_resolver; check that task's output")

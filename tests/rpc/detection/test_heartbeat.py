@@ -55,8 +55,8 @@ def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone()
         served, leader._served, detector, leader._detector = leader._served, None, leader._detector, None
         detector.deaths.leaving = True  # its process dies: it says nothing, every call to it and from it breaks
         await detector.watch.stop()
-        assert detector._task is not None
-        detector._task.cancel()
+        assert detector._beating is not None
+        detector._beating.cancel()
         await served.stop(0)
         others = [t for t in tasks if t.rank != 4]
         took = await until(lambda: all(4 in t.failures() for t in others), 3.0)

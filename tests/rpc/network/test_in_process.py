@@ -11,7 +11,7 @@ import pytest
 
 from slurm_resolver.rpc.calls import WHO
 from slurm_resolver.rpc.network.in_process import LocalNetwork
-from slurm_resolver.rpc.transport import Failed, LinkError, Refusal, Refused
+from slurm_resolver.rpc.transport import CallFailure, LinkError, Refusal, Refused
 
 
 class Echo:
@@ -74,7 +74,7 @@ def test_nobody_listening_and_a_refusal_reach_the_caller_as_link_errors() -> Non
         return nobody.value, refused.value
 
     nobody, refused = asyncio.run(scenario())
-    assert nobody.kind is Failed.UNAVAILABLE and refused.code is Refusal.INVALID and refused.detail == "said no"
+    assert nobody.kind is CallFailure.UNAVAILABLE and refused.code is Refusal.INVALID and refused.detail == "said no"
 
 
 def test_reserved_ports_are_free_ones_and_no_port_left_is_said() -> None:

@@ -69,10 +69,10 @@ def test_a_round_the_task_above_still_held_open_at_the_deadline_is_said_above() 
     """The task above answered that the round did not end in time: it is alive and says why (or heard it)."""
     from slurm_resolver.rpc.messages import TABLE_ROUND
     from slurm_resolver.rpc.rounds.uplink import Uplink
-    from slurm_resolver.rpc.transport import Failed, LinkError
+    from slurm_resolver.rpc.transport import CallFailure, LinkError
     from slurm_resolver.rpc.tree import plan_of
 
     cluster = resolve(srun_environ(2, 2, rank=3), resolves=lambda name: True)
     uplink = Uplink(cluster, plan_of(cluster, 3, 8), LocalNetwork(), Authority(AuthMode.NONE, "test"), [])
-    error = uplink._error(LinkError(Failed.DEADLINE, "rank 0 still waited for ranks 2"), 5, TABLE_ROUND)
+    error = uplink._error(LinkError(CallFailure.DEADLINE, "rank 0 still waited for ranks 2"), 5, TABLE_ROUND)
     assert error.speaker is Speaker.ABOVE and not error.said_by(3)

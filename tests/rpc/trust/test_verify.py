@@ -19,7 +19,7 @@ from slurm_resolver.rpc.detection.watch import WatchHandler
 from slurm_resolver.rpc.messages import Source, SourceKind
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
-from slurm_resolver.rpc.transport import Failed, Handlers, LinkError, Refusal, Refused, Served
+from slurm_resolver.rpc.transport import CallFailure, Handlers, LinkError, Refusal, Refused, Served
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.trust.gate import Gate
 from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler, decode_identity, decode_who
@@ -199,7 +199,7 @@ class FlakyLink:
     async def unary(self, call: Any, message: bytes, timeout: float) -> bytes:
         self.questions.append(message)
         if len(self.questions) == 1:
-            raise LinkError(Failed.UNAVAILABLE, "connection reset")
+            raise LinkError(CallFailure.UNAVAILABLE, "connection reset")
         return await self._answer(message)
 
 
