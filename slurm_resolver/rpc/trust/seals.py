@@ -246,19 +246,14 @@ class Authority:
         a secret knows its user by MUNGE too, where munged answers), or an HMAC of the secret's key."""
         words = _outside_words(purpose, header)
         if seal.startswith(_MUNGE_PREFIX):
-            from ...munge import MungeError
-
             found = self._outside_munge()
             if found is None:
                 return Checked.refused("a MUNGE credential, where munged does not answer")
-            try:
-                decoded = found.decode(seal)
-            except MungeError as exc:
-                return Checked.refused(f"a credential MUNGE refuses: {exc.text}")
-            if decoded.uid != self.uid:
-                return Checked.refused(f"{_who(decoded.uid)}, not the job's {_who(self.uid)}")
-            return BELIEVED if decoded.payload == words else \
-                Checked.refused(f"{_who(decoded.uid)} presented a credential made for another message")
+            payload, why = self._users_payload(found, seal)
+            if payload is None:
+                return Checked.refused(why)
+            return BELIEVED if payload == words else Checked.refused(f"{why} presented a credential made for "
+                                                                     "another message")
         if self._outside_key is not None:
             if seal and hmac.compare_digest(seal, hmac.digest(self._outside_key, words, "sha256")):
                 return BELIEVED
@@ -285,22 +280,29 @@ class Authority:
             self._restricted = self._munge.restricted_to(self.uid)
         return self._restricted
 
-    def _check_munge(self, purpose: Purpose, header: bytes, seal: bytes) -> str:
+    def _users_payload(self, munge: Munge, seal: bytes) -> tuple[bytes | None, str]:
+        """The payload of a MUNGE credential of the job's uid, and who made it; None and why not."""
         from ...munge import MungeError
 
-        assert self._munge is not None
         if not seal:
-            return "no MUNGE credential"
+            return None, "no MUNGE credential"
         try:
-            decoded = self._munge.decode(seal)
+            decoded = munge.decode(seal)
         except MungeError as exc:
-            return f"a credential MUNGE refuses: {exc.text}"
+            return None, f"a credential MUNGE refuses: {exc.text}"
         if decoded.uid != self.uid:
-            return f"{_who(decoded.uid)}, not the job's {_who(self.uid)}"
-        words = decoded.payload.split(b" ")
+            return None, f"{_who(decoded.uid)}, not the job's {_who(self.uid)}"
+        return decoded.payload, _who(decoded.uid)
+
+    def _check_munge(self, purpose: Purpose, header: bytes, seal: bytes) -> str:
+        assert self._munge is not None
+        payload, who = self._users_payload(self._munge, seal)
+        if payload is None:
+            return who
+        words = payload.split(b" ")
         digest = hashlib.sha256(header).hexdigest().encode()
         if words[:3] != [_VERSION, purpose.value, digest] or len(words) != (4 if purpose is Purpose.ANSWER else 3):
-            return f"{_who(decoded.uid)} presented a credential made for another message"
+            return f"{who} presented a credential made for another message"
         if purpose is Purpose.ANSWER and words[3] != b"-":
             try:
                 self.learn(bytes.fromhex(words[3].decode()))
