@@ -117,7 +117,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("grpc_proxy", "slurm_resolver (written when unset: env --format tf or jax, bootstrap, tensorflow_server() and the training jobs)", "'' where an HTTP proxy is set: TensorFlow's and JAX's gRPC calls between the job's tasks go to no proxy; a user's own value (or no_grpc_proxy) wins"),
     Variable("no_grpc_proxy", "user", "read: where set, gRPC's proxy is the user's business and grpc_proxy is not written"),
     Variable("SLURM_RESOLVER_AUTH", "user", "bootstrap: auto (a secret where given, else MUNGE where munged answers, else none, said loudly), secret, munge or none"),
-    Variable("SLURM_RESOLVER_SECRET", "user, the templates", "bootstrap: the job's secret (16 or more random characters): every call and answer carries an HMAC made with it"),
+    Variable("SLURM_RESOLVER_SECRET", "user, the templates", "bootstrap: the job's secret (16 or more random characters): every call and answer carries a MAC (keyed BLAKE2b) made with it"),
     Variable("SLURM_RESOLVER_SECRET_FILE", "user", "bootstrap: a file (mode 0600, the job's user's) holding the job's secret, instead of SLURM_RESOLVER_SECRET"),
     Variable("SLURM_RESOLVER_MUNGE_SOCKET", "user", "munged's socket, where it is not slurm.conf's AuthInfo socket nor the default"),
     Variable("SLURM_CONF", "Slurm", "slurm.conf, read for AuthInfo=socket= (munged's socket) when authenticating"),

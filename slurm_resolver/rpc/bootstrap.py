@@ -46,7 +46,7 @@ from .bootstrapped import Bootstrapped, Exchanged
 from .detection.detector import FailureDetector
 from .detection.stacks_call import StacksHandler
 from .handlers import TaskHandlers
-from .messages import TABLE_ROUND, VERIFIED_ROUND, Cause, Contribution, Failure, Fault, Records, Table
+from .messages import NO_FAILURE, TABLE_ROUND, VERIFIED_ROUND, Cause, Contribution, Failure, Fault, Records, Table
 from .network.callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
 from .network.loop import LoopThread
 from .options import BootstrapOptions
@@ -177,7 +177,7 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
         settled = _settled(task.cluster, table)
         member = task.member.settled(settled)
         lap("exchange")
-        failure = Failure()
+        failure = NO_FAILURE
         if task.checks_later:
             failure = await _verify(task, settled, chosen)
             lap("verify")

@@ -206,16 +206,6 @@ class Records:
 
 
 @dataclass(frozen=True)
-class Contribution:
-    """What a task (or a leader, for its subtree) brings to a round."""
-
-    records: Records = field(default_factory=Records)
-    failure: Failure = field(default_factory=lambda: Failure())
-    votes: int = 0
-    """A vote: how many of the tasks it stands for vote yes."""
-
-
-@dataclass(frozen=True)
 class Table:
     """A round's result records, in rank order (shared and read-only)."""
 
@@ -315,6 +305,20 @@ class Failure:
         return Failure(tuple(sorted(set(self.missing) | set(other.missing))[:SHOWN]),
                        self.missing_count + other.missing_count, said.reason,
                        self.failed_count + other.failed_count, said.cause, said.status)
+
+
+NO_FAILURE = Failure()
+"""Nothing went wrong: one shared instance (a `Failure` is frozen), as most rounds of most tasks end."""
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What a task (or a leader, for its subtree) brings to a round."""
+
+    records: Records = field(default_factory=Records)
+    failure: Failure = NO_FAILURE
+    votes: int = 0
+    """A vote: how many of the tasks it stands for vote yes."""
 
 
 @dataclass(frozen=True)

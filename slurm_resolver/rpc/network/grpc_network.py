@@ -75,10 +75,8 @@ class GrpcLink:
     """Calls to one peer over one channel (made on the task's event loop)."""
 
     def __init__(self, grpc: Any, target: str) -> None:
-        from grpc import aio
-
         self._grpc = grpc
-        self.channel = aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._callables: dict[tuple[str, str], Any] = {}  # made on first use: most links make one kind of call
 
     def _callable(self, kind: str, method: str) -> Any:

@@ -8,6 +8,7 @@ grpc is imported, with `GRPC_DEFAULTS` set, when a server or a network is made.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import resource
 import socket
@@ -93,11 +94,16 @@ def grpc_module() -> Any:
                     "GRPC_ENABLE_FORK_SUPPORT=false in the job's environment, or import slurm_resolver's "
                     "servers before grpc")
     _grpc = import_optional("grpc", "", "A slurm_resolver Server")
+    import grpc.aio  # noqa: F401 - every server and channel of ours is asyncio's: ``grpc.aio`` from now on
+
     return _grpc
 
 
+@functools.lru_cache(maxsize=64)
 def bindable(host: str) -> str:
-    """The IP to bind for ``host`` (a name or an address), bracketed for IPv6."""
+    """The IP to bind for ``host`` (a name or an address), bracketed for IPv6; looked up once a process
+    (a task binds its server and its spare port on its node's address; a name that does not resolve is
+    asked again)."""
     try:
         info = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0]
     except (OSError, UnicodeError):
@@ -126,8 +132,7 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
     default; no handlers: each call is refused with its row's words). Its callers are held to their
     share of connections (`slurm_resolver.rpc.network.connections`) until `stop_server`."""
     grpc = grpc_module()
-    from grpc import aio
-
+    aio = grpc.aio
     address = bindable(host)
     options = server_options(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     for port in ports:

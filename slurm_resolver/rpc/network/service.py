@@ -16,6 +16,7 @@ is checked. Refused calls are counted, not logged one by one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -111,13 +112,7 @@ def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls:
     refusing each with its row's words), for a server on ``own`` and ``port``; the calls under way are
     kept in ``calls``."""
     calls = calls or Underway()
-    status = {Refusal.FOREIGN: grpc.StatusCode.FAILED_PRECONDITION,
-              Refusal.NOT_LEADER: grpc.StatusCode.FAILED_PRECONDITION,
-              Refusal.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
-              Refusal.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
-              Refusal.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
-              Refusal.UNREADY: grpc.StatusCode.UNAVAILABLE,
-              Refusal.BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED}
+    status = _status_codes(grpc)
     guard = _Guard(own, port)
     rounds = cast(Handlers, handlers)  # Join's handlers are made only where there are handlers (`served`)
 
@@ -267,10 +262,28 @@ def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls:
 
     methods = {method: served(call) for method, call in table.items()}
     methods[HEALTH_METHOD] = grpc.unary_unary_rpc_method_handler(health)
-    other = grpc.unary_unary_rpc_method_handler(reject)
+    return _Service(methods, grpc.unary_unary_rpc_method_handler(reject))
 
-    class Generic(grpc.GenericRpcHandler):  # type: ignore[misc]
-        def service(self, details: Any) -> Any:
-            return methods.get(details.method, other)
 
-    return Generic()
+class _Service:
+    """gRPC's generic handler (gRPC asks only for its ``service``): the method handlers by name, and the
+    one for any other method. A class made once: one per server cost every task a class's creation."""
+
+    __slots__ = ("_methods", "_other")
+
+    def __init__(self, methods: Mapping[str, Any], other: Any) -> None:
+        self._methods = methods
+        self._other = other
+
+    def service(self, details: Any) -> Any:
+        return self._methods.get(details.method, self._other)
+
+
+@functools.cache
+def _status_codes(grpc: Any) -> Mapping[Refusal, Any]:
+    """The gRPC status of each refusal (worked out once)."""
+    codes = grpc.StatusCode
+    return {Refusal.FOREIGN: codes.FAILED_PRECONDITION, Refusal.NOT_LEADER: codes.FAILED_PRECONDITION,
+            Refusal.INVALID: codes.INVALID_ARGUMENT, Refusal.UNAUTHENTICATED: codes.UNAUTHENTICATED,
+            Refusal.DEADLINE: codes.DEADLINE_EXCEEDED, Refusal.UNREADY: codes.UNAVAILABLE,
+            Refusal.BUSY: codes.RESOURCE_EXHAUSTED}

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from .. import protos as pb
-from ..messages import REASON, SHOWN, Cause, Failure, Records, Round, RoundKind, Source, Table, WireError
+from ..messages import NO_FAILURE, REASON, SHOWN, Cause, Failure, Records, Round, RoundKind, Source, Table, WireError
 from ..wire import CHUNK, CHUNK_BYTES, MOST_KEY, MOST_NAME, MOST_NONCE, Seal, envelope, most_chunks, parse_message
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -41,11 +41,15 @@ def _round(message: Any) -> Round:
 
 
 def _failure_pb(failure: Failure) -> Any:
+    if failure is NO_FAILURE:
+        return None  # left unset: read back as `NO_FAILURE`
     return pb.Failure(missing=failure.missing, missing_count=failure.missing_count, reason=failure.reason,
                       failed_count=failure.failed_count, cause=failure.cause.on_wire, status=failure.status)
 
 
 def _failure(message: Any, world_size: int) -> Failure:
+    if not (message.missing_count or message.failed_count or message.reason or message.missing):
+        return NO_FAILURE  # nothing failed
     missing = tuple(message.missing)
     if len(missing) > SHOWN or len(message.reason) > REASON or any(r >= world_size for r in missing) \
             or message.missing_count > world_size or message.failed_count > world_size:
@@ -73,9 +77,9 @@ def _spans(records: Records) -> list[tuple[int, int]]:
 
 def _records_pb(records: Records, start: int, end: int, listed: bool) -> Any:
     ranks = records.ranks[start:end] if listed else range(start, end)
+    gpus = {r: records.gpus[r] for r in ranks if r in records.gpus} if records.gpus else None  # most jobs: none
     return pb.Records(ranks=ranks if listed else (), ports=records.ports[start:end],
-                      spare_ports=records.spares[start:end], first=0 if listed else start,
-                      gpus={r: records.gpus[r] for r in ranks if r in records.gpus},
+                      spare_ports=records.spares[start:end], first=0 if listed else start, gpus=gpus,
                       nodes=records.nodes[start:end])
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ...addresses import abridged
-from ..messages import Contribution, Failure, Records, Round, Source, SourceKind, WireError
+from ..messages import NO_FAILURE, Contribution, Failure, Records, Round, Source, SourceKind, WireError
 from ..transport import Refusal, Refused
 from ..trust.gate import Gate
 from ..waits import wait_until
@@ -93,7 +93,7 @@ class Coordinator:
                 self._rounds.announced(call.round.heard)
             except RoundsFull as exc:
                 raise Refused(Refusal.INVALID, str(exc)) from None
-            return call.round.heard, self._answer(call, decision(Failure()))
+            return call.round.heard, self._answer(call, decision(NO_FAILURE))
         source = call.source_at(self.sources)
         try:
             this = self._rounds.for_caller(call.round, 2 * len(self.sources) + 8)
@@ -186,7 +186,7 @@ class Coordinator:
         (the ranks a source stands for) as missing for every source that did not contribute.
         """
         received = await self._rounds.close(round, until)
-        merged, failure, votes = Records(), Failure(), own.votes
+        merged, failure, votes = Records(), NO_FAILURE, own.votes
         for brought in received.values():
             merged.extend(brought.records)
             failure = failure.merge(brought.failure)

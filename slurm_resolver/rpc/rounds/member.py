@@ -15,7 +15,7 @@ import time
 from ...addresses import abridged
 from ...cluster import Cluster
 from ...errors import ResolutionError, Speaker, UnansweredError
-from ..messages import Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
+from ..messages import NO_FAILURE, Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
 from ..transport import Link
 from ..tree import Plan
 from ..trust.verify import Inspection
@@ -147,7 +147,7 @@ class Member:
         for rank, node in zip(records.ranks, records.nodes):
             nodes[rank] = node
         table = Table(tuple(ports), tuple(spares), dict(records.gpus), tuple(nodes))
-        return decision(Failure(), table, self.coordinator.table_key()), table
+        return decision(NO_FAILURE, table, self.coordinator.table_key()), table
 
     def _next(self, kind: RoundKind, name: str) -> int:
         count = self._counts.get((kind, name), 0)
@@ -157,7 +157,7 @@ class Member:
     async def barrier(self, name: str, timeout: float, failure: Failure | None = None) -> None:
         """Return once every task reached barrier ``name`` (the n-th call of a name meets the n-th)."""
         await self.round(Round.barrier(name, self._next(RoundKind.BARRIER, name)),
-                         Contribution(Records(), failure or Failure()), timeout)
+                         Contribution(Records(), failure or NO_FAILURE), timeout)
 
     async def vote(self, name: str, yes: bool, timeout: float) -> bool:
         """Whether any task votes yes in the n-th vote called ``name``."""
@@ -188,7 +188,7 @@ class Member:
         notice = Round.notice(name)
         if not self.is_root and not self.coordinator.decided(notice):
             await self.uplink.tell_root(Round.announce(name), timeout)
-        self.coordinator.publish(notice, decision(Failure()))  # this task's own waiters (the root's: every task's)
+        self.coordinator.publish(notice, decision(NO_FAILURE))  # this task's own waiters (the root's: every task's)
 
     # Errors.
 

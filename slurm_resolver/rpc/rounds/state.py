@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..messages import Contribution, Failure, Round, Source
+from ..messages import NO_FAILURE, Contribution, Round, Source
 from ..waits import Flag, wait_until
 from .codec import Decision, decision
 
@@ -131,7 +131,7 @@ class Rounds:
         `RoundsFull` where a new notice would pass `MOST_ROUNDS`."""
         if notice not in self._rounds and len(self._rounds) >= MOST_ROUNDS:
             raise RoundsFull(f"{MOST_ROUNDS} rounds and notices are known here already")
-        self.publish(notice, decision(Failure()))
+        self.publish(notice, decision(NO_FAILURE))
         self.wait(notice)
 
     def wait(self, name: Round) -> RoundState:

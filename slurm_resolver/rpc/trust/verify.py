@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 
 from ...cluster import Cluster
-from ..messages import Failure, Records, Source, SourceKind, WireError
+from ..messages import NO_FAILURE, Failure, Records, Source, SourceKind, WireError
 from ..transport import LinkError, Network, Refusal
 from ..tree import Plan
 from .identity import Identity, Question, Unproven, identify
@@ -55,22 +55,23 @@ async def ask(network: Network, authority: Authority, asker: int, peer: Expected
               early: bool = False) -> str:
     """Why the server at ``peer`` is not who the table says; ``''`` if it is. ``early``: asked in
     the first round (sealed as its calls are)."""
-    said_to_be = peer.identity.label
     question = Question(peer.identity.job_key, asker, b"", peer.port, early)
     try:
         said = await identify(network.connect(peer.host, peer.port), authority, question, deadline)
     except LinkError as exc:
         if exc.code in (Refusal.UNAUTHENTICATED, Refusal.FOREIGN):
-            return f"the server at {peer.address}, expected to be {said_to_be}, belongs to another job ({exc.detail})"
-        return f"task {said_to_be} does not answer at {peer.address} ({exc})"
+            return f"the server at {peer.address}, expected to be {peer.identity.label}, belongs to another job " \
+                   f"({exc.detail})"
+        return f"task {peer.identity.label} does not answer at {peer.address} ({exc})"
     except WireError as exc:
         return f"the server at {peer.address} sent a malformed identity ({exc})"
     except Unproven as exc:
-        return f"what answers at {peer.address}, expected to be {said_to_be}, is not a task of this job ({exc})"
+        return f"what answers at {peer.address}, expected to be {peer.identity.label}, is not a task of this job " \
+               f"({exc})"
     if said != peer.identity:
         launch = "" if said.job_key == peer.identity.job_key else " of another launch"
         return f"rank {peer.identity.rank} at {peer.address} says it is {said.label}{launch}, but the table has " \
-               f"{said_to_be}"
+               f"{peer.identity.label}"
     return ""
 
 
@@ -125,7 +126,7 @@ class Inspection:
 
     async def verdict(self) -> Failure:
         """Every failed check (the first one's reason), once every check ended (each by the deadline)."""
-        failure = Failure()
+        failure = NO_FAILURE
         for reason in await asyncio.gather(*self._checks):
             if reason:
                 failure = failure.merge(Failure.of(reason))
@@ -138,4 +139,4 @@ async def check_peers(network: Network, authority: Authority, settled: Cluster, 
     deadline = time.monotonic() + min(timeout, 30.0)
     reasons = await asyncio.gather(*(ask(network, authority, rank, Expected.of(settled, peer), deadline)
                                      for peer in peers))
-    return next((Failure.of(f"rank {rank} could not verify a peer: {r}") for r in reasons if r), Failure())
+    return next((Failure.of(f"rank {rank} could not verify a peer: {r}") for r in reasons if r), NO_FAILURE)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.detection.beats import decode_beat, decode_event
-from slurm_resolver.rpc.messages import SHOWN, Failure, Records, Round, RoundKind, Table, WireError
+from slurm_resolver.rpc.messages import NO_FAILURE, SHOWN, Cause, Failure, Records, Round, RoundKind, Table, WireError
 from slurm_resolver.rpc.rounds.codec import (
     Call,
     decision,
@@ -29,7 +29,7 @@ from ..test_wire import unsealed
 
 
 def call(round: Round | None = None, source: int = 4, failure: Failure | None = None) -> Call:
-    return Call("7.0", round or Round.barrier("b", 0), source, 1, b"n" * 16, 8000, failure or Failure())
+    return Call("7.0", round or Round.barrier("b", 0), source, 1, b"n" * 16, 8000, Failure() if failure is None else failure)
 
 
 def test_a_call_round_trips_in_chunks_its_header_commits_to() -> None:
@@ -69,6 +69,17 @@ def test_an_answer_round_trips_and_its_chunks_are_checked() -> None:
     with pytest.raises(WireError, match="did not announce"):
         read_table(answer, messages[1:2], n)
 
+
+
+def test_a_round_that_went_well_sends_no_failure_and_reads_back_the_shared_one() -> None:
+    """Most rounds of most tasks end well: nothing of a failure on the wire, and no new object read."""
+    quiet, told = encode_call(call(failure=NO_FAILURE), Records(), unsealed), encode_call(call(), Records(), unsealed)
+    assert len(quiet[0]) < len(told[0])
+    assert decode_call(unwrap(quiet[0])[0], 8).failure is NO_FAILURE
+    assert decode_call(unwrap(told[0])[0], 8).failure is NO_FAILURE  # an empty one, spelled out, reads the same
+    failed = Failure.of("rank 3 exited with 2", Cause.EXITED, 2)
+    back = decode_answer(unwrap(encode_answer(decision(failed), b"n" * 16, 0, unsealed)[0])[0], 8).failure
+    assert back == failed and back is not NO_FAILURE
 
 @pytest.mark.parametrize("decode", [decode_call, decode_answer])
 def test_a_header_whose_digests_are_not_digests_is_refused(decode: Any) -> None:
