@@ -31,7 +31,7 @@ class Round(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class Records(_message.Message):
-    __slots__ = ("ranks", "ports", "spare_ports", "gpus", "first", "nodes")
+    __slots__ = ("ranks", "gpus", "first", "nodes", "ports", "spare_ports")
     class GpusEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -40,18 +40,18 @@ class Records(_message.Message):
         value: str
         def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
     RANKS_FIELD_NUMBER: _ClassVar[int]
-    PORTS_FIELD_NUMBER: _ClassVar[int]
-    SPARE_PORTS_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    SPARE_PORTS_FIELD_NUMBER: _ClassVar[int]
     ranks: _containers.RepeatedScalarFieldContainer[int]
-    ports: _containers.RepeatedScalarFieldContainer[int]
-    spare_ports: _containers.RepeatedScalarFieldContainer[int]
     gpus: _containers.ScalarMap[int, str]
     first: int
     nodes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, ranks: _Optional[_Iterable[int]] = ..., ports: _Optional[_Iterable[int]] = ..., spare_ports: _Optional[_Iterable[int]] = ..., gpus: _Optional[_Mapping[int, str]] = ..., first: _Optional[int] = ..., nodes: _Optional[_Iterable[int]] = ...) -> None: ...
+    ports: bytes
+    spare_ports: bytes
+    def __init__(self, ranks: _Optional[_Iterable[int]] = ..., gpus: _Optional[_Mapping[int, str]] = ..., first: _Optional[int] = ..., nodes: _Optional[_Iterable[int]] = ..., ports: _Optional[bytes] = ..., spare_ports: _Optional[bytes] = ...) -> None: ...
 
 class Failure(_message.Message):
     __slots__ = ("missing", "missing_count", "reason", "failed_count", "cause", "status")

@@ -41,7 +41,8 @@ def main() -> None:
             threading.Event().wait(120)
         if mode in refusals:
             context.abort(*refusals[mode])
-        chunk = pb.Records(ports=[port] * world, spare_ports=[port] * world, first=0).SerializeToString()
+        column = port.to_bytes(2, "little") * world  # 2 bytes a port
+        chunk = pb.Records(ports=column, spare_ports=column, first=0).SerializeToString()
         answer = pb.Answer(nonce=call.nonce, source=0, total=world, chunks=[hashlib.sha256(chunk).digest()[:16]],
                            key=b"k" * 32)
         return [pb.Envelope(header=answer.SerializeToString(), seal=b"forged" * 5).SerializeToString(), chunk]

@@ -46,7 +46,7 @@ HOSTILE_JOINS = [
     [_envelope(pb.Call(job_key="77.9", round=pb.Round(kind="table"), source=4_000_000))],  # no such rank
     [_envelope(pb.Call(job_key="77.9", round=pb.Round(kind="barrier", name="x" * 10_000), source=1))],  # overlong
     [_envelope(pb.Call(job_key="77.9", round=pb.Round(kind="table"), source=1,
-                       records=pb.Records(ranks=[1, 2], ports=[0])))],  # columns disagree
+                       records=pb.Records(ranks=[1, 2], ports=b"\0\0")))],  # columns disagree
 ]
 
 

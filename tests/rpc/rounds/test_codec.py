@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.detection.beats import decode_beat, decode_event
 from slurm_resolver.rpc.messages import NO_FAILURE, SHOWN, Cause, Failure, Records, Round, RoundKind, Table, WireError
+from slurm_resolver.rpc.rounds import codec
 from slurm_resolver.rpc.rounds.codec import (
     Call,
     decision,
@@ -29,7 +30,8 @@ from ..test_wire import unsealed
 
 
 def call(round: Round | None = None, source: int = 4, failure: Failure | None = None) -> Call:
-    return Call("7.0", round or Round.barrier("b", 0), source, 1, b"n" * 16, 8000, Failure() if failure is None else failure)
+    return Call("7.0", round or Round.barrier("b", 0), source, 1, b"n" * 16, 8000,
+                Failure() if failure is None else failure)
 
 
 def test_a_call_round_trips_in_chunks_its_header_commits_to() -> None:
@@ -105,12 +107,12 @@ def _call_bytes(**fields: object) -> bytes:
 
 @pytest.mark.parametrize("fields, world, match", [
     ({"job_key": "k", "round": pb.Round(kind="table"), "source": 9}, 4, "names no task"),
-    ({"job_key": "k", "round": pb.Round(kind="table"), "records": pb.Records(ranks=[7], ports=[1], spare_ports=[1])},
-     4, "beyond the job"),
     ({"job_key": "k", "round": pb.Round(kind="table"),
-      "records": pb.Records(ranks=[1], ports=[70000], spare_ports=[1])}, 4, "port outside"),
-    ({"job_key": "k", "round": pb.Round(kind="table"), "records": pb.Records(ranks=[1, 2], ports=[1],
-                                                                               spare_ports=[1])}, 4, "disagree"),
+      "records": pb.Records(ranks=[7], ports=b"\1\0", spare_ports=b"\1\0")}, 4, "beyond the job"),
+    ({"job_key": "k", "round": pb.Round(kind="table"),
+      "records": pb.Records(ranks=[1], ports=b"\0\0", spare_ports=b"\1\0")}, 4, "port outside"),
+    ({"job_key": "k", "round": pb.Round(kind="table"), "records": pb.Records(ranks=[1, 2], ports=b"\1\0",
+                                                                               spare_ports=b"\1\0")}, 4, "disagree"),
     ({"job_key": "k", "round": pb.Round(kind="table"), "failure": pb.Failure(missing=list(range(9)))}, 40,
      "more than"),
     ({"job_key": "k" * 300, "round": pb.Round(kind="table")}, 4, "names no task"),
@@ -165,3 +167,35 @@ def test_a_rounds_failure_carries_its_cause_and_missing_ranks_are_silent() -> No
     assert (said.cause, said.status, said.reason) == (Cause.EXITED, 2, failure.reason)
     assert Failure.missing_ranks([3]).cause is Cause.SILENT
     assert Failure.missing_ranks([3]).merge(failure).cause is Cause.EXITED  # the reason kept, with its cause
+
+
+@pytest.mark.parametrize("ports, zero", [
+    ([1, 2, 3], False),
+    ([256, 1], False),  # 00 01 01 00: two zero bytes nowhere
+    ([1, 256, 256], False),  # 01 00 00 01 00 01: two zero bytes at an odd offset only
+    ([5, 0, 7], True),
+    ([0], True),
+    ([65535, 65535, 0], True),
+])
+def test_a_zero_port_is_found_at_its_place_only(ports: list[int], zero: bool) -> None:
+    assert codec._holds_zero(codec._port_bytes(ports)) is zero
+    assert list(codec._port_column(codec._port_bytes(ports))) == ports
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 65535), max_size=64))
+def test_a_column_of_ports_round_trips_and_names_its_zeros(ports: list[int]) -> None:
+    data = codec._port_bytes(ports)
+    assert len(data) == 2 * len(ports) and data[:2] == (ports[0].to_bytes(2, "little") if ports else b"")
+    assert list(codec._port_column(data)) == ports and codec._holds_zero(data) is (0 in ports)
+
+
+def test_the_table_is_read_in_columns_at_the_size_of_a_large_job() -> None:
+    """16,384 tasks: 4 chunks of 2-byte ports, read whole (the table's checks never walk a port at a time)."""
+    n = 16_384
+    ports = tuple(20000 + r % 12000 for r in range(n))
+    outcome = decision(Failure(), Table(ports, tuple(p + 12000 for p in ports), {}, ()), key=b"k")
+    messages = encode_answer(outcome, b"n" * 16, 0, unsealed)
+    assert sum(map(len, messages[1:])) < 4.1 * n  # 2 bytes a port and a spare, and little else
+    table = read_table(decode_answer(unwrap(messages[0])[0], n), messages[1:], n)
+    assert table.ports == ports and table.spares == tuple(p + 12000 for p in ports)
