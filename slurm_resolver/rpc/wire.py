@@ -59,8 +59,22 @@ def parse_message(message: Any, data: object, limit: int = MAX_MESSAGE) -> Any:
 
 
 def bundle(messages: Sequence[bytes]) -> bytes:
-    """``messages`` as one message (see `unbundle()`)."""
-    return bytes(pb.Bundle(messages=messages).SerializeToString())
+    """``messages`` as one message (see `unbundle()`): a ``Bundle``'s bytes, written as protobuf writes them
+    (each message a field 1 with its length) in one join: protobuf's copied every message twice, 3% of a task's
+    CPU at 16,384 tasks, where every answer carries the 66 kB table."""
+    return b"".join([part for message in messages for part in (_field_1(len(message)), message)])
+
+
+def _field_1(length: int) -> bytes:
+    """The tag of field 1 (length-delimited) and ``length`` as a varint."""
+    if length < 0x80:
+        return bytes((0x0A, length))
+    out = bytearray(b"\x0a")
+    while length >= 0x80:
+        out.append(length & 0x7F | 0x80)
+        length >>= 7
+    out.append(length)
+    return bytes(out)
 
 
 def unbundle(data: object, most: int, limit: int = MAX_MESSAGE) -> list[bytes]:

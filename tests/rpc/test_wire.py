@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.messages import WireError
@@ -32,3 +34,13 @@ def test_a_bundle_round_trips_within_its_bounds() -> None:
     with pytest.raises(WireError, match="larger than any"):
         unbundle(b"x" * (MAX_MESSAGE + 1), 2)
     assert most_chunks(256) == 3
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=300), st.integers(0, 20_000).map(bytes)), max_size=8))
+def test_a_bundle_is_the_bytes_protobuf_writes(messages: list[bytes]) -> None:
+    """Written in one join, read back by protobuf: the same bytes as ``Bundle(messages=...)``, lengths of every
+    varint width included."""
+    assert bundle(messages) == pb.Bundle(messages=messages).SerializeToString()
+    if messages:
+        assert unbundle(bundle(messages), len(messages)) == messages

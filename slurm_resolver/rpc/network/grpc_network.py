@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -43,10 +44,15 @@ def channel_target(host: str, port: int) -> str:
     """gRPC's target for a peer at ``host``:``port``: ``ipv4:`` before an IPv4 address, so that no
     resolver runs for it (a peer's address is known already; a resolver's work was a few system
     calls a channel, and with c-ares four files read); a name or an IPv6 address as it is."""
-    parts = host.split(".")  # only the canonical form: "010.0.0.1" is octal to some parsers, refused by others
-    if len(parts) == 4 and all(p.isascii() and p.isdigit() and p == str(int(p)) and int(p) < 256 for p in parts):
-        return f"ipv4:{host}:{port}"
-    return f"{host}:{port}"
+    return f"ipv4:{host}:{port}" if _ipv4(host) else f"{host}:{port}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _ipv4(host: str) -> bool:
+    """Whether ``host`` is an IPv4 address in its canonical form ("010.0.0.1" is octal to some parsers, refused
+    by others); worked out once a peer's node."""
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isascii() and p.isdigit() and p == str(int(p)) and int(p) < 256 for p in parts)
 
 
 SPARE_PORTS = (10000, 20000)

@@ -6,13 +6,14 @@ import asyncio
 import socket
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import grpc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_resolver.rpc.calls import JOIN, WHO
+from slurm_resolver.rpc.calls import JOIN, TABLE, WHO
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import TABLE_ROUND, Source
 from slurm_resolver.rpc.network import service
@@ -133,3 +134,13 @@ def test_garbage_on_the_socket_does_not_hurt(server: Server) -> None:
         with socket.create_connection(("localhost", server.port), timeout=2) as sock:
             sock.sendall(garbage)
     assert healthy(server)
+
+
+def test_a_methods_handler_is_made_on_its_first_call_and_a_strangers_names_are_not_kept() -> None:
+    generic = service.generic_handlers(grpc, None)
+    asked = [generic.service(SimpleNamespace(method=f"/x.Y/Z{n}")) for n in range(1000)]
+    assert all(handler is asked[0] for handler in asked)  # one handler for any other method
+    known = [*TABLE, HEALTH_METHOD]
+    first = [generic.service(SimpleNamespace(method=m)) for m in known]
+    assert [generic.service(SimpleNamespace(method=m)) for m in known] == first
+    assert len(generic._made) == len(known) + 1  # noqa: SLF001 - the bound: the names it knows, and one other
