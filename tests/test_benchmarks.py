@@ -71,3 +71,11 @@ def test_the_stacks_are_gathered_in_process_and_over_real_sockets() -> None:
         assert done.returncode == 0, done.stderr[-2000:]
         (row,) = [json.loads(line) for line in done.stdout.splitlines()]
         assert row["network"] == network and row["stacks_answered"] == 64 and 0 < row["stacks_bytes"] < 64 * 1024
+
+
+def test_a_tasks_read_of_the_table_is_timed_uncached() -> None:
+    done = run_script("benchmarks/table_read.py", "--tasks", "64", "4096", "--repeat", "1", "--json", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["tasks"] for r in rows] == [64, 4096] and all(r["cpu_ms"] > 0 for r in rows)
+    assert rows[1]["bytes"] < 4.1 * 4096  # 2 bytes a port and a spare port, and little else
