@@ -316,20 +316,25 @@ class Authority:
             return f"{who} presented a credential made for another message"
         if purpose is Purpose.ANSWER and words[3] != b"-":
             try:
-                self.learn(bytes.fromhex(words[3].decode()))
+                key = bytes.fromhex(words[3].decode())
             except ValueError:
+                key = b""
+            if not 0 < len(key) <= MOST_KEY:
                 return "a credential whose launch key is malformed"
+            self.learn(key)
         return ""
 
 
 _MUNGE_PREFIX = b"MUNGE:"
 """How every MUNGE credential begins."""
+MOST_KEY = 64
+"""The longest key a seal takes: BLAKE2b's (the wire's bound on a key, `rpc.wire.MOST_KEY`, is the same)."""
 
 
 def mac(key: bytes, message: bytes) -> bytes:
-    """A seal of ``message`` with ``key`` (32 to 64 bytes): keyed BLAKE2b-256, a MAC by design, from hashlib's
-    own BLAKE2. A task makes or checks about nine in its bootstrap: HMAC-SHA256 through OpenSSL 3 looked its
-    digest up again at every call and cost 11 µs each in a busy task (cold caches), this about 3."""
+    """A seal of ``message`` with ``key`` (at most `MOST_KEY`, BLAKE2b's longest): keyed BLAKE2b-256, a MAC by
+    design, from hashlib's own BLAKE2. A task makes or checks about nine in its bootstrap: HMAC-SHA256 through
+    OpenSSL 3 looked its digest up again at every call and cost 11 µs each in a busy task, this about 3.5."""
     return hashlib.blake2b(message, key=key, digest_size=32).digest()
 
 

@@ -1,4 +1,5 @@
-"""Who may call and who may answer: a secret's HMAC, MUNGE credentials for the first round, or nothing."""
+"""Who may call and who may answer: a secret's MAC (keyed BLAKE2b), MUNGE credentials for the first round, or
+nothing."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_a_secret_too_short_or_in_a_file_others_read_is_refused(tmp_path: Path) 
 @pytest.mark.slurm
 def test_munge_proves_the_first_round_and_carries_the_launch_key(slurm_cluster: dict[str, str]) -> None:
     """With the test cluster's munged: a call's credential is good for its header once; an answer's
-    carries the root's key, which the caller learns, and later seals are HMACs with it."""
+    carries the root's key, which the caller learns, and later seals are MACs with it."""
     root, caller = authority(AuthChoice.MUNGE, snapshot(), "5.0"), authority(AuthChoice.AUTO, snapshot(), "5.0")
     assert root.mode is caller.mode is AuthMode.MUNGE
     credential = caller.seal(Purpose.CALL, b"call header", first_round=True)
@@ -81,6 +82,11 @@ def test_munge_proves_the_first_round_and_carries_the_launch_key(slurm_cluster: 
     assert caller.key == key and os.getuid() == root.uid
     later = caller.seal(Purpose.CALL, b"a barrier")
     assert root.check(Purpose.CALL, b"a barrier", later).believed
+    root.key = b"k" * 65  # longer than a seal's key may be: refused as it comes, never a crash in a later seal
+    stranger = authority(AuthChoice.AUTO, snapshot(), "5.0")
+    too_long = root.seal(Purpose.ANSWER, b"answer header", first_round=True)
+    assert "launch key is malformed" in stranger.check(Purpose.ANSWER, b"answer header", too_long, True).why
+    assert stranger.key is None
 
 
 @pytest.mark.parametrize("secret", [" " * 16, " " * 48, "\t\n" * 12, " " * 10 + "abc" + "\n" * 10])
@@ -114,3 +120,10 @@ def test_the_words_of_auth_are_read_once_as_a_choice() -> None:
     assert authority(AuthChoice.NONE, {}, "9.0").mode is AuthMode.NONE
     with pytest.raises(ConfigurationError, match="SLURM_RESOLVER_AUTH='Secret' is not known"):
         authority(None, {"SLURM_RESOLVER_AUTH": "Secret"}, "9.0")
+
+
+def test_the_wire_carries_no_key_longer_than_a_seal_takes() -> None:
+    from slurm_resolver.rpc import wire
+    from slurm_resolver.rpc.trust import seals
+
+    assert wire.MOST_KEY == seals.MOST_KEY
