@@ -4,7 +4,7 @@ failure and records), its records in chunks its header commits to, and the answe
 Each opens with the envelope of `slurm_resolver.rpc.wire`; a malformed, oversized or out-of-range message is a
 `WireError`, never a crash. A chunk carries at most `CHUNK` records and `CHUNK_BYTES` bytes; its ports are
 columns of 2 bytes a port (little-endian), read and checked whole, never a number at a time: every task reads
-the whole table (16,384 ports and spare ports at 16,384 tasks), where numbers one by one cost 6 ms a task.
+the whole table (16,384 ports and spare ports at 16,384 tasks), where numbers one by one cost 3.3 ms a task.
 """
 
 from __future__ import annotations
