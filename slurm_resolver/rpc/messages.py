@@ -20,6 +20,9 @@ SHOWN = 8
 """Ranks a failure names; the rest is a count."""
 REASON = 1000
 """Characters of a failure's reason."""
+MOST_KEY = 64
+"""Bytes of a launch's key: the longest an answer may carry and a seal takes (BLAKE2b's; this package's keys
+are 32)."""
 NAME = 200
 """Characters of a barrier's, vote's or notice's name."""
 

@@ -38,8 +38,6 @@ NONCE = 16
 """Bytes of a call's nonce."""
 MOST_NONCE = 64
 """Bytes of a nonce a message may carry (this package's are `NONCE`; room for a longer one later)."""
-MOST_KEY = 64
-"""Bytes of a launch's key an answer may carry (this package's are 32)."""
 MOST_NAME = 256
 """Characters of a launch's key, a node's or a job's name a message may carry."""
 _SEAL = 4096

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import ConfigurationError
 from ...parsing import optional_int
+from ..messages import MOST_KEY
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...munge import Munge  # libmunge loads only where MUNGE proves calls
@@ -327,8 +328,6 @@ class Authority:
 
 _MUNGE_PREFIX = b"MUNGE:"
 """How every MUNGE credential begins."""
-MOST_KEY = 64
-"""The longest key a seal takes: BLAKE2b's (the wire's bound on a key, `rpc.wire.MOST_KEY`, is the same)."""
 
 
 def mac(key: bytes, message: bytes) -> bytes:

@@ -123,7 +123,8 @@ def test_the_words_of_auth_are_read_once_as_a_choice() -> None:
 
 
 def test_the_wire_carries_no_key_longer_than_a_seal_takes() -> None:
-    from slurm_resolver.rpc import wire
+    """The answer's bound on a key (read in the codec) is the seal's (BLAKE2b's): one constant."""
+    from slurm_resolver.rpc.rounds import codec
     from slurm_resolver.rpc.trust import seals
 
-    assert wire.MOST_KEY == seals.MOST_KEY
+    assert codec.MOST_KEY == seals.MOST_KEY == 64
