@@ -103,7 +103,7 @@ async def _ask(address: str, node: str, ports: Sequence[int], proof: Authority, 
     tried: list[str] = []
     try:
         for port in ports:
-            ask = StacksAsk(key, tasks, secrets.token_bytes(16), port, timeout, time.time())
+            ask = StacksAsk(key, tasks, secrets.token_bytes(16), port, timeout, time.time(), node, None)
             try:
                 return await ask_for_stacks(network.connect(address, port), proof, ask, tasks)
             except LinkError as exc:

@@ -222,20 +222,24 @@ class Progress(_message.Message):
     def __init__(self, lowest: _Optional[int] = ..., behind: _Optional[_Union[RankSet, _Mapping]] = ..., highest: _Optional[int] = ..., tasks: _Optional[int] = ...) -> None: ...
 
 class StacksAsk(_message.Message):
-    __slots__ = ("job_key", "source", "nonce", "port", "within_ms", "time")
+    __slots__ = ("job_key", "source", "nonce", "port", "within_ms", "time", "node", "rank")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     NONCE_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     source: int
     nonce: bytes
     port: int
     within_ms: int
     time: int
-    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., within_ms: _Optional[int] = ..., time: _Optional[int] = ...) -> None: ...
+    node: str
+    rank: int
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., within_ms: _Optional[int] = ..., time: _Optional[int] = ..., node: _Optional[str] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class StackFrame(_message.Message):
     __slots__ = ("file", "line", "function")
@@ -262,7 +266,7 @@ class StackClass(_message.Message):
     def __init__(self, frames: _Optional[_Iterable[_Union[StackFrame, _Mapping]]] = ..., main: _Optional[bool] = ..., thread: _Optional[str] = ..., ranks: _Optional[_Union[RankSet, _Mapping]] = ..., skipped: _Optional[int] = ...) -> None: ...
 
 class StacksAnswer(_message.Message):
-    __slots__ = ("nonce", "source", "classes", "silent", "answered", "others", "nodes")
+    __slots__ = ("nonce", "source", "classes", "silent", "answered", "others", "nodes", "dropped")
     class NodesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +281,7 @@ class StacksAnswer(_message.Message):
     ANSWERED_FIELD_NUMBER: _ClassVar[int]
     OTHERS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
     nonce: bytes
     source: int
     classes: _containers.RepeatedCompositeFieldContainer[StackClass]
@@ -284,4 +289,5 @@ class StacksAnswer(_message.Message):
     answered: int
     others: RankSet
     nodes: _containers.ScalarMap[int, str]
-    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., classes: _Optional[_Iterable[_Union[StackClass, _Mapping]]] = ..., silent: _Optional[_Union[RankSet, _Mapping]] = ..., answered: _Optional[int] = ..., others: _Optional[_Union[RankSet, _Mapping]] = ..., nodes: _Optional[_Mapping[int, str]] = ...) -> None: ...
+    dropped: int
+    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., classes: _Optional[_Iterable[_Union[StackClass, _Mapping]]] = ..., silent: _Optional[_Union[RankSet, _Mapping]] = ..., answered: _Optional[int] = ..., others: _Optional[_Union[RankSet, _Mapping]] = ..., nodes: _Optional[_Mapping[int, str]] = ..., dropped: _Optional[int] = ...) -> None: ...

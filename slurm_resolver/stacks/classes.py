@@ -104,27 +104,45 @@ class Stacks:
     """Every class of a set of tasks, the tasks that did not answer, and those left out.
 
     Attributes:
-        classes: the distinct stacks, rarest first (at most `MOST_CLASSES`).
+        classes: the distinct stacks, the main threads' first, then the other threads', each rarest first
+            (at most `MOST_CLASSES`: a task of many threads never crowds out the job's main stacks).
         silent: tasks that did not answer (dead, or holding the GIL in C code the whole time).
         answered: tasks that answered.
         others: the tasks whose main thread's stack was left out (beyond `MOST_CLASSES` distinct
             stacks, the commonest are: the odd ones out are the news).
+        dropped: distinct stacks of other threads left out (a task's own beyond `MOST_CLASSES`, and
+            the commonest beyond a merge's or an answer's bound).
     """
 
     classes: tuple[StackClass, ...] = ()
     silent: Ranks = field(default_factory=Ranks)
     answered: int = 0
     others: Ranks = field(default_factory=Ranks)
+    dropped: int = 0
 
     @classmethod
     def of_task(cls, rank: int, threads: Iterable[ThreadStack]) -> Stacks:
-        """One task's stacks (threads whose stacks are identical, a pool's idle workers, are one)."""
+        """One task's stacks (threads whose stacks are identical, a pool's idle workers, are one), at most
+        `MOST_CLASSES`: beyond them the main thread's and the rarest (held by the fewest threads) are kept,
+        and the others counted in ``dropped``.
+
+        >>> many = [ThreadStack("main", (Frame("a.py", 1, "main"),))]
+        >>> many += [ThreadStack(f"t{i}", (Frame("a.py", i, "work"),)) for i in range(300)]
+        >>> mine = Stacks.of_task(0, many)
+        >>> len(mine.classes), mine.dropped, mine.classes[0].main
+        (256, 45, True)
+        """
         one = Ranks.of([rank])
         found: dict[tuple[bool, tuple[Frame, ...]], StackClass] = {}
+        held: dict[tuple[bool, tuple[Frame, ...]], int] = {}
         for t in threads:
             stack = StackClass(t.frames, t.thread == "main", t.thread, one, t.skipped)
             found.setdefault(stack.key, stack)
-        return cls(tuple(found.values()), answered=1)
+            held[stack.key] = held.get(stack.key, 0) + 1
+        if len(found) <= MOST_CLASSES:
+            return cls(tuple(found.values()), answered=1)
+        kept = sorted(found, key=lambda key: (not key[0], held[key]))[:MOST_CLASSES]  # stable: threads' order
+        return cls(tuple(found[key] for key in kept), answered=1, dropped=len(found) - MOST_CLASSES)
 
     @classmethod
     def silent_tasks(cls, ranks: Iterable[int]) -> Stacks:
@@ -142,15 +160,22 @@ class Stacks:
                 lower = known if known.ranks.first <= one.ranks.first else one
                 merged[one.key] = StackClass(one.frames, one.main, lower.thread, known.ranks | one.ranks,
                                              max(known.skipped, one.skipped))
-        rarest = sorted(merged.values(), key=lambda c: (len(c.ranks), c.ranks.first))
-        others = self.others | other.others
+        rarest = sorted(merged.values(), key=_kept_first)
+        others, dropped = self.others | other.others, self.dropped + other.dropped
         for left in rarest[MOST_CLASSES:]:
             if left.main:
                 others = others | left.ranks
+            else:
+                dropped += 1
         return Stacks(tuple(rarest[:MOST_CLASSES]), self.silent | other.silent, self.answered + other.answered,
-                      others)
+                      others, dropped)
 
     @property
     def tasks(self) -> int:
         """Tasks counted: those that answered and those that did not."""
         return self.answered + len(self.silent)
+
+
+def _kept_first(one: StackClass) -> tuple[bool, int, int]:
+    """The order classes are kept in: main threads' first, then the rarest (the odd ones out are the news)."""
+    return not one.main, len(one.ranks), one.ranks.first

@@ -87,4 +87,6 @@ def render(stacks: Stacks, where: Callable[[int], str] | None = None, title: str
             _lines(tree(group), "", where, None, out)
     if len(stacks.others):
         out.append(f"and more distinct stacks of the main thread, left out: {ranks_label(stacks.others, where)}")
+    if stacks.dropped:
+        out.append(f"and {stacks.dropped:,} more distinct stacks of other threads, left out")
     return "\n".join(out)

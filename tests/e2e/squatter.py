@@ -1,9 +1,12 @@
 """A squatter: another user's gRPC server on a port a launch's tasks probe, answering every call
 with a forged table that names itself as every task (what a task must never believe), or (MODE)
 refusing it as a leader would (``invalid``, ``deadline``, ``unauthenticated``), or holding it
-without a word (``silent``).
+without a word (``silent``). An ask for stacks that reaches it (``slurm-resolver stacks`` trying
+the rendezvous ports) is kept in ``LOG.ask`` and answered UNAVAILABLE, so that the user's command
+goes on to the next port; ``replay`` then sends the kept ask to another server.
 
     python squatter.py HOST PORT WORLD_SIZE LOG [MODE]
+    python squatter.py replay HOST PORT ASK_FILE     (prints ANSWERED, or the refusal's code and words)
 
 Runs as another user, with only grpcio, protobuf and slurm_resolver's generated messages.
 """
@@ -24,7 +27,20 @@ from slurm_resolver.rpc import coordination_pb2 as pb
 SERVICE = "/slurm_resolver.v4.Coordination"
 
 
+def replay(host: str, port: int, kept: str) -> None:
+    """Send the ask kept in ``kept`` to ``host:port``; print what came back."""
+    with open(kept, "rb") as f, grpc.insecure_channel(f"{host}:{port}") as channel:
+        try:
+            answer = channel.unary_unary(f"{SERVICE}/Stacks")(f.read(), timeout=20)
+            print(f"ANSWERED {len(answer)} bytes: {answer!r}", flush=True)
+        except grpc.RpcError as exc:
+            print(f"{exc.code().name}: {exc.details()}", flush=True)
+
+
 def main() -> None:
+    if sys.argv[1] == "replay":
+        replay(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        return
     host, port, world, log = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     mode = sys.argv[5] if len(sys.argv) > 5 else "forge"
     refusals = {"invalid": (grpc.StatusCode.INVALID_ARGUMENT, "invalid: a malformed call (DecodeError)"),
@@ -53,8 +69,14 @@ def main() -> None:
     def streamed(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
         yield from forged(next(requests), context)
 
+    def kept(request: bytes, context: Any) -> bytes:
+        with open(f"{log}.ask", "wb") as f:
+            f.write(request)
+        context.abort(grpc.StatusCode.UNAVAILABLE, "not here")
+
     methods = {f"{SERVICE}/JoinBundled": grpc.unary_unary_rpc_method_handler(bundled),
-               f"{SERVICE}/Join": grpc.stream_stream_rpc_method_handler(streamed)}
+               f"{SERVICE}/Join": grpc.stream_stream_rpc_method_handler(streamed),
+               f"{SERVICE}/Stacks": grpc.unary_unary_rpc_method_handler(kept)}
 
     class Handlers(grpc.GenericRpcHandler):
         def service(self, details: Any) -> Any:

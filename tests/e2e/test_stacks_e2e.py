@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import ROOT
-from .test_trust_e2e import intruder, strangers_python  # noqa: F401 (fixtures)
+from .test_trust_e2e import _free_port, intruder, strangers_python  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.slurm
 
@@ -176,3 +176,75 @@ def test_run_hang_after_says_where_once_and_restarts(slurm_cluster: dict[str, st
     assert sorted(line for line in done.stdout.splitlines() if line.endswith(" done")) == \
         [f"rank {r} done" for r in range(4)], text[-3000:]
     assert time.monotonic() - start < 180
+
+
+WAITING = textwrap.dedent("""
+    import os, time
+    import slurm_resolver
+    b = slurm_resolver.bootstrap(timeout=60, auth=os.environ["TEST_AUTH"])
+    print(f"ready {b.rank} {b.me.port}", flush=True)
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.environ["TEST_DONE"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    b.stop()
+""")
+
+
+@pytest.mark.parametrize("mode", ["munge", "secret"])
+def test_an_ask_kept_by_a_squatter_is_good_for_no_other_server(
+        slurm_cluster: dict[str, str], tmp_path: Path, intruder: str,  # noqa: F811
+        strangers_python: tuple[str, Path], mode: str) -> None:  # noqa: F811
+    """Another uid binds node1's first rendezvous port before the job and keeps the ask that the user's
+    ``slurm-resolver stacks`` sends there (the command goes on to the root on the next port and gets every
+    task's stacks); replayed at node2's leader, which listens on the same port number on its own address,
+    and at the root, the ask is refused both times, and the job logs who was refused."""
+    python, site = strangers_python
+    first, second = _free_port("127.0.1.1"), _free_port("127.0.1.1")
+    log = site / f"squatter-stacks-{mode}.log"
+    for made in (log, Path(f"{log}.ask")):
+        made.touch()
+        made.chmod(0o666)
+    squatter = subprocess.Popen(["runuser", "-u", intruder, "--", "env", f"PYTHONPATH={site}", python,
+                                 str(site / "squatter.py"), "127.0.1.1", str(first), "4", str(log)],
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
+    script, done = tmp_path / "task.py", tmp_path / "done"
+    script.write_text(WAITING)
+    secret = {"SLURM_RESOLVER_SECRET": os.urandom(24).hex()} if mode == "secret" else {}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TEST_AUTH": mode, "TEST_DONE": str(done),
+           "SLURM_RESOLVER_RENDEZVOUS_PORTS": f"{first},{second}", **secret}
+    job = None
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline().strip() == "ready"
+        job = subprocess.Popen(["srun", "-w", "node[1-2]", "-N2", "-n4", "--job-name", "squatted-stacks",
+                                sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, start_new_session=True)
+        assert job.stdout is not None
+        ports = dict(job.stdout.readline().split()[1:] for _ in range(4))
+        leader = next(rank for rank, port in ports.items() if port == str(first))  # node2's: the same number
+        assert ports["0"] == str(second) and int(leader) >= 2, ports
+        ids = subprocess.run(["squeue", "-h", "-n", "squatted-stacks", "-o", "%i"], capture_output=True, text=True,
+                             check=True).stdout.split()
+        # The user asks as the templates' jobs do: by MUNGE, or with the job's secret set here too.
+        user = subprocess.run([sys.executable, "-m", "slurm_resolver", "stacks", ids[0], "--ports",
+                               f"{first},{second}"], capture_output=True, text=True, timeout=60, env=env)
+        assert user.returncode == 0 and "4 tasks, 4 answered" in user.stdout, user.stderr
+        assert Path(f"{log}.ask").stat().st_size > 0, "the squatter never got the user's ask"
+        replayed = {target: subprocess.run(["runuser", "-u", intruder, "--", "env", f"PYTHONPATH={site}", python,
+                                            str(site / "squatter.py"), "replay", *target.split(":"), f"{log}.ask"],
+                                           capture_output=True, text=True, timeout=60).stdout.strip()
+                    for target in (f"127.0.1.2:{first}", f"127.0.1.1:{second}")}
+        assert all(answer.startswith("UNAUTHENTICATED") for answer in replayed.values()), replayed
+        assert "taken by the step's root alone" in replayed[f"127.0.1.2:{first}"], replayed
+        assert "made for another server" in replayed[f"127.0.1.1:{second}"], replayed
+        done.touch()
+        _, errors = job.communicate(timeout=60)
+    finally:
+        done.touch()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(squatter.pid, 9)
+        squatter.wait()
+        if job is not None and job.poll() is None:
+            job.kill()
+            job.wait()
+    assert f"rank {leader} refused an ask for stacks claiming to be the job's user outside it: an ask from outside " \
+           "the job is taken by the step's root alone (rank 0 on node1)" in errors, errors[-3000:]

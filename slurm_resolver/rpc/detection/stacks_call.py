@@ -7,8 +7,13 @@ identical stacks with their ranks (`slurm_resolver.stacks.classes`), bounded wha
 subtree. A task that does not answer before its asker's deadline is silent, with every rank below it.
 
 Who may ask: a task of the job (its seal, as every later call's), or the job's user outside it
-(a MUNGE credential of its uid, or a seal of the job's secret, `Authority.seal_outside`); an ask
-is good once, within `FRESH` seconds of its time. Anyone else is refused, and logged.
+(a MUNGE credential of its uid, or a seal of the job's secret, `Authority.seal_outside`). An ask is
+good for one server (its port and node, and its rank inside the job: the seal covers them), once,
+within `FRESH` seconds of its time; an ask from outside the job is taken by the step's root alone
+(so once job-wide: a copy replayed at another task is refused). Anyone else is refused, and logged.
+
+What comes back is bounded by who answers: a child's answer that counts or names more than its own
+subtree makes that child silent (with its subtree), and the rest of the job's stacks still come.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import asyncio
 import logging
 import secrets
 import time
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ...cluster import Cluster
 from ...stacks.capture import Frame, ThreadStack, capture
-from ...stacks.classes import MOST_CLASSES, StackClass, Stacks
+from ...stacks.classes import MOST_CLASSES, Ranks, StackClass, Stacks
 from ...stacks.job import JobStacks, nodes_of
 from .. import protos as pb
 from ..calls import STACKS
@@ -65,6 +71,10 @@ class StacksAsk:
     """Seconds the answer may take."""
     time: float
     """When it was asked (seconds since the epoch)."""
+    node: str
+    """The node of the server asked (its name)."""
+    rank: int | None
+    """The rank of the server asked; None from outside the job (the step's root alone takes those)."""
 
     def outside(self, world_size: int) -> bool:
         """Whether the job's user asks from outside the job."""
@@ -74,16 +84,20 @@ class StacksAsk:
 def encode_ask(ask: StacksAsk, seal: Seal) -> bytes:
     """An ask, sealed."""
     return envelope(pb.StacksAsk(job_key=ask.job_key, source=ask.source, nonce=ask.nonce, port=ask.port,
-                                 within_ms=int(ask.within * 1000), time=int(ask.time)), seal)
+                                 within_ms=int(ask.within * 1000), time=int(ask.time), node=ask.node,
+                                 rank=ask.rank or 0), seal)
 
 
 def decode_ask(header: bytes, world_size: int) -> StacksAsk:
     """An ask, checked."""
     message = parse_message(pb.StacksAsk(), header)
-    if len(message.job_key) > MOST_NAME or message.source > world_size or len(message.nonce) > MOST_NONCE:
+    if len(message.job_key) > MOST_NAME or message.source > world_size or len(message.nonce) > MOST_NONCE \
+            or len(message.node) > MOST_NAME or message.rank >= world_size:
         raise WireError("an ask for stacks from no task of this job")
+    outside = message.source == world_size
     return StacksAsk(message.job_key, message.source, bytes(message.nonce), message.port,
-                     min(message.within_ms, 600_000) / 1000, float(message.time))
+                     min(message.within_ms, 600_000) / 1000, float(message.time), message.node,
+                     None if outside else message.rank)
 
 
 def _class_pb(one: StackClass) -> pb.StackClass:
@@ -100,14 +114,18 @@ def encode_stacks(stacks: Stacks, nonce: bytes, source: int, seal: Seal, nodes: 
     classes = [_class_pb(one) for one in stacks.classes]
     others = stacks.others
     size = sum(c.ByteSize() + 8 for c in classes)
+    dropped = stacks.dropped
     while classes and size > MOST_ANSWER:
         left = classes.pop()  # the commonest: rarest first
         size -= left.ByteSize() + 8
         if left.main:
             others = others | ranks_of(left.ranks, 1 << 32)
+        else:
+            dropped += 1
     return envelope(pb.StacksAnswer(nonce=nonce, source=source, classes=classes, silent=ranks_pb(stacks.silent),
                                     answered=stacks.answered, others=ranks_pb(others),
-                                    nodes={rank: node[:MOST_NAME] for rank, node in (nodes or {}).items()}), seal)
+                                    nodes={rank: node[:MOST_NAME] for rank, node in (nodes or {}).items()},
+                                    dropped=min(dropped, _MOST_COUNT)), seal)
 
 
 def decode_stacks(header: bytes, world_size: int) -> tuple[Stacks, bytes, int]:
@@ -131,8 +149,46 @@ def decode_answer(header: bytes, world_size: int) -> tuple[Stacks, bytes, int, d
         classes.append(StackClass(frames, one.main, one.thread[:MOST_FUNCTION], ranks_of(one.ranks, world_size),
                                   one.skipped))
     stacks = Stacks(tuple(classes), ranks_of(message.silent, world_size), message.answered,
-                    ranks_of(message.others, world_size))
+                    ranks_of(message.others, world_size), message.dropped)
     return stacks, bytes(message.nonce), message.source, dict(message.nodes)
+
+
+_MOST_COUNT = (1 << 32) - 1
+"""The most a count of the wire holds (a sum of hostile counts is cut there, never an error)."""
+
+
+def beyond(stacks: Stacks, subtree: Sequence[int]) -> str | None:
+    """Why ``stacks`` cannot be the answer of the tasks ``subtree`` (their ranks); None where it can: it
+    counts no more tasks than the subtree holds, and names no rank outside it.
+
+    >>> beyond(Stacks.silent_tasks([3, 4]), [3, 4, 9]) is None, beyond(Stacks(answered=4), [5])
+    (True, 'it counts 4 tasks, its subtree holds 1')
+    """
+    size = len(subtree)
+    counted = stacks.answered + len(stacks.silent)
+    if counted > size:
+        return f"it counts {counted} tasks, its subtree holds {size}"
+    spans: list[tuple[int, int]] = []
+    for rank in sorted(subtree):
+        if spans and spans[-1][1] + 1 == rank:
+            spans[-1] = (spans[-1][0], rank)
+        else:
+            spans.append((rank, rank))
+    starts = [first for first, _ in spans]
+
+    def within_subtree(ranks: Ranks) -> bool:
+        if len(ranks) > size:
+            return False
+        for first, last in ranks.ranges:
+            at = bisect_right(starts, first) - 1
+            if at < 0 or last > spans[at][1]:
+                return False
+        return True
+
+    named = (stacks.silent, stacks.others, *(one.ranks for one in stacks.classes))
+    if not all(within_subtree(ranks) for ranks in named):
+        return "it names ranks outside its subtree"
+    return None
 
 
 class StacksRefused(Exception):
@@ -191,6 +247,15 @@ class StacksHandler:
         self.port = port
         self.network = network
 
+    @property
+    def root(self) -> int:
+        """The rank at the top of the tree (the lowest of the first node): it takes asks from outside."""
+        return int(self.cluster.placement.ranks_on(0)[0])
+
+    def node_of(self, rank: int) -> str:
+        """The name of ``rank``'s node."""
+        return self.cluster.task(rank).node
+
     async def ask(self, rank: int, message: bytes, timeout: float) -> bytes:
         """Call Stacks on the task of ``rank`` (its bound port, on its node)."""
         cluster, network = self.cluster, self.network
@@ -221,7 +286,12 @@ class StacksHandler:
         return encode_stacks(stacks, ask.nonce, rank, lambda h: self.authority.seal(Purpose.ANSWER, h))
 
     def _check(self, ask: StacksAsk, header: bytes, seal: bytes, outside: bool) -> None:
-        if ask.port != self.port:
+        rank = self.plan.rank
+        if outside and rank != self.root:
+            root = self.root
+            checked = Checked.refused(f"an ask from outside the job is taken by the step's root alone (rank {root} "
+                                      f"on {self.node_of(root)}), not by rank {rank}")
+        elif ask.port != self.port or ask.node != self.node_of(rank) or (not outside and ask.rank != rank):
             checked = Checked.refused("made for another server")
         elif outside:
             checked = self.authority.check_outside(Purpose.CALL, header, seal)
@@ -255,18 +325,25 @@ class StacksHandler:
     async def job(self, within: float) -> Stacks:
         """The whole job's stacks: gathered here at the root (the lowest rank of the first node), else
         asked of it."""
-        root = int(self.cluster.placement.ranks_on(0)[0])
+        root = self.root
         if self.plan.rank == root:
             return await self.gather(time.monotonic() + within)
+        message, nonce = self._ask_of(root, within)
+        reply = await self.ask(root, message, within + 1.0)
+        return self._read(reply, nonce, root, range(self.cluster.world_size))
+
+    def _ask_of(self, rank: int, within: float) -> tuple[bytes, bytes]:
+        """A sealed ask of ``rank``'s subtree, good for its server alone, and its nonce."""
         bound = self.cluster.bound_ports
         assert bound is not None
-        ask = StacksAsk(self.cluster.launch.key, self.plan.rank, secrets.token_bytes(16), bound[root], within,
-                        time.time())
-        reply = await self.ask(root, encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h)), within + 1.0)
-        return self._read(reply, ask.nonce, root)
+        nonce = secrets.token_bytes(16)
+        ask = StacksAsk(self.cluster.launch.key, self.plan.rank, nonce, bound[rank], within, time.time(),
+                        self.node_of(rank), rank)
+        return encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h)), nonce
 
-    def _read(self, reply: bytes, nonce: bytes, rank: int) -> Stacks:
-        """An answer of ``rank``'s to the ask of ``nonce``, checked; raises `WireError` or `StacksRefused`."""
+    def _read(self, reply: bytes, nonce: bytes, rank: int, subtree: Sequence[int]) -> Stacks:
+        """An answer of ``rank``'s, for its ``subtree``, to the ask of ``nonce``, checked; raises `WireError`
+        (malformed, or more than its subtree) or `StacksRefused`."""
         header, seal = unwrap(reply)
         stacks, echoed, answered_by = decode_stacks(header, self.cluster.world_size)
         checked = self.authority.check(Purpose.ANSWER, header, seal)
@@ -274,6 +351,9 @@ class StacksHandler:
             raise StacksRefused(checked.why)
         if echoed != nonce or answered_by != rank:
             raise StacksRefused("an answer to another ask")
+        wrong = beyond(stacks, subtree)
+        if wrong is not None:
+            raise WireError(f"an answer of rank {rank}'s that is not its subtree's: {wrong}")
         return stacks
 
     def _below(self, source: Source) -> tuple[int, list[int]]:
@@ -302,17 +382,15 @@ class StacksHandler:
 
     async def _from(self, source: Source, until: float) -> Stacks:
         rank, ranks = self._below(source)
-        bound = self.cluster.bound_ports
-        assert bound is not None
-        nonce = secrets.token_bytes(16)
-        ask = StacksAsk(self.cluster.launch.key, self.plan.rank, nonce, bound[rank], until - time.monotonic(),
-                        time.time())
-        message = encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h))
+        message, nonce = self._ask_of(rank, until - time.monotonic())
         try:
             left = max(0.01, until - time.monotonic())
             with within(left):  # whatever the network does with its timeout
                 reply = await self.ask(rank, message, left)
-            return self._read(reply, nonce, rank)
+            return self._read(reply, nonce, rank, ranks)
+        except WireError as exc:  # a task that answers for more than its subtree is named, and silent
+            log.warning("slurm_resolver: rank %d: stacks of rank %d refused: %s", self.plan.rank, rank, exc)
+            return Stacks.silent_tasks(ranks)
         except Exception as exc:  # noqa: BLE001 (any failure below: the subtree is silent)
             log.debug("slurm_resolver: rank %d: stacks of rank %d: %s", self.plan.rank, rank, exc)
             return Stacks.silent_tasks(ranks)

@@ -69,10 +69,12 @@ def _job(silent: frozenset[int] = frozenset(), take: Callable[[int], tuple[Threa
 
 
 def _ask(cluster: Cluster, source: int, port: int = 30000, when: float | None = None, within: float = 3.0,
-         outside: bool = False) -> tuple[bytes, bytes]:
+         outside: bool = False, to: int = 0, node: str | None = None) -> tuple[bytes, bytes]:
+    """An ask of rank ``source`` (the job's user where ``outside``) for the server of rank ``to``."""
     authority = Authority(AuthMode.SECRET, "test", secret=SECRET, launch=cluster.launch.key)
     nonce = secrets.token_bytes(16)
-    ask = StacksAsk(cluster.launch.key, source, nonce, port, within, time.time() if when is None else when)
+    ask = StacksAsk(cluster.launch.key, source, nonce, port, within, time.time() if when is None else when,
+                    cluster.task(to).node if node is None else node, None if outside else to)
     seal = (lambda h: authority.seal_outside(Purpose.CALL, h)) if outside else \
         (lambda h: authority.seal(Purpose.CALL, h))
     return encode_ask(ask, seal), nonce
@@ -128,7 +130,7 @@ def test_an_ask_not_the_jobs_own_is_refused(change: str, code: Refusal, caplog: 
     message, _ = _ask(cluster, 0)
     if change == "another job's secret":
         authority = Authority(AuthMode.SECRET, "test", secret=b"x" * 32, launch=cluster.launch.key)
-        message = encode_ask(StacksAsk(cluster.launch.key, 15, b"n" * 16, 30000, 1, time.time()),
+        message = encode_ask(StacksAsk(cluster.launch.key, 15, b"n" * 16, 30000, 1, time.time(), "node1", None),
                              lambda h: authority.seal_outside(Purpose.CALL, h))
     elif change == "another server's port":
         message, _ = _ask(cluster, 0, port=30001)
@@ -140,7 +142,7 @@ def test_an_ask_not_the_jobs_own_is_refused(change: str, code: Refusal, caplog: 
         message = b"\x0a\xff\xff" + hashlib.sha256(b"x").digest()
     elif change == "another launch":
         authority = Authority(AuthMode.SECRET, "test", secret=SECRET, launch="1.0")
-        message = encode_ask(StacksAsk("1.0", 0, b"n" * 16, 30000, 1, time.time()),
+        message = encode_ask(StacksAsk("1.0", 0, b"n" * 16, 30000, 1, time.time(), "node1", 0),
                              lambda h: authority.seal(Purpose.CALL, h))
     with pytest.raises(Refused) as refused:
         asyncio.run(handlers[0].stacks(message, time.monotonic() + 2))
@@ -176,3 +178,116 @@ def test_hostile_bytes_are_refused_as_malformed_never_raised_otherwise(data: byt
             decode(data, 16)
         except WireError:
             pass
+
+
+# Issue 48: an ask good for one server, an answer bounded by its subtree, a task's own stacks capped.
+
+def _refused(handler: StacksHandler, message: bytes) -> str:
+    with pytest.raises(Refused) as refused:
+        asyncio.run(handler.stacks(message, time.monotonic() + 2))
+    assert refused.value.code is Refusal.UNAUTHENTICATED
+    return refused.value.detail
+
+
+def test_an_ask_from_outside_is_taken_by_the_root_alone_and_once_job_wide(caplog: pytest.LogCaptureFixture) -> None:
+    """The user's ask kept by a squatter on the root's port number and replayed at another node's leader
+    (the same port on its own address), at the root, or at any other task: refused every time."""
+    cluster, handlers = _job()
+    world = cluster.world_size
+    message, _ = _ask(cluster, world, outside=True)  # for the root: node1, port 30000
+    leader = 3  # node 2's leader
+    for rank in (leader, 1):  # another node's leader, another task of the root's own node
+        handlers[rank].port = 30000  # as a leader on another address listens on the same port number
+        assert "taken by the step's root alone (rank 0 on node1)" in _refused(handlers[rank], message)
+        handlers[rank].port = 30000 + rank
+    assert _gathered(handlers[0], message).answered == world  # the root answers it once ...
+    assert "replayed" in _refused(handlers[0], message)  # ... and never again
+    assert "claiming to be the job's user outside it" in caplog.text
+
+
+@pytest.mark.parametrize("change", ["another node", "another rank", "another port"])
+def test_an_ask_names_the_one_server_it_is_for(change: str) -> None:
+    cluster, handlers = _job()
+    world = cluster.world_size
+    if change == "another node":  # the user's ask made for a root on another node
+        message, _ = _ask(cluster, world, outside=True, node=cluster.task(3).node)
+    elif change == "another rank":  # a task's ask of rank 3, sent to rank 0 on the same port number
+        message, _ = _ask(cluster, 4, to=3, node=cluster.task(0).node)
+    else:
+        message, _ = _ask(cluster, world, outside=True, port=30003)
+    assert "made for another server" in _refused(handlers[0], message)
+
+
+@pytest.mark.parametrize("lie", ["more tasks", "other ranks", "huge counts"])
+def test_a_task_that_answers_for_more_than_its_subtree_is_named_silent_and_the_rest_still_comes(
+        lie: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Rank 12 (the leader of node 4, a leaf below node 1's leader) answers its parent with a sealed answer
+    claiming more tasks than its subtree, or ranks of another subtree: its subtree (ranks 12-14) is named
+    silent, and the user gets every other task's stacks; a count the wire cannot hold is cut, never an error."""
+    cluster, handlers = _job()
+    world = cluster.world_size
+    hostile = handlers[12]
+    honest = hostile.stacks
+
+    async def lying(message: bytes, deadline: float) -> bytes:
+        reply = await honest(message, deadline)
+        stacks, nonce, _ = decode_stacks(unwrap(reply)[0], world)
+        if lie == "more tasks":
+            stacks = Stacks(stacks.classes, stacks.silent, world, stacks.others)
+        elif lie == "other ranks":
+            stacks = stacks | Stacks.silent_tasks([0, 1])
+        else:
+            stacks = Stacks(stacks.classes, stacks.silent, stacks.answered, stacks.others, dropped=(1 << 32) - 1)
+        return encode_stacks(stacks, nonce, 12, lambda h: hostile.authority.seal(Purpose.ANSWER, h))
+
+    hostile.stacks = lying  # type: ignore[method-assign]
+    handlers[3].take = lambda: _many_threads(3)  # type: ignore[method-assign]  # its parent drops some too
+    stacks = _gathered(handlers[0], _ask(cluster, world, outside=True)[0])
+    if lie == "huge counts":  # the parent's sum is more than the wire's counts hold: cut, never an error
+        assert stacks.answered == world and len(stacks.silent) == 0 and stacks.dropped == (1 << 32) - 1
+        return
+    assert list(stacks.silent) == [12, 13, 14] and stacks.answered == world - 3
+    assert "stacks of rank 12 refused" in caplog.text and "not its subtree's" in caplog.text
+
+
+async def _many_threads(rank: int) -> tuple[ThreadStack, ...]:
+    return (*_stack(rank), *(ThreadStack(f"pool-{i}", (Frame("pool.py", i, "work"),)) for i in range(300)))
+
+
+def test_a_task_with_more_distinct_thread_stacks_than_an_answer_holds_still_answers() -> None:
+    """A task of 300 distinct thread stacks: its own answer keeps its main thread and the rarest, says how
+    many were dropped, and its parent takes it."""
+    from slurm_resolver.stacks.classes import MOST_CLASSES
+    from slurm_resolver.stacks.render import render
+
+    def take(rank: int) -> tuple[ThreadStack, ...]:
+        if rank != 14:
+            return _stack(rank)
+        pool = tuple(ThreadStack(f"pool-{i}", (Frame("pool.py", i, "work"),)) for i in range(300))
+        idle = tuple(ThreadStack(f"idle-{i}", (Frame("pool.py", 999, "idle"),)) for i in range(5))
+        return (*pool, *idle, *_stack(rank))
+
+    cluster, handlers = _job(take=take)
+    stacks = _gathered(handlers[0], _ask(cluster, cluster.world_size, outside=True)[0])
+    assert len(stacks.silent) == 0 and stacks.answered == 15
+    assert len(stacks.classes) <= MOST_CLASSES
+    main = [c for c in stacks.classes if c.main]
+    assert sum(len(c.ranks) for c in main) == 15  # every task's main thread kept, never crowded out
+    assert stacks.dropped == 301 - (MOST_CLASSES - len(main))  # 301 distinct other stacks; room for the rest
+    assert not any(c.frames[-1].function == "idle" for c in stacks.classes)  # the commonest (5 threads) dropped
+    assert f"and {stacks.dropped} more distinct stacks of other threads, left out" in render(stacks)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=6), st.integers(0, 50),
+       st.lists(st.integers(0, 40), max_size=12, unique=True))
+def test_an_answer_fits_its_subtree_only_where_it_counts_and_names_nothing_else(
+        ranges: list[tuple[int, int]], answered: int, subtree: list[int]) -> None:
+    from slurm_resolver.rpc.detection.stacks_call import beyond
+    from slurm_resolver.stacks.classes import Ranks
+
+    ranks = Ranks(tuple((min(a, b), max(a, b)) for a, b in ranges), sum(abs(a - b) + 1 for a, b in ranges))
+    stacks = Stacks(silent=ranks, answered=answered)
+    fits = beyond(stacks, subtree) is None
+    named = {r for first, last in ranks.ranges for r in range(first, last + 1)}
+    assert fits == (answered + len(ranks) <= len(subtree) and named <= set(subtree))
