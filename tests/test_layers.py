@@ -38,61 +38,6 @@ LAYERS: list[set[str]] = [
 ]
 """The package's layers, for the reader: what may use what."""
 
-LEVELS: list[set[str]] = [
-    # 0
-    {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.detection",
-     "rpc.detection.crashes", "rpc.messages", "rpc.network", "rpc.network.loop", "rpc.network.sockets", "rpc.rounds",
-     "rpc.simulation", "rpc.transport", "rpc.trust", "stacks", "stacks.capture", "training", "training.delivery",
-     "variables"},
-    # 1
-    {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
-     "rpc.network.callers", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits", "stacks.classes",
-     "stacks.dumped", "supervise.speakers", "template_schema"},
-    # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "slurmctl",
-     "stacks.command", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
-    # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.wire", "stacks.picture",
-     "submission", "supervise.command"},
-    # 4
-    {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.calls", "rpc.detection.beats", "rpc.options", "rpc.rounds.codec", "rpc.trust.gate", "stacks.job"},
-    # 5
-    {"gpus", "launchers", "rpc.detection.deaths", "rpc.network.in_process", "rpc.network.service",
-     "rpc.rounds.state", "rpc.trust.identity"},
-    # 6
-    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.network.server", "rpc.rounds.coordinator"},
-    # 7
-    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.detection.heartbeat",
-     "rpc.detection.stacks_call", "rpc.detection.watch", "rpc.network.grpc_network", "rpc.rounds.uplink",
-     "rpc.trust.verify", "rpc.view"},
-    # 8
-    {"cli.diagnosis", "rpc.detection.detector", "rpc.handlers", "rpc.rounds.member"},
-    # 9
-    {"rpc.bootstrapped"},
-    # 10
-    {"adapters", "rpc.bootstrap", "supervise.records", "training.report"},
-    # 11
-    {"lightning", "rpc.learn", "rpc.simulation.simulate", "supervise", "training.task"},
-    # 12
-    {"resolvers.slurm", "rpc.simulation.loopback", "srun_step", "training.data_service", "training.ddp",
-     "training.jax_job", "training.parameter_server", "training.resumable"},
-    # 13
-    {"", "diagnostics", "resolvers", "restart"},
-    # 14
-    {"cli.cluster"},
-    # 15
-    {"cli.parser"},
-    # 16
-    {"cli"},
-    # 17
-    {"__main__"},
-]
-"""Every module's level, from the bottom: a module imports only modules of lower levels (never one of its
-own level), so the table is the order in which the package could be read. A module new to the package, or
-an import that lifts a module, is given its level here."""
-
-
 def _modules() -> dict[str, Path]:
     found = {}
     for path in PACKAGE.rglob("*.py"):
@@ -170,11 +115,21 @@ def _layer(name: str, layers: list[set[str]]) -> int:
 GRAPH = {name: _imports(name, path, set(_modules())) for name, path in _modules().items()}
 
 
-def _level(name: str) -> int:
-    for number, members in enumerate(LEVELS):
-        if name in members:
-            return number
-    raise AssertionError(f"slurm_resolver.{name or '__init__'} has no level in tests/test_layers.py: give it one")
+def _levels(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Every module's level, from the import graph: 0 for a module that imports none of the package, else one
+    above the highest it imports (the order in which the package could be read). Computed, never listed: a
+    module new to the package has its level at once. A cycle has none (its own test names it)."""
+    levels: dict[str, int] = {}
+
+    def level(name: str, path: tuple[str, ...]) -> int:
+        if name not in levels:
+            below = [level(other, (*path, name)) for other in graph[name] if other not in path]
+            levels[name] = 1 + max(below, default=-1)
+        return levels[name]
+
+    for name in sorted(graph):
+        level(name, ())
+    return levels
 
 
 def test_the_graph_is_the_packages() -> None:
@@ -186,10 +141,21 @@ def test_the_graph_is_the_packages() -> None:
 
 
 def test_every_module_has_a_layer_and_a_level() -> None:
+    levels = _levels(GRAPH)
     for name in GRAPH:
         _layer(name, LAYERS)
-        _level(name)
-    assert not set().union(*LEVELS) - set(GRAPH), "a level names a module that is gone"
+    assert set(levels) == set(GRAPH)
+    assert levels["errors"] == 0 and levels["__main__"] == max(levels.values())  # the package's two ends
+
+
+def test_levels_come_from_the_graph() -> None:
+    """A module sits one level above the highest it imports, and imports nothing of its own level or above."""
+    graph = {"a": set(), "b": {"a"}, "c": {"a", "b"}, "d": {"a"}}
+    assert _levels(graph) == {"a": 0, "b": 1, "c": 2, "d": 1}
+    levels = _levels(GRAPH)
+    upward = [f"{name} (level {levels[name]}) imports {other} (level {levels[other]})"
+              for name, imported in GRAPH.items() for other in imported if levels[other] >= levels[name]]
+    assert not upward, upward
 
 
 def test_imports_are_found_wherever_they_run(tmp_path: Path) -> None:
@@ -237,13 +203,6 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert not upward, upward
 
 
-def test_every_import_goes_down_a_level() -> None:
-    """Within a layer too: a module of the bootstrap's level 7 imports nothing of level 7 or above."""
-    upward = [f"{name} (level {_level(name)}) imports {other} (level {_level(other)})"
-              for name, imported in GRAPH.items() for other in imported if _level(other) >= _level(name)]
-    assert not upward, upward
-
-
 def test_every_module_of_the_bootstrap_has_its_own_test_file() -> None:
     """Tests mirror the package: ``slurm_resolver/rpc/x.py`` is tested in ``tests/rpc/test_x.py``, a wing's
     ``slurm_resolver/rpc/rounds/x.py`` in ``tests/rpc/rounds/test_x.py``."""
@@ -259,12 +218,17 @@ def test_every_module_of_the_bootstrap_has_its_own_test_file() -> None:
     assert not missing, missing
 
 
-WINGS = {"rounds", "detection", "trust", "network", "simulation"}
+WINGS = {"rounds", "detection", "diagnosis", "trust", "network", "simulation"}
 """The bootstrap's wings (``slurm_resolver/rpc/<wing>/``), each a feature with a docstring that says what it owns."""
 
-APART = [("rounds", "detection"), ("network", "trust")]
+APART = [("rounds", "detection"), ("network", "trust"), ("rounds", "diagnosis")]
 """Wings that never import each other, either way: the rounds know nothing of failure detection, nor
-failure detection of the rounds; the network carries bytes and knows nothing of trust, nor trust of it."""
+failure detection of the rounds; the network carries bytes and knows nothing of trust, nor trust of it;
+the rounds know nothing of a hung job's diagnosis, nor it of the rounds."""
+
+BELOW = [("diagnosis", "detection")]
+"""Wings of which the first never imports the second: diagnosis knows nothing of failure detection (the
+detector hands it what to call), while the beats carry diagnosis's progress marks."""
 
 
 def _wing(name: str) -> str:
@@ -287,13 +251,24 @@ def test_wings_apart_never_import_each_other(one: str, other: str) -> None:
     assert not crossing, crossing
 
 
+@pytest.mark.parametrize(("one", "other"), BELOW)
+def test_a_wing_below_another_never_imports_it(one: str, other: str) -> None:
+    crossing = [f"{name} imports {imported}" for name, imports in GRAPH.items() for imported in imports
+                if _wing(name) == one and _wing(imported) == other]
+    assert not crossing, crossing
+
+
+TOP = {"rpc.bootstrap", "rpc.bootstrapped", "rpc.calls", "rpc.exchanges", "rpc.handlers", "rpc.learn",
+       "rpc.options", "rpc.start", "rpc.view"}
+"""The bootstrap's top: what puts the wings together (the table of calls, a task's server, the phases)."""
+
+
 def test_the_base_imports_no_wing_and_only_tests_and_benchmarks_import_the_simulation() -> None:
     """The base (messages, the envelope, transport, the tree) is under every wing; the simulation is
     for benchmarks and tests."""
     base = [name for name in GRAPH if name.startswith("rpc.") and name.count(".") == 1 and not _wing(name)
-            and name not in {"rpc.bootstrap", "rpc.bootstrapped", "rpc.handlers", "rpc.learn", "rpc.options",
-                             "rpc.view"}]
-    assert {"rpc.messages", "rpc.wire", "rpc.transport", "rpc.tree"} <= set(base)
+            and name not in TOP]
+    assert {"rpc.messages", "rpc.wire", "rpc.transport", "rpc.tree", "rpc.shapes", "rpc.refusals"} <= set(base)
     upward = [f"{name} imports {imported}" for name in base for imported in GRAPH[name] if _wing(imported)]
     assert not upward, upward
     simulated = [name for name, imports in GRAPH.items() if _wing(name) != "simulation"
@@ -302,11 +277,13 @@ def test_the_base_imports_no_wing_and_only_tests_and_benchmarks_import_the_simul
 
 
 def test_the_maps_of_the_bootstrap_list_every_module() -> None:
-    """``rpc/__init__.py``'s map names every module of the bootstrap, and docs/protocol.md's table its file."""
+    """``rpc/__init__.py``'s map names every module of the bootstrap, and docs/protocol.md's table its file;
+    a call's own module (``*_call``) is named by the table of calls instead (a new call edits no map)."""
     mapped = ast.get_docstring(ast.parse((PACKAGE / "rpc" / "__init__.py").read_text())) or ""
     docs = (ROOT / "docs" / "protocol.md").read_text()
     table = docs[docs.index("## Where the code lives"):].split("\n## ")[0]
-    modules = [name for name in GRAPH if name.startswith("rpc.") and name not in {f"rpc.{wing}" for wing in WINGS}]
+    modules = [name for name in GRAPH if name.startswith("rpc.") and name not in {f"rpc.{wing}" for wing in WINGS}
+               and not name.endswith("_call")]  # a call's own module: the table of calls names it
     unmapped = [name for name in modules if f"`{name.rpartition('.')[2]}`" not in mapped]
     untabled = [name for name in modules if f"`{'/'.join(name.split('.')[1:])}.py`" not in table]
     assert not unmapped and not untabled, (unmapped, untabled)

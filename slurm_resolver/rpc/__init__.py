@@ -1,33 +1,43 @@
 """The bootstrap: servers, the tree of node leaders, the messages, and the networks they run on.
 
 Its wings, each a sub-package that says what it owns (``tests/test_layers.py`` holds them to it:
-the rounds and failure detection never import each other, nor do the network and trust; the base
-imports no wing; only benchmarks and tests import the simulation):
+the rounds and failure detection never import each other, nor do the network and trust, nor the
+rounds and diagnosis; diagnosis never imports failure detection; the base imports no wing; only
+benchmarks and tests import the simulation):
 
 - the base: `messages` (the protocol's state as values: rounds, sources, records, failures and
-  their causes), `transport` (what a server answers, how a task calls, and how calls fail),
-  `calls` (the table of the service's calls: each declared once), `wire` (the envelope every
-  message opens with, and the limits), `waits` (a flag and a wait with a deadline, cheap),
-  `tree` (its shape, each task's place, its deadlines), `protos` (the message classes;
-  `coordination_pb2` and `coordination_descriptor`, generated);
+  their causes), `refusals` (how a call fails: a server's refusal, what the caller sees), `shapes`
+  (what a call is: its shape, its bounds, the part of a task's server that answers it: each call's
+  row), `transport` (the networks' contract: links and servers; waits on calls), `wire` (the
+  envelope every message opens with, and the limits), `waits` (a flag, a wait with a deadline, a
+  value that comes later, and what the bootstrap agrees), `tree` (its shape, each task's place, its
+  deadlines), `protos` (the message classes; `coordination_pb2` and `coordination_descriptor`,
+  generated);
 - `rounds`: `codec` (Join's messages), `state` (the rounds one server keeps), `coordinator`
-  (Join's server side), `uplink` (one task's calls up the tree), `member` (one task's rounds,
-  barriers, votes and notices);
+  (Join's server side, and its row), `uplink` (one task's calls up the tree), `member` (one task's
+  rounds, barriers, votes and notices);
 - `detection`: `beats` (the watch's messages), `deaths` (what both sides share), `watch` (a
-  leader's side, and Watch's server side), `heartbeat` (a task's side), `detector` (one task's
-  failure detection, and its judge of hangs on the progress marks the beats carry), `crashes` (an
-  uncaught exception as the task's failure), `stacks_call` (Stacks: every task's stacks down the
-  tree, merged on the way up);
+  leader's side, and Watch's server side and row), `heartbeat` (a task's side), `detector` (one
+  task's failure detection, and its judge of hangs on the progress marks the beats carry), `crashes`
+  (an uncaught exception as the task's failure);
+- `diagnosis`: where a hung job is: `marks` (sets of ranks and progress marks on the wire), `judge`
+  (a hang said where every task is, and the step failed), and a call's module each
+  (`*_call`: `stacks_call`, every task's stacks down the tree, merged on the way up);
 - `trust`: `seals` (a secret, MUNGE, or none), `gate` (the checks every call meets), `identity`
-  (a task, and WhoAreYou's both sides), `verify` (the peers found, checked);
-- `network`: `service` (the service over gRPC, and the bounds every caller meets), `server`
-  (a task's gRPC server), `grpc_network` and `in_process` (the two networks and their links),
-  `loop` (a task's event loop thread), `ports`, `callers`, `connections`, `sockets`;
+  (a task, and WhoAreYou's both sides and row), `verify` (the peers found, checked);
+- `network`: `service` (the service over gRPC, a method per shape, and the bounds every caller
+  meets), `server` (a task's gRPC server), `grpc_network` and `in_process` (the two networks and
+  their links), `loop` (a task's event loop thread), `ports`, `callers`, `connections`, `sockets`;
 - `simulation` (benchmarks and tests only): `simulate` (many tasks in one process), `loopback`
   (many over real gRPC);
-- the top: `handlers` (a task's server: the wings' handlers behind one gate), `options` (every
-  knob, checked once), `bootstrapped` and `view` (what the bootstrap returns), `bootstrap` (its
-  phases), `learn` (a layout learned from the step's tasks).
+- the top: `calls` (the service's table, collected from each call's row), `handlers` (a task's
+  server, built whole once: its parts behind one gate), `options` (every knob, checked once),
+  `start` (a task's proof and its server started), `exchanges` (the tree rendezvous and MPI's
+  allgather), `bootstrapped` and `view` (what the bootstrap returns), `bootstrap` (its phases),
+  `learn` (a layout learned from the step's tasks).
+
+A call's own module (``*_call``, in the wing it belongs to) holds its codec, its part and its row,
+and needs no line here: `calls` names it.
 
 Nothing here is imported by ``import slurm_resolver``; grpc loads with the first server.
 """

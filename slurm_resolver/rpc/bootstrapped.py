@@ -20,7 +20,7 @@ from ..stacks.command import Marker, Watched, marker
 from ..stacks.job import JobStacks, nodes_of
 from .detection import crashes
 from .detection.detector import FailureDetector
-from .detection.stacks_call import StacksHandler
+from .diagnosis.stacks_call import StacksHandler
 from .messages import NAME, Cause, Fault
 from .network.loop import LoopThread
 from .rounds.member import Member

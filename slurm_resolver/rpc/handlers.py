@@ -1,24 +1,29 @@
-"""Everything one task's server answers, put together: its rounds, who it is, the watch of the tasks below.
+"""One task's server, built whole once: its parts, each answering its own calls, behind one gate.
 
-Each call is answered by the part that owns it: Join by the rounds' `Coordinator`, WhoAreYou by
-trust's `IdentityHandler`, Watch by failure detection's `WatchHandler`, Stacks (once bootstrapped) by
-its `StacksHandler`; the first three meet the same `Gate` first (Stacks checks its own asks: the job's
-user outside it may ask). The parts know nothing of each other.
+Each call of the table (`slurm_resolver.rpc.calls`) names the class of the part that answers it; this
+server holds one of each. The rounds' `Coordinator` is made with its place in the tree (who joins it,
+whether it is the root, how it asks above); the watch of the tasks below with the watch to come, once
+failure detection is armed; every other part with the gate every call meets and what the bootstrap
+agrees later (`Settled`: a part that can answer only then says so, as Stacks does). Nothing is given
+to a running server: what comes later comes through the `Later` values it was made with. The parts
+know nothing of each other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
-from .detection.stacks_call import StacksHandler
-from .detection.watch import WatchHandler
+from . import calls as table
+from .detection.watch import Watched, WatchHandler
 from .messages import Records, Round, Source
 from .rounds.codec import Decision
 from .rounds.coordinator import Coordinator
-from .transport import Refusal, Refused
+from .shapes import Call, Parts
 from .trust.gate import Gate
-from .trust.identity import Identity, IdentityHandler
+from .trust.identity import Identity
 from .trust.seals import Authority
+from .waits import Later, Settled
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -32,32 +37,29 @@ class TaskHandlers:
         authority: checks callers' seals and seals the answers.
         port: the port the server bound.
         sources, root, ask_above, inspect: the rounds it leads (see `Coordinator`).
+        settled: what the bootstrap agrees, once it does (for the parts that answer only then).
+        watched: this task's watch of the tasks below, once failure detection is armed (None: off).
+        calls: the calls it answers (the table's; a test adds its own).
+
+    Attributes:
+        parts: each part, found by the class a row names.
     """
 
     def __init__(self, identity: Identity, world_size: int, authority: Authority, port: int,
                  sources: Iterable[Source] = (), root: bool = False,
                  ask_above: Callable[[Round, float], Awaitable[Decision]] | None = None,
-                 inspect: Callable[[Source, int, Records], None] | None = None) -> None:
-        self.gate = Gate(identity, world_size, authority, port)
-        self.world_size = world_size
-        self.rounds = Coordinator(self.gate, sources, root, ask_above, inspect)
+                 inspect: Callable[[Source, int, Records], None] | None = None,
+                 settled: Later[Settled] | None = None, watched: Later[Watched | None] | None = None,
+                 calls: Iterable[Call[Any]] | None = None) -> None:
+        self.gate = gate = Gate(identity, world_size, authority, port)
         self.identity = identity
-        self.identifying = IdentityHandler(self.gate)
-        self.watching = WatchHandler(self.gate)
-        self.open_call = self.rounds.open_call
-        self.join = self.rounds.join
-        self.sent = self.rounds.sent
-        self.who = self.identifying.who
-        self.watch = self.watching.watch
-        self._stacks: StacksHandler | None = None
-
-    def stacks_below(self, handler: StacksHandler) -> None:
-        """From now on (once bootstrapped: the tasks below are known by their ports) this server answers
-        asks for stacks."""
-        self._stacks = handler
-
-    async def stacks(self, message: bytes, deadline: float) -> bytes:
-        """The stacks of this task's subtree (`slurm_resolver.rpc.detection.stacks_call`)."""
-        if self._stacks is None:
-            raise Refused(Refusal.UNREADY, f"rank {self.identity.rank} is not bootstrapped yet: ask again")
-        return await self._stacks.stacks(message, deadline)
+        self.world_size = world_size
+        self.settled = Later[Settled]() if settled is None else settled
+        self.watched = Later[Watched | None]() if watched is None else watched
+        self.rounds = Coordinator(gate, sources, root, ask_above, inspect)
+        self.watching = WatchHandler(gate, self.watched)
+        made: dict[type[Any], object] = {Coordinator: self.rounds, WatchHandler: self.watching}
+        for call in table.CALLS if calls is None else calls:
+            if call.part not in made:
+                made[call.part] = call.part(gate, self.settled)
+        self.parts = Parts(made)

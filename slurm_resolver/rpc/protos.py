@@ -17,11 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
-MESSAGES = ("Answer", "Beat", "Bundle", "Call", "Envelope", "Event", "Failure", "HandOver", "Identity", "Progress",
-            "RankSet", "Records", "Round", "StackClass", "StackFrame", "StacksAnswer", "StacksAsk", "Who")
-"""The messages of ``coordination.proto``, each a class of this module."""
-
-
 def _on_upb() -> dict[str, Any] | None:
     """The top-level message classes by name, built on upb; None where protobuf does not run on it."""
     try:
@@ -48,37 +43,17 @@ def _on_upb() -> dict[str, Any] | None:
     return {name: built(descriptor) for name, descriptor in file.message_types_by_name.items()}
 
 
-def _classes() -> tuple[Any, ...]:
-    """The classes of `MESSAGES`, in its order."""
+def _classes() -> dict[str, Any]:
+    """Every top-level message class of ``coordination.proto``, by name (the descriptor's names)."""
     found = _on_upb()
-    if found is None or not set(MESSAGES) <= set(found):
+    if found is None:
         from . import coordination_pb2
 
-        found = vars(coordination_pb2)
-    return tuple(found[name] for name in MESSAGES)
+        found = {name: getattr(coordination_pb2, name) for name in coordination_pb2.DESCRIPTOR.message_types_by_name}
+    return found
 
 
 if TYPE_CHECKING:  # typed by the generated module's stubs (setup.cfg lets mypy see them re-exported)
-    from .coordination_pb2 import (
-        Answer,
-        Beat,
-        Bundle,
-        Call,
-        Envelope,
-        Event,
-        Failure,
-        HandOver,
-        Identity,
-        Progress,
-        RankSet,
-        Records,
-        Round,
-        StackClass,
-        StackFrame,
-        StacksAnswer,
-        StacksAsk,
-        Who,
-    )
+    from .coordination_pb2 import *  # noqa: F403
 else:
-    (Answer, Beat, Bundle, Call, Envelope, Event, Failure, HandOver, Identity, Progress, RankSet, Records, Round,
-     StackClass, StackFrame, StacksAnswer, StacksAsk, Who) = _classes()
+    globals().update(_classes())

@@ -1,144 +1,55 @@
 """The contract between the bootstrap's protocol and a network: what a server answers, how a task calls.
 
-Two networks implement it: `GrpcNetwork` (real
-gRPC servers and channels, one process per task) and
-`LocalNetwork` (many tasks in one process, for tests and
-the scale benchmark). A server answers through `Handlers` (the
-`Coordinator`); a task calls through `Link`.
-The protocol code is the same over both networks; every message is bytes.
+Two networks implement it: `GrpcNetwork` (real gRPC servers and channels, one process per task) and
+`LocalNetwork` (many tasks in one process, for tests and the scale benchmark). A server answers each
+call of its table (`slurm_resolver.rpc.calls`) with the part its row names (`slurm_resolver.rpc.shapes`);
+a task calls through a `Link`. The protocol code is the same over both networks; every message is bytes.
+Also here: waiting on calls (`within`, `hedged`, `retrying`) and ending one (`end_call`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .calls import Call, Stream, Unary  # the table of calls, which names this module's types
+from .refusals import CallFailure as CallFailure  # how a call fails: found here by most callers
+from .refusals import LinkError as LinkError
+from .refusals import Refusal as Refusal
+from .refusals import Refused as Refused
+from .shapes import Answering, Call, RoundCall, Stream, Unary
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 T = TypeVar("T")
-H = TypeVar("H", bound="Handlers")
-H_co = TypeVar("H_co", bound="Handlers", covariant=True)
-
-
-class Refusal(enum.Enum):
-    """Why a server refused a call (its reply says which, before a colon)."""
-
-    FOREIGN = "foreign"
-    """The call belongs to another launch."""
-    NOT_LEADER = "not_leader"
-    """This task leads no round the caller may join (the caller looks further)."""
-    INVALID = "invalid"
-    """A malformed or impossible call, or one beyond a bound."""
-    UNAUTHENTICATED = "unauthenticated"
-    """The caller did not prove it is a task of this job."""
-    DEADLINE = "deadline"
-    """The round did not end in time (the reply says who was missing)."""
-    UNREADY = "unready"
-    """The server cannot answer yet (it does not know the launch's key): ask again."""
-    BUSY = "busy"
-    """Too many calls not yet proven wait here: ask again."""
-
-
-class Refused(Exception):
-    """A call a server refuses, with a `Refusal` and one bounded line of why."""
-
-    def __init__(self, code: Refusal, detail: str) -> None:
-        super().__init__(f"{code.value}: {detail}")
-        self.code = code
-        self.detail = detail[:500]
-
-
-class CallFailure(enum.Enum):
-    """How a call failed, seen from the caller."""
-
-    UNAVAILABLE = "unavailable"
-    """Nobody answers there, or the connection broke."""
-    REFUSED = "refused"
-    """A server answered and refused the call (see `code`)."""
-    DEADLINE = "deadline"
-    """The call did not end in time."""
-
-
-class LinkError(Exception):
-    """A call that failed: how (``kind``), and the server's `Refusal` where it refused."""
-
-    def __init__(self, kind: CallFailure, detail: str, code: Refusal | None = None) -> None:
-        super().__init__(f"{kind.value}: {detail}")
-        self.kind = kind
-        self.code = code
-        self.detail = detail[:500]
-
-    @property
-    def again(self) -> bool:
-        """Whether asking again may succeed: nobody answered yet, or the server was not ready."""
-        return self.kind is CallFailure.UNAVAILABLE or self.code in (Refusal.UNREADY, Refusal.BUSY)
-
-    @classmethod
-    def of(cls, refused: Refused) -> LinkError:
-        """What the caller sees of a server's refusal."""
-        kind = CallFailure.DEADLINE if refused.code is Refusal.DEADLINE else CallFailure.REFUSED
-        return cls(kind, refused.detail, refused.code)
+A = TypeVar("A", bound=Answering)
+A_co = TypeVar("A_co", bound=Answering, covariant=True)
 
 
 class Link(Protocol):
-    """Calls to one peer's server, over one connection reused for every call: Join, and the stubs of
-    every other call of the table (`slurm_resolver.rpc.calls`), by shape."""
+    """Calls to one peer's server, over one connection reused for every call, by the call's shape."""
 
-    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
-        """Contribute to a round and return the answer's messages; ``probe``: fail at once where
-        nothing answers (a candidate port), instead of waiting for the peer within ``timeout``."""
+    async def join(self, call: RoundCall[Any], messages: Sequence[bytes], timeout: float, probe: bool = False
+                   ) -> list[bytes]:
+        """Contribute to a round of ``call`` (Join) and return the answer's messages; ``probe``: fail at
+        once where nothing answers (a candidate port), instead of waiting for the peer within ``timeout``."""
         ...
 
-    async def unary(self, call: Unary, message: bytes, timeout: float) -> bytes:
+    async def unary(self, call: Unary[Any], message: bytes, timeout: float) -> bytes:
         """Make the unary ``call`` with ``message``; its answer."""
         ...
 
-    def stream(self, call: Stream, messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    def stream(self, call: Stream[Any], messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """Make the stream ``call`` with ``messages`` (a heartbeat's beats); its answers come back,
         until either side ends."""
         ...
 
 
-class Opened(Protocol):
-    """A Join call checked from its first message: the digests of the chunks it announced."""
-
-    @property
-    def chunks(self) -> Sequence[bytes]:
-        """One digest for each chunk that follows."""
-        ...
-
-
-class Handlers(Protocol):
-    """What one task's server answers: Join in its three steps (the rounds'), and every other call of
-    the table through the handler its row names; every message is bytes."""
-
-    world_size: int
-
-    def open_call(self, first: bytes) -> Opened:
-        """Check a Join call from its first message (before more is read); raises `Refused`."""
-        ...
-
-    async def join(self, call: Any, more: Sequence[bytes], deadline: float) -> tuple[object, list[bytes]]:
-        """The round of ``call`` (what `open_call` returned) and its answer's messages, once decided;
-        raises `Refused`."""
-        ...
-
-    def sent(self, round: Any) -> None:
-        """The answer of ``round`` (what `join` returned, or None) went out to one caller (or the caller
-        went away)."""
-        ...
-
-
-class Served(Protocol[H_co]):
-    """A running server: the port it bound, and the handlers made for that port."""
+class Served(Protocol[A_co]):
+    """A running server: the port it bound, and what it answers with (made for that port)."""
 
     @property
     def port(self) -> int:
@@ -146,7 +57,7 @@ class Served(Protocol[H_co]):
         ...
 
     @property
-    def handlers(self) -> H_co:
+    def handlers(self) -> A_co:
         """What it answers with (made for `port`)."""
         ...
 
@@ -158,11 +69,10 @@ class Served(Protocol[H_co]):
 class Network(Protocol):
     """Where servers listen and how peers reach them. Coroutines run on the task's event loop."""
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H],
-                    calls: Mapping[str, Call] | None = None) -> Served[H]:
-        """Serve on ``host``, on the first free port of ``ports`` (``[0]``: any port), with the
-        handlers made for the port bound (the result holds them), the calls of ``calls`` (by
-        method; the table's by default)."""
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], A],
+                    calls: Mapping[str, Call[Any]]) -> Served[A]:
+        """Serve ``calls`` (by gRPC method: `slurm_resolver.rpc.shapes.served`) on ``host``, on the first free
+        port of ``ports`` (``[0]``: any port), with the parts made for the port bound (the result holds them)."""
         ...
 
     def connect(self, host: str, port: int) -> Link:

@@ -1,12 +1,22 @@
 """Waiting cheaply, as thousands of tasks in one process wait at once: a flag whose waiters' list is
-made by the first waiter, and a wait with a deadline in the caller's own task."""
+made by the first waiter, a wait with a deadline in the caller's own task, and a value that comes later
+(`Later`): what the bootstrap agrees (`Settled`), given to the parts of a task's server that answer only then."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .transport import within
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..cluster import Cluster
+    from .transport import Network
+    from .tree import Plan
+
+T = TypeVar("T")
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -71,3 +81,49 @@ async def wait_until(event: Flag | asyncio.Event, deadline: float) -> bool:
     except asyncio.TimeoutError:
         return event.is_set()
     return True
+
+
+class Later(Generic[T]):
+    """A value that comes later, set once: whoever needs it asks whether it came (`value`), or waits for it.
+
+    >>> later = Later[int](); later.value is None, later.set(7), later.value
+    (True, None, 7)
+    """
+
+    __slots__ = ("_value", "_came")
+
+    def __init__(self) -> None:
+        self._value: T | None = None
+        self._came = Flag()
+
+    @property
+    def value(self) -> T | None:
+        """The value, where it came (else None)."""
+        return self._value
+
+    @property
+    def came(self) -> bool:
+        """Whether the value came (it may be None)."""
+        return self._came.is_set()
+
+    def set(self, value: T) -> None:
+        """The value came (once: a second is an error)."""
+        if self._came.is_set():
+            raise RuntimeError("a value that comes once came twice")
+        self._value = value
+        self._came.set()
+
+    async def wait(self, deadline: float) -> T | None:
+        """The value, once it came before ``deadline`` (``time.monotonic()``); None where it did not."""
+        await wait_until(self._came, deadline)
+        return self._value
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What the bootstrap agrees, for the parts of a task's server that answer only then: the cluster with
+    every server's port, this task's place in the tree, and the network to reach the others."""
+
+    cluster: Cluster
+    plan: Plan
+    network: Network

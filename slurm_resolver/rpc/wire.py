@@ -19,8 +19,6 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from ..stacks.classes import MOST_RANGES, Ranks
-from ..stacks.progress import Marks
 from . import protos as pb
 from .messages import WireError
 
@@ -100,30 +98,3 @@ def envelope(header: Any, seal: Seal) -> bytes:
 def most_chunks(world_size: int) -> int:
     """The most chunks a call or an answer in a job of ``world_size`` tasks may announce."""
     return world_size // 256 + 2
-
-
-# Sets of ranks, and progress marks (the watch's beats carry them).
-
-def ranks_pb(ranks: Ranks) -> pb.RankSet:
-    """A set of ranks as messages carry it."""
-    return pb.RankSet(first=[f for f, _ in ranks.ranges], last=[last for _, last in ranks.ranges], count=ranks.count)
-
-
-def ranks_of(message: pb.RankSet, world_size: int) -> Ranks:
-    """A set of ranks from a message, checked against the job's size."""
-    if len(message.first) != len(message.last) or len(message.first) > MOST_RANGES or message.count > world_size \
-            or any(f > last or last >= world_size for f, last in zip(message.first, message.last)):
-        raise WireError("a malformed set of ranks")
-    return Ranks(tuple(zip(message.first, message.last)), message.count)
-
-
-def progress_pb(marks: Marks) -> pb.Progress:
-    """Marks as a beat carries them."""
-    return pb.Progress(lowest=marks.lowest, behind=ranks_pb(marks.behind), highest=marks.highest, tasks=marks.tasks)
-
-
-def read_progress(message: pb.Progress, world_size: int) -> Marks:
-    """Marks from a beat, checked."""
-    if message.tasks > world_size or message.lowest > message.highest:
-        raise WireError("malformed progress marks")
-    return Marks(message.lowest, ranks_of(message.behind, world_size), message.highest, message.tasks)

@@ -6,10 +6,12 @@ import secrets
 import time
 from collections.abc import Sequence
 
+from slurm_resolver.rpc.calls import CALLS
 from slurm_resolver.rpc.detection.beats import Beat, encode_first_beat
 from slurm_resolver.rpc.messages import Failure, Records, Round
 from slurm_resolver.rpc.rounds.codec import Call, encode_call
 from slurm_resolver.rpc.rounds.coordinator import Coordinator
+from slurm_resolver.rpc.shapes import Parts
 from slurm_resolver.rpc.trust.identity import Question, encode_who
 from slurm_resolver.rpc.trust.seals import Authority, Purpose
 
@@ -46,3 +48,9 @@ async def call_at(coordinator: Coordinator, messages: Sequence[bytes], seconds: 
     coordinator.sent(round)
     return answer
 
+
+
+def standing_in(fake: object) -> Parts:
+    """The parts of a server that ``fake`` alone stands in for: it answers every call of the table (each
+    with its method of the row's name: ``open_call``/``join``/``sent``, ``who``, ``watch``, ``stacks``)."""
+    return Parts({call.part: fake for call in CALLS})

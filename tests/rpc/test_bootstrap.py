@@ -14,6 +14,7 @@ from slurm_resolver.exchange import LocalExchange
 from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.network.ports import rendezvous_ports
@@ -126,7 +127,7 @@ def test_foreign_server_on_a_candidate_port_is_skipped() -> None:
     taken = free.port
     free.stop(0)
     other = rendezvous_ports("spare")[0]
-    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+    foreign = Server({"worker": [f"localhost:{taken}"]}, "worker", 0, calls=TABLE, handlers=lambda port: TaskHandlers(
         Identity("another.0", 0, "localhost", "worker", 0), 4, Authority(AuthMode.NONE, "a test"), port,
         map(Source.task, [1, 2, 3]), True))
     try:

@@ -18,9 +18,10 @@ import grpc
 import pytest
 
 from slurm_resolver.rpc import coordination_pb2 as pb
-from slurm_resolver.rpc.calls import JOIN, JOIN_BUNDLED, WHO
 from slurm_resolver.rpc.messages import TABLE_ROUND, Records, Round
 from slurm_resolver.rpc.network.callers import MOST_UNPROVEN, UNPROVEN_SHARE
+from slurm_resolver.rpc.rounds.coordinator import JOIN
+from slurm_resolver.rpc.trust.identity import WHO
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 
 from ..conftest import ROOT
@@ -34,7 +35,7 @@ from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.network.server import Server
 from slurm_resolver.rpc.trust.identity import Identity
 authority = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
-server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, calls=TABLE, handlers=lambda port: TaskHandlers(
     Identity("9.0", 0, "localhost", "worker", 0), 100000, authority, port, map(Source.task, range(1, 8)), True))
 print(server.port, flush=True)
 threading.Event().wait()
@@ -63,7 +64,7 @@ def _flood(port: int, message: bytes, attackers: int, calls: int) -> dict[str, i
 
     def attack() -> None:
         with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 8 << 20)]) as ch:
-            call = ch.unary_unary(JOIN_BUNDLED.method)
+            call = ch.unary_unary(JOIN.bundled_method)
             for _ in range(calls):
                 try:
                     call(message, timeout=10)
@@ -112,7 +113,7 @@ def test_a_flood_of_large_unproven_calls_keeps_memory_and_the_log_bounded(
     real = join_call("9.0", Round.barrier("b", 0), 1, port=port, authority=mine)
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         with pytest.raises(grpc.RpcError) as answered:  # believed: it waits for the round, which never ends
-            channel.unary_unary(JOIN_BUNDLED.method)(pb.Bundle(messages=real).SerializeToString(), timeout=1)
+            channel.unary_unary(JOIN.bundled_method)(pb.Bundle(messages=real).SerializeToString(), timeout=1)
     assert answered.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     proc.kill()
     log = proc.communicate()[1]
@@ -197,7 +198,7 @@ def drip(port: int, method: str, seconds: float) -> float | None:
     return None
 
 
-@pytest.mark.parametrize("method", [JOIN.method, JOIN_BUNDLED.method, WHO.method])
+@pytest.mark.parametrize("method", [JOIN.method, JOIN.bundled_method, WHO.method])
 def test_first_messages_dripped_a_byte_a_second_are_cut_off_once_they_crowd_in_every_kind_of_call(
         leader: tuple[subprocess.Popen[str], int], method: str) -> None:
     """A caller whose calls drip their first message fills its share of the calls that wait: past 5 s
@@ -294,7 +295,7 @@ def test_one_strangers_flood_costs_only_its_share_of_a_server(leader: tuple[subp
 
     _, port = leader
     flood = subprocess.Popen(["runuser", "-u", stranger, "--", "/usr/bin/python3", "-c", FLOOD, str(port), "5",
-                              "60", "25", JOIN.method, JOIN_BUNDLED.method], stdout=subprocess.PIPE, text=True,
+                              "60", "25", JOIN.method, JOIN.bundled_method], stdout=subprocess.PIPE, text=True,
                              start_new_session=True)
     mine = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
     codes = []
@@ -305,7 +306,7 @@ def test_one_strangers_flood_costs_only_its_share_of_a_server(leader: tuple[subp
             for count in range(6):
                 real = join_call("9.0", Round.barrier("flooded", count), 1, port=port, authority=mine)
                 try:
-                    channel.unary_unary(JOIN_BUNDLED.method)(pb.Bundle(messages=real).SerializeToString(), timeout=1.5)
+                    channel.unary_unary(JOIN.bundled_method)(pb.Bundle(messages=real).SerializeToString(), timeout=1.5)
                     codes.append("OK")
                 except grpc.RpcError as exc:
                     codes.append(exc.code().name if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED else

@@ -17,7 +17,7 @@ from slurm_resolver.layout import launch_key
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.calls import JOIN, WATCH, WHO
+from slurm_resolver.rpc.calls import JOIN, TABLE, WATCH, WHO
 from slurm_resolver.rpc.detection import watch as watch_module
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Records, Round, Source
@@ -25,13 +25,14 @@ from slurm_resolver.rpc.network.ports import rendezvous_ports
 from slurm_resolver.rpc.rounds.codec import decision
 from slurm_resolver.rpc.rounds.coordinator import Coordinator
 from slurm_resolver.rpc.rounds.state import MOST_OPEN_ROUNDS
+from slurm_resolver.rpc.shapes import Parts
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.trust.gate import Gate
 from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 from slurm_resolver.rpc.wire import MAX_MESSAGE
 
-from .forge import call_at, first_beat, join_call, who_call
+from .forge import call_at, first_beat, join_call, standing_in, who_call
 from .test_bootstrap import JOB, env, run_all, stop
 
 
@@ -365,7 +366,7 @@ def test_without_the_secret_nobody_opens_rounds_watches_or_announces() -> None:
             def serve(self, *args: Any) -> Any:
                 raise AssertionError("a stranger's beat was believed")
 
-        server.watching.watch_below(Watching())
+        server.watched.set(Watching())
 
         async def beats() -> Any:
             yield first_beat("5.0", 1, 0, 8000, stranger)
@@ -386,6 +387,10 @@ class Squatter:
     or (None) accepts it and never answers."""
 
     world_size = 3
+
+    @property
+    def parts(self) -> Parts:
+        return standing_in(self)
 
     def __init__(self, code: Refusal | None, detail: str) -> None:
         self.code, self.detail = code, detail
@@ -435,7 +440,7 @@ def test_a_squatters_refusal_or_silence_on_the_first_port_only_sends_the_tasks_t
 
     async def scenario() -> tuple[list[Any], float]:
         network = LocalNetwork()
-        await network.serve(host, ports[:1], lambda port: Squatter(code, detail))
+        await network.serve(host, ports[:1], lambda port: Squatter(code, detail), TABLE)
 
         async def task(rank: int) -> Any:
             await asyncio.sleep(late if rank == 0 else 0.0)

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from ...stacks.progress import Marks
 from .. import protos as pb
+from ..diagnosis.marks import progress_pb, read_progress
 from ..messages import REASON, SHOWN, Cause, Fault, HandOver, Source, SourceKind, WireError
-from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, progress_pb, read_progress
+from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

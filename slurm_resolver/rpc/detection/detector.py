@@ -93,6 +93,12 @@ class FailureDetector:
         if self._hang_after is not None and self.heartbeat.above is None:
             self._judging = asyncio.ensure_future(self._judge(self._hang_after))
 
+    async def fail_for_job(self, why: Fault) -> None:
+        """This task fails the step for the job (a hang it judged): its own callbacks hear it as a death
+        too, then every task is told."""
+        self.deaths.failing(why)
+        await self.fail(why)
+
     async def fail(self, why: Fault, within: float = TELL_WITHIN) -> None:
         """This task fails: tell the task above and the tasks below why, before it ends.
 

@@ -20,13 +20,13 @@ from collections.abc import AsyncIterator, Callable
 
 from ...cluster import Cluster
 from ...stacks.progress import Marks
-from ..calls import WATCH
 from ..messages import Cause, Fault, HandOver, News, Source, WireError
 from ..transport import CallFailure, Link, LinkError, Network, end_call, within
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
 from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
 from .deaths import Deaths, stood_still
+from .watch import WATCH
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

@@ -29,10 +29,11 @@ from typing import Any, Protocol
 from ...cluster import Cluster
 from ...stacks.progress import Marks
 from ..messages import Cause, Fault, Source, SourceKind, WireError
+from ..shapes import stream
 from ..transport import Refusal, Refused, within
 from ..tree import Plan
 from ..trust.gate import Gate
-from ..waits import Flag, wait_until
+from ..waits import Later
 from .beats import Beat, decode_beat, encode_first_event
 from .deaths import Deaths, stood_still
 
@@ -54,31 +55,26 @@ class Watched(Protocol):
 
 
 class WatchHandler:
-    """The server's side of Watch: a call's first beat checked (`Gate`), then the call served by this
-    task's `Watch` once it watches (after the bootstrap's exchange).
+    """The server's side of Watch, a part of a task's server: a call's first beat checked (`Gate`), then
+    the call served by this task's `Watch` once it watches (after the bootstrap's exchange).
 
     Args:
         gate: the checks every call to this server meets.
+        watched: this task's `Watch`, once failure detection is armed (after the bootstrap's exchange; a
+            task below that has the table first waits for it, at most `FIRST_BEAT` seconds); None: this
+            task watches nobody (failure detection is off), which a watch call is told at once.
     """
 
-    def __init__(self, gate: Gate) -> None:
+    def __init__(self, gate: Gate, watched: Later[Watched | None]) -> None:
         self.gate = gate
-        self._watched: Watched | None = None
-        self._watching = Flag()
-
-    def watch_below(self, watched: Watched | None) -> None:
-        """From now on, tasks below may keep their heartbeat here (after the bootstrap's exchange; a
-        task below that has the table first waits for this, at most `FIRST_BEAT` seconds); None:
-        this task watches nobody (failure detection is off), which a watch call is told at once."""
-        self._watched = watched
-        self._watching.set()
+        self.watched = watched
 
     async def watch(self, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """A task below keeps its heartbeat here: its first beat is checked, the first event answers
         it, and this task's `Watch` serves the rest; raises `Refused`."""
         gate = self.gate
         rank = gate.identity.rank
-        if self._watching.is_set() and self._watched is None:
+        if self.watched.came and self.watched.value is None:
             raise Refused(Refusal.NOT_LEADER, f"rank {rank} watches no task")
         try:
             with within(FIRST_BEAT):
@@ -90,7 +86,7 @@ class WatchHandler:
         gate.same_launch(beat.job_key)
         gate.sealed("a watch", beat.source, header, seal, beat.port)
         # A task below may have the table a moment before this one watches (it goes on at once).
-        watched = self._watched if await wait_until(self._watching, time.monotonic() + FIRST_BEAT) else None
+        watched = await self.watched.wait(time.monotonic() + FIRST_BEAT)
         if watched is None:
             raise Refused(Refusal.NOT_LEADER, f"rank {rank} watches no task (yet)")
         source = Source.task(beat.source)
@@ -101,6 +97,10 @@ class WatchHandler:
         yield encode_first_event(beat.nonce, rank, gate.seal())
         async for event in events:
             yield event
+
+
+WATCH = stream("Watch", WatchHandler, WatchHandler.watch)
+"""Heartbeats up, failures down, for as long as the job runs."""
 
 
 class Watch:

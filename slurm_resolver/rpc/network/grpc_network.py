@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Generic
 
 from ...errors import ResolutionError
-from ..calls import JOIN, JOIN_BUNDLED, SERVICE, Call, Stream, Unary
 from ..messages import WireError
-from ..transport import CallFailure, H, Link, LinkError, Refusal, Served, within
+from ..shapes import SERVICE, Call, RoundCall, Stream, Unary
+from ..transport import A, CallFailure, Link, LinkError, Refusal, Served, within
 from ..wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
 
@@ -113,14 +113,15 @@ class GrpcLink:
             return LinkError(CallFailure.DEADLINE, why or "the call did not end in time", refusal)
         return LinkError(CallFailure.UNAVAILABLE, f"{code.name}: {details}")
 
-    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
+    async def join(self, call: RoundCall[Any], messages: Sequence[bytes], timeout: float, probe: bool = False
+                   ) -> list[bytes]:
         try:
             together = bundle(messages)
             if len(together) <= MAX_MESSAGE:  # most calls: one unary call, far cheaper than a stream
-                answer = await self._callable("unary_unary", JOIN_BUNDLED.method)(
+                answer = await self._callable("unary_unary", call.bundled_method)(
                     together, timeout=max(0.01, timeout), wait_for_ready=not probe)
                 return unbundle(bytes(answer), 1 << 20, MAX_ANSWER)
-            stream = self._callable("stream_stream", JOIN.method)(iter(messages), timeout=max(0.01, timeout),
+            stream = self._callable("stream_stream", call.method)(iter(messages), timeout=max(0.01, timeout),
                                                                    wait_for_ready=not probe)
             return [bytes(m) async for m in stream]
         except self._grpc.RpcError as exc:
@@ -128,18 +129,15 @@ class GrpcLink:
         except WireError as exc:
             raise LinkError(CallFailure.REFUSED, f"a malformed answer ({exc})", Refusal.FOREIGN) from None
 
-    async def unary(self, call: Unary, message: bytes, timeout: float) -> bytes:
+    async def unary(self, call: Unary[Any], message: bytes, timeout: float) -> bytes:
         try:
             answer = bytes(await self._callable("unary_unary", call.method)(message, timeout=max(0.01, timeout),
                                                                             wait_for_ready=True))
         except self._grpc.RpcError as exc:
             raise self._error(exc) from None
-        if len(answer) > call.most_answer:
-            raise LinkError(CallFailure.REFUSED, f"a {call.name} answer of more than {call.most_answer} bytes",
-                            Refusal.FOREIGN)
-        return answer
+        return call.check_answer(answer)
 
-    async def stream(self, call: Stream, messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def stream(self, call: Stream[Any], messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         try:
             async for answer in self._callable("stream_stream", call.method)(messages, wait_for_ready=True):
                 yield bytes(answer)
@@ -147,8 +145,8 @@ class GrpcLink:
             raise self._error(exc) from None
 
 
-class _Served(Generic[H]):
-    def __init__(self, server: Any, port: int, handlers: H) -> None:
+class _Served(Generic[A]):
+    def __init__(self, server: Any, port: int, handlers: A) -> None:
         self.server = server
         self.port = port
         self.handlers = handlers
@@ -166,8 +164,8 @@ class GrpcNetwork:
         self._addresses: dict[str, str] = {}  # a peer's node name -> its address, for bare probes
         self._closed = False
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H],
-                    calls: Mapping[str, Call] | None = None) -> Served[H]:
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], A],
+                    calls: Mapping[str, Call[Any]]) -> Served[A]:
         server, port, made = await open_server(host, ports, handlers, calls)
         assert made is not None  # made from ``handlers``
         return _Served(server, port, made)

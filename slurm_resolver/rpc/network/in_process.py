@@ -1,9 +1,10 @@
 """An in-process network: many tasks' servers in one event loop, for tests and the scale benchmark.
 
-Calls run the same handlers as gRPC calls do (those the table of calls names, `slurm_resolver.rpc.calls`),
-with the same bytes and the same per-call bounds; the network counts what every server receives and sends and how many
-peers connect to it, so a simulation can check the bootstrap's bounds. Every host has its
-own ports, as real nodes do. Not thread-safe: every task of one network runs on one event loop.
+Calls run the same parts as gRPC calls do (those the rows of the table name, `slurm_resolver.rpc.calls`),
+with the same bytes and the same per-call bounds (the rows' own checks); the network counts what every
+server receives and sends and how many peers connect to it, so a simulation can check the bootstrap's
+bounds. Every host has its own ports, as real nodes do. Not thread-safe: every task of one network runs
+on one event loop.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
-from ..calls import TABLE, Call, Stream, Unary
-from ..transport import CallFailure, H, Handlers, Link, LinkError, Refusal, Refused, Served, end_call
+from ..shapes import Answering, Call, RoundCall, Stream, Unary, announced
+from ..transport import A, CallFailure, Link, LinkError, Refused, Served, end_call
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -34,11 +35,11 @@ class ServerStats:
     largest_message: int = 0
 
 
-class _LocalServed(Generic[H]):
+class _LocalServed(Generic[A]):
     __slots__ = ("_network", "_address", "port", "handlers", "stats", "calls")
 
-    def __init__(self, network: LocalNetwork, address: tuple[str, int], handlers: H, stats: ServerStats,
-                 calls: Mapping[str, Call]) -> None:
+    def __init__(self, network: LocalNetwork, address: tuple[str, int], handlers: A, stats: ServerStats,
+                 calls: Mapping[str, Call[Any]]) -> None:
         self._network = network
         self._address = address
         self.port = address[1]
@@ -59,19 +60,15 @@ class _LocalLink:
         self._network = network
         self._address = address
 
-    def _server(self) -> tuple[Handlers, ServerStats]:
+    def _served(self, call: Call[Any]) -> tuple[Answering, ServerStats]:
+        """The server's handlers and stats, where it serves ``call`` (else as gRPC's service answers a
+        method it does not serve)."""
         found = self._network._servers.get(self._address)
         if found is None:
             raise LinkError(CallFailure.UNAVAILABLE, f"nothing listens at {self._address[0]}:{self._address[1]}")
-        return found.handlers, found.stats
-
-    def _served(self, call: Call) -> tuple[Any, ServerStats]:
-        """The server's handlers and stats, where it serves ``call`` (else as gRPC's service answers a
-        method it does not serve)."""
-        handlers, stats = self._server()
-        if self._network._servers[self._address].calls.get(call.method) is not call:
+        if found.calls.get(call.method) is not call:
             raise LinkError(CallFailure.UNAVAILABLE, f"no {call.name} served at {self._address[0]}:{self._address[1]}")
-        return handlers, stats
+        return found.handlers, found.stats
 
     @staticmethod
     def _count(stats: ServerStats, received: Sequence[bytes], sent: Sequence[bytes]) -> None:
@@ -80,37 +77,36 @@ class _LocalLink:
         stats.bytes_sent += sum(map(len, sent))
         stats.largest_message = max([stats.largest_message, *map(len, received), *map(len, sent)])
 
-    async def join(self, messages: Sequence[bytes], timeout: float, probe: bool = False) -> list[bytes]:
-        handlers, stats = self._server()
+    async def join(self, call: RoundCall[Any], messages: Sequence[bytes], timeout: float, probe: bool = False
+                   ) -> list[bytes]:
+        handlers, stats = self._served(call)
         try:
-            call = handlers.open_call(messages[0] if messages else b"")
-            if len(messages) != 1 + len(call.chunks):
-                raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
-            round, answer = await handlers.join(call, messages[1:], time.monotonic() + timeout)
-            handlers.sent(round)
+            rounds = call.handler(handlers.parts)
+            opened = rounds.open_call(messages[0] if messages else b"")
+            round, answer = await rounds.join(opened, announced(opened, messages), time.monotonic() + timeout)
+            rounds.sent(round)
         except Refused as exc:
             self._count(stats, messages, ())
             raise LinkError.of(exc) from None
         self._count(stats, messages, answer)
         return answer
 
-    async def unary(self, call: Unary, message: bytes, timeout: float) -> bytes:
+    async def unary(self, call: Unary[Any], message: bytes, timeout: float) -> bytes:
         handlers, stats = self._served(call)
         try:
-            if len(message) > call.most_request:
-                raise Refused(Refusal.INVALID, f"a {call.name} call of more than {call.most_request} bytes")
-            reply = await call.answer(handlers)(message, time.monotonic() + timeout)
+            call.check_request(message)
+            reply = await call.handler(handlers.parts)(message, time.monotonic() + timeout)
         except Refused as exc:
             raise LinkError.of(exc) from None
         self._count(stats, (message,), (reply,))
-        if len(reply) > call.most_answer:
-            raise LinkError(CallFailure.REFUSED, f"a {call.name} answer of more than {call.most_answer} bytes",
-                            Refusal.FOREIGN)
-        return reply
+        return call.check_answer(reply)
 
-    async def stream(self, call: Stream, messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def stream(self, call: Stream[Any], messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         handlers, stats = self._served(call)
-        events = call.answer(handlers)(messages).__aiter__()
+        try:
+            events = call.handler(handlers.parts)(messages).__aiter__()
+        except Refused as exc:
+            raise LinkError.of(exc) from None
         broken = asyncio.Event()
         self._network._watches.setdefault(self._address, set()).add(broken)
         stopped = asyncio.ensure_future(broken.wait())
@@ -159,13 +155,13 @@ class LocalNetwork:
         self._next[host] = port + 1
         return port
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], H],
-                    calls: Mapping[str, Call] | None = None) -> Served[H]:
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], A],
+                    calls: Mapping[str, Call[Any]]) -> Served[A]:
         for port in ports:
             address = (host, port or self._free(host))
             if address not in self._servers:
                 stats = self.stats[address] = ServerStats()
-                served = _LocalServed(self, address, handlers(address[1]), stats, TABLE if calls is None else calls)
+                served = _LocalServed(self, address, handlers(address[1]), stats, calls)
                 self._servers[address] = served
                 return served
         raise LinkError(CallFailure.UNAVAILABLE, f"no free port among {list(ports)[:8]} on {host}")

@@ -22,13 +22,13 @@ from ...cluster_spec import ClusterSpec
 from ...environment import export_defaults, grpc_without_proxy, snapshot
 from ...errors import ConfigurationError, ResolutionError
 from ...optional import import_optional
-from ..calls import TABLE, Call
-from ..transport import H, Handlers
+from ..shapes import Answering, Call
+from ..transport import A
 from ..wire import MAX_MESSAGE
 from .callers import MOST_CALLS
 from .connections import forget, incoming_limit, watch
 from .loop import LoopThread
-from .service import Underway, generic_handlers
+from .service import CoordinationService, Underway
 
 __all__ = ["Server"]
 
@@ -125,12 +125,12 @@ def server_options(files: int) -> tuple[tuple[str, Any], ...]:
     return SERVER_OPTIONS if most is None else (*SERVER_OPTIONS, ("grpc.max_allowed_incoming_connections", most))
 
 
-async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], H] | None,
-                      calls: Mapping[str, Call] | None = None) -> tuple[Any, int, H | None]:
+async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int], A] | None,
+                      calls: Mapping[str, Call[Any]] | None = None) -> tuple[Any, int, A | None]:
     """A started gRPC asyncio server on the first free port of ``ports``, the port, and the
-    handlers made for the port it bound (which answer the calls of ``calls``, the table's by
-    default; no handlers: each call is refused with its row's words). Its callers are held to their
-    share of connections (`slurm_resolver.rpc.network.connections`) until `stop_server`."""
+    handlers made for the port it bound, which answer the calls of ``calls`` (by gRPC method: the table,
+    `slurm_resolver.rpc.calls`); no handlers: every call of the service is refused. Its callers are held to
+    their share of connections (`slurm_resolver.rpc.network.connections`) until `stop_server`."""
     grpc = grpc_module()
     aio = grpc.aio
     address = bindable(host)
@@ -149,8 +149,8 @@ async def open_server(host: str, ports: Sequence[int], handlers: Callable[[int],
             made = handlers(bound) if handlers is not None else None
             underway = Underway()
             _SERVING[server] = underway, (address.strip("[]"), bound)
-            server.add_generic_rpc_handlers((generic_handlers(grpc, made, address.strip("[]"), underway, bound,
-                                                              TABLE if calls is None else calls),))
+            server.add_generic_rpc_handlers((CoordinationService(grpc, made, calls or {}, address.strip("[]"),
+                                                                 underway, bound),))
             await server.start()
             watch((address.strip("[]"), bound))
             return server, bound, made
@@ -191,7 +191,8 @@ class Server:
         config: unused (TensorFlow's ``ConfigProto``), accepted for compatibility.
         start: start serving at once.
         handlers: what the coordination service answers, made for the port bound (by
-            default it answers health checks only, and refuses every call of the table).
+            default it answers health checks only, and refuses every call of the service).
+        calls: the calls ``handlers`` answer, by gRPC method (the table, `slurm_resolver.rpc.calls.TABLE`).
         bind_host: address to bind instead of the host in the cluster (never ``0.0.0.0``
             unless asked).
         ports: ports to try in order instead of the cluster's.
@@ -200,8 +201,9 @@ class Server:
 
     def __init__(self, server_or_cluster_def: Any, job_name: str | None = None, task_index: int | None = None,
                  protocol: str | None = "grpc", config: Any = None, start: bool = True, *,
-                 handlers: Callable[[int], Handlers] | None = None, bind_host: str | None = None,
-                 ports: Sequence[int] | None = None, loop: LoopThread | None = None) -> None:
+                 handlers: Callable[[int], Answering] | None = None, calls: Mapping[str, Call[Any]] | None = None,
+                 bind_host: str | None = None, ports: Sequence[int] | None = None, loop: LoopThread | None = None
+                 ) -> None:
         del config
         if protocol not in (None, "grpc"):
             raise ConfigurationError(f"protocol={protocol!r} is not supported", "use 'grpc'")
@@ -222,8 +224,7 @@ class Server:
         self._own_loop = loop is None
         self._loop = loop or LoopThread()
         self._server, self.port, _ = self._loop.run(
-            open_server(bind_host or host, [int(port)] if ports is None else list(ports),
-                        handlers))
+            open_server(bind_host or host, [int(port)] if ports is None else list(ports), handlers, calls))
         del start  # gRPC's asyncio server serves once bound; start() is kept for TensorFlow's shape
 
     @property

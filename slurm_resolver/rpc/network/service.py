@@ -1,10 +1,10 @@
 """The coordination service over gRPC: its methods, and the bounds every caller meets as its call opens.
 
 It serves gRPC health checking (``grpc.health.v1.Health/Check``, open to any client: it answers
-``SERVING``) and the calls of the table (`slurm_resolver.rpc.calls`) through generic handlers on raw
-bytes, one per shape, so that the same handlers answer here and in the in-process network. A server
-with no handlers refuses each call with its row's words. Any other method (a framework's) is
-answered ``UNAVAILABLE``.
+``SERVING``) and the calls of the table (`slurm_resolver.rpc.calls`) through one generic handler on raw
+bytes, a method per shape (`CoordinationService`), each answering with the part the call's row names,
+so that the same parts answer here and in the in-process network. A server with no handlers refuses
+every call of the service (``not_leader``). Any other method (a framework's) is answered ``UNAVAILABLE``.
 
 Whoever connects meets bounds: the first message of a call (a unary call's only one) within
 `FIRST_MESSAGE` seconds, at most `MOST_UNPROVEN` calls at once that have not yet proven they come
@@ -19,12 +19,24 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, cast
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
-from ..calls import TABLE, Call, Shape, Stream, Unary
 from ..messages import WireError
-from ..transport import Handlers, Refusal, Refused, end_call, within
+from ..shapes import (
+    SERVICE,
+    Answering,
+    Call,
+    RoundCall,
+    RoundHandler,
+    Shape,
+    Stream,
+    StreamHandler,
+    Unary,
+    UnaryHandler,
+    announced,
+)
+from ..transport import Refusal, Refused, end_call, within
 from ..wire import bundle, most_chunks, unbundle
 from .callers import CALLS_SHARE, MOST_CALLS, MOST_UNPROVEN, UNPROVEN_SHARE, Bound, Callers
 
@@ -106,38 +118,175 @@ class _Guard:
             log.info("slurm_resolver: %d calls refused here so far (latest: %s)", self.refused, what[:200])
 
 
-def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls: Underway | None = None,
-                     port: int = 0, table: Mapping[str, Call] = TABLE) -> Any:
-    """gRPC's generic handler of the service, answering the calls of ``table`` with ``handlers`` (None:
-    refusing each with its row's words), for a server on ``own`` and ``port``; the calls under way are
-    kept in ``calls``."""
-    calls = calls or Underway()
-    status = _status_codes(grpc)
-    guard = _Guard(own, port)
-    rounds = cast(Handlers, handlers)  # Join's handlers are made only where there are handlers (`served`)
+class CoordinationService:
+    """The coordination service of one server, as gRPC's generic handler: a method per shape, each answering
+    the calls of ``calls`` (by gRPC method) with the part its row names of ``handlers`` (None: every call of
+    the service is refused, ``not_leader``: a framework's server), for a server on ``own`` and ``port``; the
+    calls under way are kept in ``underway``.
 
-    def deadline(context: Any) -> float:
-        left = context.time_remaining()
-        return time.monotonic() + (3600.0 if left is None else max(0.0, left))
+    gRPC asks only for its `service`: each method's handler is made on its first call (a server is called
+    for one or two of the table's methods: making all of them cost every task 3% of its CPU at 16,384
+    tasks), and one handler answers any other method, so that a stranger's method names are not kept.
+    """
 
-    async def refuse(context: Any, exc: Refused) -> None:
-        guard.refuse(exc.detail)
-        await context.abort(status[exc.code], f"{exc.code.value}: {exc.detail}")
+    def __init__(self, grpc: Any, handlers: Answering | None, calls: Mapping[str, Call[Any]], own: str = "",
+                 underway: Underway | None = None, port: int = 0) -> None:
+        self._grpc = grpc
+        self._parts = None if handlers is None else handlers.parts
+        self._calls = calls
+        self._status = _status_codes(grpc)
+        self._guard = _Guard(own, port)
+        self.underway = underway or Underway()
+        self._made: dict[str, Any] = {}
 
-    async def next_message(requests: AsyncIterator[bytes], what: str, bound: Bound) -> bytes:
+    def service(self, details: Any) -> Any:
+        """The handler of the method ``details`` names (gRPC's `GenericRpcHandler`)."""
+        method = details.method
+        if method not in self._calls and method != HEALTH_METHOD:
+            method = _OURS if self._parts is None and method.startswith(_OURS) else ""
+        handler = self._made.get(method)
+        if handler is None:
+            handler = self._made[method] = self._handler(method)
+        return handler
+
+    def _handler(self, method: str) -> Any:
+        grpc, parts = self._grpc, self._parts
+        if method == HEALTH_METHOD:
+            return grpc.unary_unary_rpc_method_handler(self.health)
+        if method == _OURS:  # a call of the service, at a server that answers none
+            return grpc.stream_unary_rpc_method_handler(self.refused)
+        call = self._calls.get(method)
+        if call is None:
+            return grpc.unary_unary_rpc_method_handler(self.reject)
+        streamed = call.shape is Shape.STREAM or (isinstance(call, RoundCall) and method == call.method)
+        if parts is None:
+            return grpc.stream_unary_rpc_method_handler(self.refused)
+        if isinstance(call, RoundCall):
+            answering = functools.partial(self.join if streamed else self.join_bundled, call.handler(parts))
+        elif isinstance(call, Unary):
+            answering = functools.partial(self.unary, call, call.handler(parts))
+        else:
+            assert isinstance(call, Stream), call
+            answering = functools.partial(self.stream, call.handler(parts))
+        return grpc.stream_stream_rpc_method_handler(answering) if streamed else \
+            grpc.stream_unary_rpc_method_handler(answering)
+
+    # A method per shape.
+
+    async def join(self, rounds: RoundHandler[Any, Any], requests: AsyncIterator[bytes], context: Any
+                   ) -> AsyncIterator[bytes]:
+        """Join, streamed: the first message (within the first-message bound), the chunks it announced, then
+        the answer's messages."""
+        guard, round = self._guard, None
+        answer: list[bytes] = []
+        handling = asyncio.current_task()
+        self.underway.rounds.add(handling)  # type: ignore[arg-type]
         try:
-            with _Due(FIRST_MESSAGE, bound):
-                return await requests.__anext__()
-        except asyncio.TimeoutError:
-            raise Refused(Refusal.BUSY, f"no {what} read within {FIRST_MESSAGE:g} s while others wait") from None
-        except StopAsyncIteration:
-            raise Refused(Refusal.INVALID, f"the call ended before its {what}") from None
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer):
+                with guard.unproven.holding(peer):
+                    call = rounds.open_call(await _next(requests, "first message", guard.unproven))
+                more = [await _next(requests, "announced chunk", guard.calls) for _ in call.chunks]
+                round, answer = await rounds.join(call, more, _deadline(context))
+        except Refused as exc:
+            await self._refuse(context, exc)
+        try:
+            for message in answer:
+                yield message
+        finally:
+            rounds.sent(round)
+            self.underway.rounds.discard(handling)
 
-    async def only_message(context: Any, what: str) -> bytes:
+    # The unary shapes are served as streams of one message, so that their message, like a Join's
+    # first, must come within FIRST_MESSAGE seconds (gRPC calls a unary handler only once it came).
+
+    async def join_bundled(self, rounds: RoundHandler[Any, Any], requests: AsyncIterator[bytes], context: Any
+                           ) -> bytes:
+        """Join in one message each way (a `Bundle`)."""
+        guard, round = self._guard, None
+        handling = asyncio.current_task()
+        self.underway.rounds.add(handling)  # type: ignore[arg-type]
+        try:
+            peer = str(context.peer() or "")
+            with guard.calls.holding(peer):
+                with guard.unproven.holding(peer):
+                    try:
+                        messages = unbundle(await self._only(context, "call"), most_chunks(rounds.world_size) + 1)
+                        call = rounds.open_call(messages[0])
+                    except WireError as exc:
+                        raise Refused(Refusal.INVALID, str(exc)) from None
+                round, answer = await rounds.join(call, announced(call, messages), _deadline(context))
+                return bundle(answer)
+        except Refused as exc:
+            await self._refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+        finally:
+            self.underway.rounds.discard(handling)
+            rounds.sent(round)
+
+    async def unary(self, call: Unary[Any], answer: UnaryHandler, requests: AsyncIterator[bytes], context: Any
+                    ) -> bytes:
+        """A unary call: its one message (within the first-message bound and the row's size), answered."""
+        handling = asyncio.current_task()
+        self.underway.rounds.add(handling)  # type: ignore[arg-type]
+        try:
+            peer = str(context.peer() or "")
+            with self._guard.calls.holding(peer), self._guard.unproven.holding(peer):
+                message = await self._only(context, "message")
+                call.check_request(message)
+                return bytes(await answer(message, _deadline(context)))
+        except Refused as exc:
+            await self._refuse(context, exc)
+            raise  # pragma: no cover - abort raises
+        finally:
+            self.underway.rounds.discard(handling)
+
+    async def stream(self, answer: StreamHandler, requests: AsyncIterator[bytes], context: Any
+                     ) -> AsyncIterator[bytes]:
+        """A stream: held to the caller's share of calls, and ended at once when the server stops."""
+        events: Any = None
+        handling = asyncio.current_task()
+        self.underway.watches.add(handling)  # type: ignore[arg-type]
+        try:
+            with self._guard.calls.holding(str(context.peer() or "")):
+                events = answer(requests)
+                async for event in events:
+                    yield event
+        except Refused as exc:
+            await self._refuse(context, exc)
+        finally:  # a cancelled call ends the stream at once (its end is the news)
+            self.underway.watches.discard(handling)
+            await end_call(events)
+
+    async def refused(self, requests: AsyncIterator[bytes], context: Any) -> bytes:
+        """Any call of the service, at a server that answers none (a framework's)."""
+        await self._refuse(context, Refused(Refusal.NOT_LEADER, UNSERVED))
+        raise AssertionError  # pragma: no cover - abort raises
+
+    async def health(self, request: bytes, context: Any) -> bytes:
+        """gRPC health checking: ``SERVING``, to anyone."""
+        if len(request) > 256:  # a HealthCheckRequest names a service, no more
+            self._guard.refuse("an oversized health check")
+            await context.abort(self._grpc.StatusCode.INVALID_ARGUMENT, "invalid: not a health check")
+        return _SERVING
+
+    async def reject(self, request: bytes, context: Any) -> bytes:
+        """A framework's method, before its server (or any other)."""
+        await context.abort(self._grpc.StatusCode.UNAVAILABLE,
+                            "not served here yet (slurm_resolver's bootstrap server)")
+        raise AssertionError  # pragma: no cover - abort raises
+
+    # What every shape shares.
+
+    async def _refuse(self, context: Any, exc: Refused) -> None:
+        self._guard.refuse(exc.detail)
+        await context.abort(self._status[exc.code], f"{exc.code.value}: {exc.detail}")
+
+    async def _only(self, context: Any, what: str) -> bytes:
         """A unary call's message, read as a stream's (``context.read()``: gRPC's iterator over the
         requests holds twice the memory a flood of large calls takes)."""
         try:
-            with _Due(FIRST_MESSAGE, guard.unproven):
+            with _Due(FIRST_MESSAGE, self._guard.unproven):
                 message = await context.read()
         except asyncio.TimeoutError:
             raise Refused(Refusal.BUSY, f"no {what} read within {FIRST_MESSAGE:g} s while others wait") from None
@@ -145,151 +294,27 @@ def generic_handlers(grpc: Any, handlers: Handlers | None, own: str = "", calls:
             raise Refused(Refusal.INVALID, f"the call ended before its {what}")
         return message
 
-    async def join(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        round = None
-        handling = asyncio.current_task()
-        calls.rounds.add(handling)  # type: ignore[arg-type]
-        try:
-            peer = str(context.peer() or "")
-            with guard.calls.holding(peer):
-                with guard.unproven.holding(peer):
-                    call = rounds.open_call(await next_message(requests, "first message", guard.unproven))
-                more = [await next_message(requests, "announced chunk", guard.calls) for _ in call.chunks]
-                round, answer = await rounds.join(call, more, deadline(context))
-        except Refused as exc:
-            await refuse(context, exc)
-        try:
-            for message in answer:
-                yield message
-        finally:
-            rounds.sent(round)
-            calls.rounds.discard(handling)
 
-    # The unary calls are served as streams of one message, so that their message, like a Join's
-    # first, must come within FIRST_MESSAGE seconds (gRPC calls a unary handler only once it came).
-
-    async def join_bundled(requests: AsyncIterator[bytes], context: Any) -> bytes:
-        round = None
-        handling = asyncio.current_task()
-        calls.rounds.add(handling)  # type: ignore[arg-type]
-        try:
-            peer = str(context.peer() or "")
-            with guard.calls.holding(peer):
-                with guard.unproven.holding(peer):
-                    try:
-                        messages = unbundle(await only_message(context, "call"), most_chunks(rounds.world_size) + 1)
-                        call = rounds.open_call(messages[0])
-                    except WireError as exc:
-                        raise Refused(Refusal.INVALID, str(exc)) from None
-                if len(messages) != 1 + len(call.chunks):
-                    raise Refused(Refusal.INVALID, "the call's chunks are not those it announced")
-                round, answer = await rounds.join(call, messages[1:], deadline(context))
-                return bundle(answer)
-        except Refused as exc:
-            await refuse(context, exc)
-            raise  # pragma: no cover - abort raises
-        finally:
-            calls.rounds.discard(handling)
-            if round is not None:
-                rounds.sent(round)
-
-    def unary(call: Unary, answer: Any) -> Any:
-        async def handle(requests: AsyncIterator[bytes], context: Any) -> bytes:
-            handling = asyncio.current_task()
-            calls.rounds.add(handling)  # type: ignore[arg-type]
-            try:
-                peer = str(context.peer() or "")
-                with guard.calls.holding(peer), guard.unproven.holding(peer):
-                    message = await only_message(context, "message")
-                    if len(message) > call.most_request:
-                        raise Refused(Refusal.INVALID, f"a {call.name} call of more than {call.most_request} bytes")
-                    return bytes(await answer(message, deadline(context)))
-            except Refused as exc:
-                await refuse(context, exc)
-                raise  # pragma: no cover - abort raises
-            finally:
-                calls.rounds.discard(handling)
-        return grpc.stream_unary_rpc_method_handler(handle)
-
-    def stream(answer: Any) -> Any:
-        async def handle(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-            events: Any = None
-            handling = asyncio.current_task()
-            calls.watches.add(handling)  # type: ignore[arg-type]
-            try:
-                with guard.calls.holding(str(context.peer() or "")):
-                    events = answer(requests)
-                    async for event in events:
-                        yield event
-            except Refused as exc:
-                await refuse(context, exc)
-            finally:  # a cancelled call ends the stream at once (its end is the news)
-                calls.watches.discard(handling)
-                await end_call(events)
-        return grpc.stream_stream_rpc_method_handler(handle)
-
-    def refusing(call: Call) -> Any:
-        async def handle(requests: AsyncIterator[bytes], context: Any) -> Any:
-            await refuse(context, Refused(Refusal.NOT_LEADER, call.unserved))
-        if call.shape in (Shape.ROUND, Shape.STREAM):
-            async def streamed(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-                await handle(requests, context)
-                yield b""  # pragma: no cover - abort raises
-            return grpc.stream_stream_rpc_method_handler(streamed)
-        return grpc.stream_unary_rpc_method_handler(handle)
-
-    async def health(request: bytes, context: Any) -> bytes:
-        if len(request) > 256:  # a HealthCheckRequest names a service, no more
-            guard.refuse("an oversized health check")
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "invalid: not a health check")
-        return _SERVING
-
-    async def reject(request: bytes, context: Any) -> bytes:  # a framework's method, before its server
-        await context.abort(grpc.StatusCode.UNAVAILABLE, "not served here yet (slurm_resolver's bootstrap server)")
-        raise AssertionError  # pragma: no cover - abort raises
-
-    def served(call: Call) -> Any:
-        if handlers is None:
-            return refusing(call)
-        if call.shape is Shape.ROUND:
-            return grpc.stream_stream_rpc_method_handler(join)
-        if call.shape is Shape.ROUND_BUNDLED:
-            return grpc.stream_unary_rpc_method_handler(join_bundled)
-        if isinstance(call, Unary):
-            return unary(call, call.answer(handlers))
-        assert isinstance(call, Stream), call
-        return stream(call.answer(handlers))
-
-    def made(method: str) -> Any:
-        if method == HEALTH_METHOD:
-            return grpc.unary_unary_rpc_method_handler(health)
-        call = table.get(method)
-        return grpc.unary_unary_rpc_method_handler(reject) if call is None else served(call)
-
-    return _Service(made, [*table, HEALTH_METHOD])
+UNSERVED = "this server answers no call of the bootstrap (a framework's server)"
+"""What a server without handlers says to any call of the service."""
+_OURS = f"/{SERVICE}/"
+"""Where every method of the service begins."""
 
 
-class _Service:
-    """gRPC's generic handler (gRPC asks only for its ``service``): each method's handler, made by ``make`` on
-    its first call (a server is called for one or two of the table's methods: making all seven cost every
-    task 3% of its CPU at 16,384 tasks), and one handler for any other method. A class made once: one per
-    server cost every task a class's creation."""
+async def _next(requests: AsyncIterator[bytes], what: str, bound: Bound) -> bytes:
+    """A stream's next message, within the first-message bound where ``bound`` is contested."""
+    try:
+        with _Due(FIRST_MESSAGE, bound):
+            return await requests.__anext__()
+    except asyncio.TimeoutError:
+        raise Refused(Refusal.BUSY, f"no {what} read within {FIRST_MESSAGE:g} s while others wait") from None
+    except StopAsyncIteration:
+        raise Refused(Refusal.INVALID, f"the call ended before its {what}") from None
 
-    __slots__ = ("_make", "_made")
 
-    _OTHER = ""
-    """Where any method not in ``methods`` is kept: a stranger's names are not remembered one by one."""
-
-    def __init__(self, make: Callable[[str], Any], methods: Iterable[str]) -> None:
-        self._make = make
-        self._made: dict[str, Any] = dict.fromkeys([*methods, self._OTHER])
-
-    def service(self, details: Any) -> Any:
-        method = details.method if details.method in self._made else self._OTHER
-        handler = self._made[method]
-        if handler is None:
-            handler = self._made[method] = self._make(method)
-        return handler
+def _deadline(context: Any) -> float:
+    left = context.time_remaining()
+    return time.monotonic() + (3600.0 if left is None else max(0.0, left))
 
 
 @functools.cache

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from ...addresses import abridged
 from ..messages import NO_FAILURE, Contribution, Failure, Records, Round, Source, SourceKind, WireError
+from ..shapes import round_call
 from ..transport import Refusal, Refused
 from ..trust.gate import Gate
 from ..waits import wait_until
@@ -125,9 +126,10 @@ class Coordinator:
     def _answer(self, call: Call, outcome: Decision) -> list[bytes]:
         return encode_answer(outcome, call.nonce, self.identity.rank, self.gate.seal(call.round.kind.policy.first))
 
-    def sent(self, round: Round) -> None:
-        """The answer of ``round`` went out to one caller (or the caller went away)."""
-        self._rounds.sent(round)
+    def sent(self, round: Round | None) -> None:
+        """The answer of ``round`` went out to one caller (or the caller went away; None: it never joined)."""
+        if round is not None:
+            self._rounds.sent(round)
 
     # This server's own task: what it asks of its rounds.
 
@@ -196,3 +198,7 @@ class Coordinator:
         for source in sorted(self.sources - set(received)):
             failure = failure.merge(covers(source))
         return Contribution(merged, failure, votes)
+
+
+JOIN = round_call("Join", "JoinBundled", Coordinator)
+"""Contribute to a round and receive its result: streamed, or in one message each way where it fits."""

@@ -28,6 +28,7 @@ from ..trust.identity import Question, Unproven, identify
 from ..trust.seals import AuthMode, Authority, Purpose
 from ..wire import NONCE, unwrap
 from .codec import Call, Decision, decode_answer, encode_call, read_table
+from .coordinator import JOIN
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -308,7 +309,7 @@ class Uplink:
                     brought.failure, votes=brought.votes)
         messages = encode_call(call, brought.records,
                                lambda header: self.authority.seal(Purpose.CALL, header, first_round))
-        reply = await link.join(messages, timeout, probe=probe)
+        reply = await link.join(JOIN, messages, timeout, probe=probe)
         world = self.cluster.world_size
         try:
             header, seal = unwrap(reply[0] if reply else b"")

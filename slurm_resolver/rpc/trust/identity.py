@@ -10,8 +10,8 @@ import secrets
 from dataclasses import dataclass
 
 from .. import protos as pb
-from ..calls import WHO
 from ..messages import WireError
+from ..shapes import unary
 from ..transport import Link, Refusal, Refused, retrying
 from ..wire import MOST_NAME, MOST_NONCE, NONCE, Seal, envelope, parse_message, unwrap
 from .gate import Gate
@@ -80,13 +80,16 @@ def decode_identity(header: bytes) -> tuple[Identity, bytes]:
 
 
 class IdentityHandler:
-    """The server's side of WhoAreYou: this task's identity, sealed, to a task of its job that asks.
+    """The server's side of WhoAreYou, a part of a task's server: this task's identity, sealed, to a task
+    of its job that asks (from the start: it needs nothing of what the bootstrap agrees later).
 
     Args:
         gate: the checks every call to this server meets (its identity is this task's).
+        settled: what the bootstrap agrees later (unused).
     """
 
-    def __init__(self, gate: Gate) -> None:
+    def __init__(self, gate: Gate, settled: object = None) -> None:
+        del settled
         self.gate = gate
 
     async def who(self, message: bytes, deadline: float) -> bytes:
@@ -101,6 +104,10 @@ class IdentityHandler:
             raise Refused(Refusal.INVALID, f"rank {gate.identity.rank} is past the first round: ask with its seal")
         gate.sealed("an identity call", question.source, header, seal, question.port, question.early)
         return encode_identity(gate.identity, question.nonce, gate.seal(question.early))
+
+
+WHO = unary("WhoAreYou", IdentityHandler, IdentityHandler.who)
+"""Who this server is."""
 
 
 class Unproven(Exception):

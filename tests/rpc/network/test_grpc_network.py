@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_resolver.rpc.calls import WHO
+from slurm_resolver.rpc.calls import TABLE, WHO
 from slurm_resolver.rpc.network.grpc_network import GrpcNetwork, channel_target
 from slurm_resolver.rpc.transport import LinkError, Refusal
 from slurm_resolver.rpc.trust.identity import decode_identity
@@ -26,12 +26,13 @@ from ..forge import who_call
 PEER = """
 import threading
 from slurm_resolver.rpc.trust.seals import Authority, AuthMode
+from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.network.server import Server
 from slurm_resolver.rpc.trust.identity import Identity
 authority = Authority(AuthMode.NONE, "a test")
 authority.learn(b"k" * 32)
-server = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+server = Server({"worker": ["localhost:0"]}, "worker", 0, calls=TABLE, handlers=lambda port: TaskHandlers(
     Identity("7.0", 1, "localhost", "worker", 1), 2, authority, port))
 print(server.port, flush=True)
 threading.Event().wait()
@@ -255,7 +256,7 @@ def test_a_leader_whose_round_outlasts_the_patience_is_asked_who_it_is_and_no_po
         started = time.monotonic()
         served = await network.serve("127.0.0.1", [0], lambda port: TaskHandlers(
             Identity(cluster.launch.key, 0, cluster.placement.nodes[0], "worker", 0), 3, authority(), port,
-            plan_of(cluster.as_rank(0), 0, 8).sources, True))
+            plan_of(cluster.as_rank(0), 0, 8).sources, True), TABLE)
         root = served.handlers.rounds
         uplink = Uplink(cluster.as_rank(1), plan_of(cluster.as_rank(1), 1, 8), network, authority(),
                         [served.port, served.port + 1])

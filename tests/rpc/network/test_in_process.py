@@ -9,15 +9,24 @@ from typing import Any
 
 import pytest
 
-from slurm_resolver.rpc.calls import WHO
+from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.network.in_process import LocalNetwork
+from slurm_resolver.rpc.rounds.coordinator import JOIN
+from slurm_resolver.rpc.shapes import Parts
 from slurm_resolver.rpc.transport import CallFailure, LinkError, Refusal, Refused
+from slurm_resolver.rpc.trust.identity import WHO
+
+from ..forge import standing_in
 
 
 class Echo:
     """Handlers that answer every call with what it sent, and refuse a first message of b'no'."""
 
     world_size = 4
+
+    @property
+    def parts(self) -> Parts:
+        return standing_in(self)
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -47,12 +56,12 @@ class Echo:
 def test_servers_bind_the_first_free_port_and_calls_reach_them_counted() -> None:
     async def scenario() -> tuple[int, int, list[bytes], bytes, bool, int]:
         network = LocalNetwork()
-        first = await network.serve("a", [0], Echo)
-        taken = await network.serve("a", [first.port, first.port + 5], Echo)  # the first is taken: the next
+        first = await network.serve("a", [0], Echo, TABLE)
+        taken = await network.serve("a", [first.port, first.port + 5], Echo, TABLE)  # the first is taken: the next
         link = network.connect("a", first.port)
-        answer = await link.join([b"hello,1", b"more"], 1.0)
+        answer = await link.join(JOIN, [b"hello,1", b"more"], 1.0)
         with pytest.raises(LinkError, match="not those it announced"):
-            await link.join([b"hello,1"], 1.0)
+            await link.join(JOIN, [b"hello,1"], 1.0)
         who = await link.unary(WHO, b"abc", 1.0)
         await taken.stop()
         return first.port, taken.port, answer, who, await network.listening("a", taken.port), \
@@ -66,11 +75,11 @@ def test_servers_bind_the_first_free_port_and_calls_reach_them_counted() -> None
 def test_nobody_listening_and_a_refusal_reach_the_caller_as_link_errors() -> None:
     async def scenario() -> tuple[LinkError, LinkError]:
         network = LocalNetwork()
-        served = await network.serve("a", [0], Echo)
+        served = await network.serve("a", [0], Echo, TABLE)
         with pytest.raises(LinkError) as nobody:
-            await network.connect("b", served.port).join([b"x"], 1.0)
+            await network.connect("b", served.port).join(JOIN, [b"x"], 1.0)
         with pytest.raises(LinkError) as refused:
-            await network.connect("a", served.port).join([b"no"], 1.0)
+            await network.connect("a", served.port).join(JOIN, [b"no"], 1.0)
         return nobody.value, refused.value
 
     nobody, refused = asyncio.run(scenario())
@@ -81,7 +90,7 @@ def test_reserved_ports_are_free_ones_and_no_port_left_is_said() -> None:
     async def scenario() -> tuple[int, int]:
         network = LocalNetwork()
         spare = network.reserve("a")
-        served = await network.serve("a", [spare], Echo)
+        served = await network.serve("a", [spare], Echo, TABLE)
         return spare, served.port
 
     spare, port = asyncio.run(scenario())

@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 
 from slurm_resolver.errors import ConfigurationError
+from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.network.server import SERVER_OPTIONS, Server, bindable, server_options
+from slurm_resolver.rpc.shapes import Parts
+
+from ..forge import standing_in
 
 
 def test_a_local_server_binds_a_free_port_and_says_where() -> None:
@@ -49,6 +53,10 @@ class _Watched:
 
     world_size = 1
 
+    @property
+    def parts(self) -> Parts:
+        return standing_in(self)
+
     def open_call(self, first: bytes) -> Any:
         raise AssertionError("no rounds here")
 
@@ -80,7 +88,7 @@ def test_a_server_stopped_with_calls_in_flight_ends_them_itself_and_grpc_says_no
 
     from slurm_resolver.rpc.calls import WATCH, WHO
 
-    server = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: _Watched())
+    server = Server({"worker": ["localhost:0"]}, "worker", 0, calls=TABLE, handlers=lambda port: _Watched())
     ended: list[str] = []
 
     def beats() -> Any:

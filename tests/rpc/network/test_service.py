@@ -38,7 +38,7 @@ def _authority() -> Authority:
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     """Rank 0 of launch 9.0, leading ranks 1-3, that knows the launch's key."""
-    served = Server({"worker": ["localhost:0"]}, "worker", 0, handlers=lambda port: TaskHandlers(
+    served = Server({"worker": ["localhost:0"]}, "worker", 0, calls=TABLE, handlers=lambda port: TaskHandlers(
         Identity("9.0", 0, "localhost", "worker", 0), 4, _authority(), port, map(Source.task, [1, 2, 3]), True))
     yield served
     served.stop(0)
@@ -137,7 +137,7 @@ def test_garbage_on_the_socket_does_not_hurt(server: Server) -> None:
 
 
 def test_a_methods_handler_is_made_on_its_first_call_and_a_strangers_names_are_not_kept() -> None:
-    generic = service.generic_handlers(grpc, None)
+    generic = service.CoordinationService(grpc, None, TABLE)
     asked = [generic.service(SimpleNamespace(method=f"/x.Y/Z{n}")) for n in range(1000)]
     assert all(handler is asked[0] for handler in asked)  # one handler for any other method
     known = [*TABLE, HEALTH_METHOD]

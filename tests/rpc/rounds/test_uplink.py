@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from slurm_resolver.errors import ResolutionError
 from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Round
 from slurm_resolver.rpc.network.in_process import LocalNetwork
@@ -17,12 +19,15 @@ from slurm_resolver.rpc.rounds import uplink as uplink_module
 from slurm_resolver.rpc.rounds.codec import decision
 from slurm_resolver.rpc.rounds.coordinator import Coordinator
 from slurm_resolver.rpc.rounds.uplink import Uplink
+from slurm_resolver.rpc.shapes import Parts
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity
+from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
+
+from ..forge import standing_in
 
 CLUSTER = resolve(srun_environ(1, 2), resolves=lambda name: True)
 HOST = CLUSTER.hosts[CLUSTER.placement.nodes[0]]
@@ -44,6 +49,10 @@ class Stranger:
     """Another launch's server (or a task that leads nothing): it refuses every call."""
 
     world_size = 2
+
+    @property
+    def parts(self) -> Parts:
+        return standing_in(self)
 
     def __init__(self, port: int) -> None:
         pass
@@ -75,9 +84,9 @@ def _uplink(network: LocalNetwork, candidates: list[int]) -> Uplink:
 def test_the_leader_is_found_past_another_launchs_server_and_its_port_kept() -> None:
     async def scenario() -> tuple[bool, int, int | None]:
         network = LocalNetwork()
-        await network.serve(HOST, [31001], Stranger)
+        await network.serve(HOST, [31001], Stranger, TABLE)
         leader = _leader(31002)
-        await network.serve(HOST, [31002], lambda port: leader)
+        await network.serve(HOST, [31002], lambda port: leader, TABLE)
         uplink = _uplink(network, [31001, 31002])
         barrier = Round.barrier("b", 0)
 
@@ -117,7 +126,7 @@ def test_a_leader_not_up_yet_is_called_again_on_a_channel_with_no_backoff(rank: 
 
         async def late_root() -> None:
             await asyncio.sleep(0.2)
-            await network.serve(two_nodes.hosts[two_nodes.placement.nodes[0]], [31012], lambda port: root)
+            await network.serve(two_nodes.hosts[two_nodes.placement.nodes[0]], [31012], lambda port: root, TABLE)
             merged = await root.rounds.gather(barrier, Contribution(), time.monotonic() + 0.5, lambda s: Failure())
             root.rounds.publish(barrier, decision(merged.failure))
 
@@ -159,7 +168,9 @@ def test_a_leader_slower_than_the_unproven_wait_is_asked_who_it_is_once_and_then
         first_round = Authority(AuthMode.NONE, "a test")  # nobody knows the launch's key yet
         root = Root(Gate(Identity(two_nodes.launch.key, 0, two_nodes.placement.nodes[0], "worker", 0), 4, first_round,
                          31021), root_plan.sources, True)
-        await network.serve(two_nodes.hosts[two_nodes.placement.nodes[0]], [31021], lambda port: root)
+        parts = Parts({Coordinator: root, IdentityHandler: IdentityHandler(root.gate)})  # a root of its own make
+        await network.serve(two_nodes.hosts[two_nodes.placement.nodes[0]], [31021],
+                            lambda port: SimpleNamespace(parts=parts), TABLE)
         uplink = Uplink(two_nodes.as_rank(rank), plan_of(two_nodes.as_rank(rank), rank, 8), network,
                         Authority(AuthMode.NONE, "a test"), [31021, 31022, 31023])
 
@@ -188,7 +199,7 @@ def test_a_notice_nobody_announces_says_so() -> None:
     async def scenario() -> str:
         network = LocalNetwork()
         leader = _leader(31003)
-        await network.serve(HOST, [31003], lambda port: leader)
+        await network.serve(HOST, [31003], lambda port: leader, TABLE)
         uplink = _uplink(network, [31003])
         with pytest.raises(ResolutionError) as caught:
             await uplink.join(Round.notice("done"), Contribution(), time.monotonic() + 0.5, 0.5)

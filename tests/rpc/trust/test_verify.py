@@ -19,7 +19,7 @@ from slurm_resolver.rpc.detection.watch import WatchHandler
 from slurm_resolver.rpc.messages import Source, SourceKind
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
-from slurm_resolver.rpc.transport import CallFailure, Handlers, LinkError, Refusal, Refused, Served
+from slurm_resolver.rpc.transport import CallFailure, LinkError, Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.trust.gate import Gate
 from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler, decode_identity, decode_who
@@ -75,23 +75,24 @@ class Asking(LocalNetwork):
         self.asked: Counter[int] = Counter()
         self._lie = lie
 
-    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], Handlers]) -> Served:
+    async def serve(self, host: str, ports: Sequence[int], handlers: Callable[[int], Any], calls: Any) -> Any:
         made: list[Any] = []
 
-        def counting(port: int) -> Handlers:
-            coordinator = handlers(port)
-            answer = coordinator.who
+        def counting(port: int) -> Any:
+            server = handlers(port)
+            part = server.parts.of(IdentityHandler)
+            answer = part.who
 
             async def who(message: bytes, deadline: float) -> bytes:
                 said = await answer(message, deadline)  # not counted: "not ready yet, ask again"
-                self.asked[coordinator.identity.rank] += 1
+                self.asked[server.identity.rank] += 1
                 return said
 
-            coordinator.who = who  # type: ignore[method-assign]
-            made.append(coordinator)
-            return coordinator
+            part.who = who
+            made.append(server)
+            return server
 
-        served = await super().serve(host, ports, counting)
+        served = await super().serve(host, ports, counting, calls)
         served.port = self._lie(made[-1].identity.rank, served.port)  # type: ignore[misc]
         return served
 

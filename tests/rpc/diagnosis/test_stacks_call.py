@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from slurm_resolver.cluster import Cluster
 from slurm_resolver.resolution import resolve
-from slurm_resolver.rpc.detection.stacks_call import (
+from slurm_resolver.rpc.diagnosis.stacks_call import (
     FRESH,
     MOST_ANSWER,
     StacksAsk,
@@ -30,7 +30,10 @@ from slurm_resolver.rpc.messages import WireError
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
+from slurm_resolver.rpc.trust.gate import Gate
+from slurm_resolver.rpc.trust.identity import Identity
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
+from slurm_resolver.rpc.waits import Later, Settled
 from slurm_resolver.rpc.wire import unwrap
 from slurm_resolver.stacks.capture import Frame, ThreadStack
 from slurm_resolver.stacks.classes import Stacks
@@ -61,8 +64,11 @@ def _job(silent: frozenset[int] = frozenset(), take: Callable[[int], tuple[Threa
         async def taken(rank: int = rank) -> tuple[ThreadStack, ...]:
             return take(rank)
 
-        handler = handlers[rank] = StacksHandler(cluster.as_rank(rank), plan_of(cluster.as_rank(rank), rank, 2),
-                                                 authority, 30000 + rank, None)
+        me = cluster.task(rank)
+        settled = Later[Settled]()
+        settled.set(Settled(cluster.as_rank(rank), plan_of(cluster.as_rank(rank), rank, 2), None))  # type: ignore[arg-type]
+        gate = Gate(Identity(cluster.launch.key, rank, me.node, me.job, me.index), world, authority, 30000 + rank)
+        handler = handlers[rank] = StacksHandler(gate, settled)
         handler.take = taken  # type: ignore[method-assign]
         handler.ask = ask  # type: ignore[method-assign]
     return cluster, handlers
@@ -283,7 +289,7 @@ def test_a_task_with_more_distinct_thread_stacks_than_an_answer_holds_still_answ
        st.lists(st.integers(0, 40), max_size=12, unique=True))
 def test_an_answer_fits_its_subtree_only_where_it_counts_and_names_nothing_else(
         ranges: list[tuple[int, int]], answered: int, subtree: list[int]) -> None:
-    from slurm_resolver.rpc.detection.stacks_call import beyond
+    from slurm_resolver.rpc.diagnosis.stacks_call import beyond
     from slurm_resolver.stacks.classes import Ranks
 
     ranks = Ranks(tuple((min(a, b), max(a, b)) for a, b in ranges), sum(abs(a - b) + 1 for a, b in ranges))
@@ -291,3 +297,16 @@ def test_an_answer_fits_its_subtree_only_where_it_counts_and_names_nothing_else(
     fits = beyond(stacks, subtree) is None
     named = {r for first, last in ranks.ranges for r in range(first, last + 1)}
     assert fits == (answered + len(ranks) <= len(subtree) and named <= set(subtree))
+
+
+def test_before_the_bootstrap_settles_a_task_refuses_asks_as_unready() -> None:
+    """A part of the server from its start: until the bootstrap agreed (the tasks below are known by their
+    ports), an ask is refused ``unready`` (ask again), never a crash."""
+    cluster, _ = _job()
+    authority = Authority(AuthMode.SECRET, "test", secret=SECRET, launch=cluster.launch.key)
+    me = cluster.task(0)
+    early = StacksHandler(Gate(Identity(cluster.launch.key, 0, me.node, me.job, me.index), cluster.world_size,
+                               authority, 30000), Later[Settled]())
+    with pytest.raises(Refused) as refused:
+        asyncio.run(early.stacks(_ask(cluster, 4)[0], time.monotonic() + 1))
+    assert refused.value.code is Refusal.UNREADY and "not bootstrapped yet" in refused.value.detail

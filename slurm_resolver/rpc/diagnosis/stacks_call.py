@@ -32,12 +32,15 @@ from ...stacks.capture import Frame, ThreadStack, capture
 from ...stacks.classes import MOST_CLASSES, Ranks, StackClass, Stacks
 from ...stacks.job import JobStacks, nodes_of
 from .. import protos as pb
-from ..calls import STACKS
 from ..messages import Source, SourceKind, WireError
-from ..transport import Link, Network, Refusal, Refused, within
+from ..shapes import unary
+from ..transport import Link, Refusal, Refused, within
 from ..tree import Plan
+from ..trust.gate import Gate
 from ..trust.seals import Authority, Checked, Purpose, SealVerdict
-from ..wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, ranks_of, ranks_pb, unwrap
+from ..waits import Later, Settled
+from ..wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message, unwrap
+from .marks import ranks_of, ranks_pb
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -222,14 +225,17 @@ async def own_stacks() -> tuple[ThreadStack, ...]:
 
 
 class StacksHandler:
-    """A task's side of Stacks: checks who asks, asks the tasks below at once, and answers the merge.
+    """A task's side of Stacks, a part of its server: checks who asks, asks the tasks below at once, and
+    answers the merge. It answers once the bootstrap has settled (the tasks below are known by their
+    ports): before, an ask is refused ``unready``.
 
-    Made in every task's bootstrap, so it holds no more than its arguments until it is first asked.
+    Made in every task's server, so it holds no more than its arguments until it is first asked.
 
     Args:
-        cluster: the bootstrapped cluster; ``plan``: this task's place in the tree.
-        authority: checks asks and seals answers; ``port``: this task's server's.
-        network: reaches the tasks below (None: `ask` is given instead).
+        gate: the checks every call to this server meets (this task, its port, the authority that checks
+            asks and seals answers).
+        settled: what the bootstrap agrees: the cluster with every server's port, this task's place in
+            the tree, the network to reach the tasks below.
 
     Attributes:
         take: this task's stacks now (`own_stacks`; its command's, under ``bootstrap --``).
@@ -239,13 +245,29 @@ class StacksHandler:
     refused = 0
     _seen: OrderedDict[bytes, float] | None = None
 
-    def __init__(self, cluster: Cluster, plan: Plan, authority: Authority, port: int, network: Network | None
-                 ) -> None:
-        self.cluster = cluster
-        self.plan = plan
-        self.authority = authority
-        self.port = port
-        self.network = network
+    def __init__(self, gate: Gate, settled: Later[Settled]) -> None:
+        self.gate = gate
+        self.settled = settled
+        self.authority: Authority = gate.authority
+        self.port = gate.port
+
+    @property
+    def _now(self) -> Settled:
+        """What the bootstrap agreed; `Refused` (``unready``) before it did."""
+        found = self.settled.value
+        if found is None:
+            raise Refused(Refusal.UNREADY, f"rank {self.gate.identity.rank} is not bootstrapped yet: ask again")
+        return found
+
+    @property
+    def cluster(self) -> Cluster:
+        """The bootstrapped cluster."""
+        return self._now.cluster
+
+    @property
+    def plan(self) -> Plan:
+        """This task's place in the tree."""
+        return self._now.plan
 
     @property
     def root(self) -> int:
@@ -258,8 +280,9 @@ class StacksHandler:
 
     async def ask(self, rank: int, message: bytes, timeout: float) -> bytes:
         """Call Stacks on the task of ``rank`` (its bound port, on its node)."""
-        cluster, network = self.cluster, self.network
-        assert network is not None and cluster.bound_ports is not None
+        settled = self._now
+        cluster, network = settled.cluster, settled.network
+        assert cluster.bound_ports is not None
         link = network.connect(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank])
         return await link.unary(STACKS, message, timeout)
 
@@ -394,3 +417,8 @@ class StacksHandler:
         except Exception as exc:  # noqa: BLE001 (any failure below: the subtree is silent)
             log.debug("slurm_resolver: rank %d: stacks of rank %d: %s", self.plan.rank, rank, exc)
             return Stacks.silent_tasks(ranks)
+
+
+STACKS = unary("Stacks", StacksHandler, StacksHandler.stacks, most_request=4096, most_answer=MAX_MESSAGE)
+"""Every task's Python stacks below this one, merged: asked of the root by a task of the job or by the job's
+user outside it."""
