@@ -139,8 +139,8 @@ async def _bootstrap(cluster: Cluster | None, chosen: BootstrapOptions, environ:
     task = await start(cluster, chosen, mode, network, proof, candidates)
     lap("server")
     try:
-        host = cluster.task(task.plan.rank).host
-        table = await task.exchange.table(cluster, task.served.port, network.reserve(host), chosen.timeout)
+        me = cluster.task(task.plan.rank)
+        table = await task.exchange.table(cluster, me, task.served.port, network.reserve(me.host), chosen.timeout)
         settled = settle(task.cluster, table)
         member = task.member.settled(settled)
         lap("exchange")

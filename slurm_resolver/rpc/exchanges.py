@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 from typing import NamedTuple, Protocol
 
-from ..cluster import Cluster
+from ..cluster import Cluster, Task
 from ..errors import ResolutionError, Speaker
 from ..exchange import Exchange
 from ..gpus import format_devices, parse_reported
@@ -36,8 +36,8 @@ class Exchanging(Protocol):
 
     how: Exchanged
 
-    async def table(self, cluster: Cluster, port: int, spare: int, timeout: float) -> Table:
-        """Every task's record: this one brings its server's ``port`` and a ``spare`` one."""
+    async def table(self, cluster: Cluster, me: Task, port: int, spare: int, timeout: float) -> Table:
+        """Every task's record: this one (``me``) brings its server's ``port`` and a ``spare`` one."""
         ...
 
     async def agree(self, member: Member, failure: Failure, timeout: float) -> None:
@@ -49,9 +49,8 @@ class Exchanging(Protocol):
         ...
 
 
-def _gpus(cluster: Cluster, rank: int) -> str | None:
-    """The GPUs Slurm bound to task ``rank`` alone, as the table carries them (None: none so bound)."""
-    me = cluster.task(rank)
+def _gpus(cluster: Cluster, me: Task) -> str | None:
+    """The GPUs Slurm bound to task ``me`` alone, as the table carries them (None: none so bound)."""
     return format_devices(me.gpus) if cluster.gpu_plan.visible.bound and me.gpus else None
 
 
@@ -63,10 +62,10 @@ class TreeRendezvous:
     def __init__(self, member: Member) -> None:
         self._member = member
 
-    async def table(self, cluster: Cluster, port: int, spare: int, timeout: float) -> Table:
+    async def table(self, cluster: Cluster, me: Task, port: int, spare: int, timeout: float) -> Table:
         """The table the root decides from every task's record."""
         plan = self._member.plan
-        gpus = _gpus(cluster, plan.rank)
+        gpus = _gpus(cluster, me)
         told = not cluster.placement.exact or cluster.launch.arbitrary  # each task tells its node where some may
         nodes = [plan.position] if told else []                          # not know the layout (their host file)
         own = Records([plan.rank], [port], [spare], {plan.rank: gpus} if gpus else {}, nodes)
@@ -115,12 +114,10 @@ class MpiExchange:
         self._group = group
         self._authority = authority
 
-    async def table(self, cluster: Cluster, port: int, spare: int, timeout: float) -> Table:
+    async def table(self, cluster: Cluster, me: Task, port: int, spare: int, timeout: float) -> Table:
         """Every task's record, gathered; rank 0's key learned by all."""
-        rank = cluster.rank
-        assert rank is not None
-        key = self._authority.new_key().hex() if rank == 0 else ""
-        mine = _MpiRecord(port, spare, _gpus(cluster, rank) or "", key)
+        key = self._authority.new_key().hex() if cluster.rank == 0 else ""
+        mine = _MpiRecord(port, spare, _gpus(cluster, me) or "", key)
         rows = await asyncio.get_running_loop().run_in_executor(None, self._group.allgather, list(mine))
         if len(rows) != cluster.world_size:
             raise ResolutionError(f"the MPI exchange has {len(rows)} ranks, the cluster {cluster.world_size}",

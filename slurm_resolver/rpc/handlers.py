@@ -11,6 +11,7 @@ know nothing of each other.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -54,12 +55,18 @@ class TaskHandlers:
         self.gate = gate = Gate(identity, world_size, authority, port)
         self.identity = identity
         self.world_size = world_size
-        self.settled = Later[Settled]() if settled is None else settled
-        self.watched = Later[Watched | None]() if watched is None else watched
+        self.settled: Later[Settled] = Later() if settled is None else settled
+        self.watched: Later[Watched | None] = Later() if watched is None else watched
         self.rounds = Coordinator(gate, sources, root, ask_above, inspect)
         self.watching = WatchHandler(gate, self.watched)
         made: dict[type[Any], object] = {Coordinator: self.rounds, WatchHandler: self.watching}
-        for call in table.CALLS if calls is None else calls:
-            if call.part not in made:
-                made[call.part] = call.part(gate, self.settled)
+        for part in _with_the_gate(table.CALLS if calls is None else tuple(calls)):
+            made[part] = part(gate, self.settled)
         self.parts = Parts(made)
+
+
+@functools.lru_cache(maxsize=8)
+def _with_the_gate(calls: tuple[Call[Any], ...]) -> tuple[type[Any], ...]:
+    """The parts of ``calls`` made with the gate and what is settled later: all but the two made with more
+    (worked out once for a table, not for every server)."""
+    return tuple(dict.fromkeys(call.part for call in calls if call.part not in (Coordinator, WatchHandler)))

@@ -25,7 +25,8 @@ then waits for it, or refuses ``unready`` until then (as Stacks does).
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -99,15 +100,15 @@ class Parts:
 
     __slots__ = ("_parts",)
 
-    def __init__(self, parts: Mapping[type[Any], object]) -> None:
-        self._parts = dict(parts)
+    def __init__(self, parts: dict[type[Any], object]) -> None:
+        self._parts = parts
 
     def of(self, kind: type[P]) -> P:
         """The part of class ``kind``; `Refused` (``not_leader``) where this server has none."""
-        found = self._parts.get(kind)
-        if found is None:
-            raise Refused(Refusal.NOT_LEADER, f"this server has no {kind.__name__}")
-        return found  # type: ignore[return-value]  # kept by its own class
+        try:
+            return self._parts[kind]  # type: ignore[return-value]  # kept by its own class
+        except KeyError:
+            raise Refused(Refusal.NOT_LEADER, f"this server has no {kind.__name__}") from None
 
     def __iter__(self) -> Iterator[object]:
         return iter(self._parts.values())
@@ -136,10 +137,16 @@ class Call(Generic[P]):
     shape: Shape
     part: type[P]
 
-    @property
+    @functools.cached_property
     def method(self) -> str:
         """gRPC's full name of the method."""
         return f"/{SERVICE}/{self.name}"
+
+    @functools.cached_property
+    def answers(self) -> str:
+        """The name of the part's method that answers it."""
+        answer = getattr(self, "answer", None)
+        return answer.__name__ if answer is not None else ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,7 +165,7 @@ class Unary(Call[P]):
 
     def handler(self, parts: Parts) -> UnaryHandler:
         """Its server side, on this server's parts (the part's method of the row's name)."""
-        found: UnaryHandler = getattr(parts.of(self.part), self.answer.__name__)
+        found: UnaryHandler = getattr(parts.of(self.part), self.answers)
         return found
 
     def check_request(self, message: bytes) -> None:
@@ -186,7 +193,7 @@ class Stream(Call[P]):
 
     def handler(self, parts: Parts) -> StreamHandler:
         """Its server side, on this server's parts (the part's method of the row's name)."""
-        found: StreamHandler = getattr(parts.of(self.part), self.answer.__name__)
+        found: StreamHandler = getattr(parts.of(self.part), self.answers)
         return found
 
 
@@ -200,7 +207,7 @@ class RoundCall(Call[P]):
 
     bundled: str = ""
 
-    @property
+    @functools.cached_property
     def bundled_method(self) -> str:
         """gRPC's full name of the bundled method."""
         return f"/{SERVICE}/{self.bundled}"

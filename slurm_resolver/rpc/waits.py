@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 from .transport import within
 
@@ -84,43 +83,40 @@ async def wait_until(event: Flag | asyncio.Event, deadline: float) -> bool:
 
 
 class Later(Generic[T]):
-    """A value that comes later, set once: whoever needs it asks whether it came (`value`), or waits for it.
+    """A value that comes later, set once: whoever needs it asks whether it came (`value`, `came`), or waits
+    for it (the flag it is waited on made by the first waiter: most are never waited on).
 
-    >>> later = Later[int](); later.value is None, later.set(7), later.value
+    >>> later: Later[int] = Later(); later.value is None, later.set(7), later.value
     (True, None, 7)
     """
 
-    __slots__ = ("_value", "_came")
+    __slots__ = ("value", "came", "_flag")
 
     def __init__(self) -> None:
-        self._value: T | None = None
-        self._came = Flag()
-
-    @property
-    def value(self) -> T | None:
+        self.value: T | None = None
         """The value, where it came (else None)."""
-        return self._value
-
-    @property
-    def came(self) -> bool:
+        self.came = False
         """Whether the value came (it may be None)."""
-        return self._came.is_set()
+        self._flag: Flag | None = None
 
     def set(self, value: T) -> None:
         """The value came (once: a second is an error)."""
-        if self._came.is_set():
+        if self.came:
             raise RuntimeError("a value that comes once came twice")
-        self._value = value
-        self._came.set()
+        self.value, self.came = value, True
+        if self._flag is not None:
+            self._flag.set()
 
     async def wait(self, deadline: float) -> T | None:
         """The value, once it came before ``deadline`` (``time.monotonic()``); None where it did not."""
-        await wait_until(self._came, deadline)
-        return self._value
+        if not self.came:
+            if self._flag is None:
+                self._flag = Flag()
+            await wait_until(self._flag, deadline)
+        return self.value
 
 
-@dataclass(frozen=True)
-class Settled:
+class Settled(NamedTuple):
     """What the bootstrap agrees, for the parts of a task's server that answer only then: the cluster with
     every server's port, this task's place in the tree, and the network to reach the others."""
 

@@ -30,6 +30,7 @@ from .forge import join_call
 SERVER = """
 import threading
 from slurm_resolver.rpc.trust.seals import Authority, AuthMode
+from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.network.server import Server
@@ -522,7 +523,7 @@ def test_a_hard_limit_of_open_files_too_low_for_the_jobs_size_is_said(
     import resource
 
     from slurm_resolver.resolution import resolve
-    from slurm_resolver.rpc import bootstrap as phases
+    from slurm_resolver.rpc import start as phases
     from slurm_resolver.rpc.simulation.simulate import srun_environ
 
     monkeypatch.setattr(resource, "getrlimit", lambda which: (hard, hard))

@@ -42,7 +42,8 @@ def test_mpi_gathers_every_record_and_rank_0s_key() -> None:
     authorities = [Authority(AuthMode.NONE, "a test") for _ in range(2)]
 
     async def table(rank: int) -> Table:
-        return await MpiExchange(group[rank], authorities[rank]).table(CLUSTER.as_rank(rank), 30000 + rank,
+        cluster = CLUSTER.as_rank(rank)
+        return await MpiExchange(group[rank], authorities[rank]).table(cluster, cluster.task(rank), 30000 + rank,
                                                                         31000 + rank, 5)
 
     tables = _in_threads(table, 2)

@@ -25,6 +25,7 @@ from slurm_resolver.rpc.trust.gate import Gate
 from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler, decode_identity, decode_who
 from slurm_resolver.rpc.trust.seals import SECRET, AuthChoice, AuthMode, Authority, Purpose, authority
 from slurm_resolver.rpc.trust.verify import Expected, Inspection, ask
+from slurm_resolver.rpc.waits import Later
 from slurm_resolver.rpc.wire import unwrap
 
 from ..forge import first_beat, who_call
@@ -225,7 +226,7 @@ def test_a_strangers_watch_is_refused_at_once_even_before_its_leader_watches() -
     stranger cannot hold calls there during the bootstrap)."""
     env = {SECRET: "s" * 24, "SLURM_RESOLVER_MUNGE_SOCKET": "/nonexistent"}
     mine = authority(AuthChoice.SECRET, env, "5.0")
-    leader = WatchHandler(Gate(Identity("5.0", 0, "node1", "worker", 0), 4, mine, 8000))
+    leader = WatchHandler(Gate(Identity("5.0", 0, "node1", "worker", 0), 4, mine, 8000), Later())
 
     async def beats() -> AsyncIterator[bytes]:
         yield first_beat("5.0", 1, 0, 8000)  # not sealed
