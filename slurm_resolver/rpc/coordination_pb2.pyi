@@ -142,7 +142,7 @@ class Identity(_message.Message):
     def __init__(self, job_key: _Optional[str] = ..., rank: _Optional[int] = ..., node: _Optional[str] = ..., job: _Optional[str] = ..., index: _Optional[int] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class Beat(_message.Message):
-    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status", "progress")
+    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status", "progress", "pid", "started")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +154,8 @@ class Beat(_message.Message):
     CAUSE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     source: int
     node: int
@@ -165,7 +167,9 @@ class Beat(_message.Message):
     cause: str
     status: int
     progress: Progress
-    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
+    pid: int
+    started: int
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., pid: _Optional[int] = ..., started: _Optional[int] = ...) -> None: ...
 
 class HandOver(_message.Message):
     __slots__ = ("successor", "above", "gone_ranks", "gone_nodes")
@@ -180,7 +184,7 @@ class HandOver(_message.Message):
     def __init__(self, successor: _Optional[int] = ..., above: _Optional[int] = ..., gone_ranks: _Optional[_Iterable[int]] = ..., gone_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over", "cause", "status")
+    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over", "cause", "status", "pid", "started")
     NONCE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +193,8 @@ class Event(_message.Message):
     HAND_OVER_FIELD_NUMBER: _ClassVar[int]
     CAUSE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
     nonce: bytes
     source: int
     failed: _containers.RepeatedScalarFieldContainer[int]
@@ -197,7 +203,9 @@ class Event(_message.Message):
     hand_over: HandOver
     cause: str
     status: int
-    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., hand_over: _Optional[_Union[HandOver, _Mapping]] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ...) -> None: ...
+    pid: int
+    started: int
+    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., hand_over: _Optional[_Union[HandOver, _Mapping]] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., pid: _Optional[int] = ..., started: _Optional[int] = ...) -> None: ...
 
 class RankSet(_message.Message):
     __slots__ = ("first", "last", "count")

@@ -72,11 +72,12 @@ class BootstrapOptions:
                 "munged answers, else none, said loudly), secret, munge, none "
                 "(default: SLURM_RESOLVER_AUTH, else auto)", "choices": AUTH_MODES})
     heartbeat: float | None = field(default=1.0, metadata={
-        "help": "seconds between the heartbeats that find a task dying after the bootstrap; 0: no failure "
-                "detection (default: 1 s)", "type": float})
+        "help": "seconds between two looks at a node's tasks' processes, and between two beats of progress marks, "
+                "in the failure detection after the bootstrap; 0: no failure detection (default: 1 s)",
+        "type": float})
     patience: float = field(default=5.0, metadata={
-        "help": "seconds of silence after which a task is declared dead, at least twice the heartbeat "
-                "(default: 5 s)", "type": float})
+        "help": "seconds a task's process may be stopped, or its node silent, before it is declared dead, at "
+                "least twice the heartbeat (default: 5 s)", "type": float})
     hang_after: float | None = field(default=None, metadata={
         "help": "a hang: no task's progress mark (b.progress(), slurm_resolver.progress()) advanced for this long "
                 "(seconds, or 90s, 10m, 2h), or some tasks' stood still while others' advanced; the root then "

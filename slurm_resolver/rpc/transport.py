@@ -91,6 +91,13 @@ class Network(Protocol):
         """A free port on ``host`` for a framework's server (bound, read, released)."""
         ...
 
+    async def lost(self, host: str, port: int, patience: float) -> str:
+        """Return once the server at ``host:port`` stopped answering for about ``patience`` seconds (its
+        process stopped, its node gone), with why in a few words; a server that ends closes its connections,
+        which its callers hear of first. Costs no Python work while the server answers: over gRPC, its core
+        pings the server (which its core answers, whatever the server's Python does)."""
+        ...
+
     async def close(self) -> None:
         """Close every link."""
         ...

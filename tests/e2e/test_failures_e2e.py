@@ -148,3 +148,56 @@ def test_a_death_stops_every_child_of_the_other_tasks_shell_scripts(slurm_cluste
     assert len(named) == 1 and named[0].startswith("slurm-resolver: error: rank 0: "), out.stderr  # said once
     left = subprocess.run(["pgrep", "-f", f"sleep 90.{os.getpid()}"], capture_output=True, text=True)
     assert not left.stdout.strip(), "a child of a script outlived its step"
+
+
+QUIET = textwrap.dedent("""
+    import ctypes, json, os, signal, time
+    from slurm_resolver import bootstrap
+    b = bootstrap(timeout=60, heartbeat=0.5, patience=2.0)
+    how, held = os.environ["TEST_HOW"], [int(r) for r in os.environ["TEST_RANKS"].split(",")]
+    b.barrier("watching", timeout=60)  # every call up made: what follows happens after the bootstrap
+    time.sleep(1.0)
+    if b.rank in held:
+        if how == "gil":  # one C call that keeps the GIL for six patiences: libc's sleep through PyDLL
+            ctypes.PyDLL(None).sleep(12)
+        else:  # stopped (SIGSTOP) for six patiences, by a process of its own, then continued
+            import subprocess
+            subprocess.Popen(["sh", "-c", f"sleep 0.2; kill -STOP {os.getpid()}; sleep 12; kill -CONT {os.getpid()}"])
+            time.sleep(13)
+    else:
+        time.sleep(15)
+    print(json.dumps({"rank": b.rank, "failed": {str(k): v for k, v in b.failures().items()}}), flush=True)
+    if how == "gil":
+        b.barrier("after", timeout=60)
+    b.stop()
+""")
+
+
+@pytest.mark.parametrize("held", ["1", "2"], ids=["a task", "a node leader"])
+def test_a_task_holding_the_gil_in_a_long_c_call_is_not_declared_dead(
+        run_tasks: Callable[..., list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch, held: str) -> None:
+    """-N2 -n4 (node1: ranks 0, 1; node2: 2, its leader, and 3), patience 2 s: rank 1 (or rank 2, which node2's
+    task and the root watch) holds the GIL in one C call for 12 s. Its process runs and its gRPC core answers
+    the pings: nobody declares it dead, and the job goes on (a barrier after)."""
+    monkeypatch.setenv("TEST_HOW", "gil")
+    monkeypatch.setenv("TEST_RANKS", held)
+    rows = run_tasks(["srun", "-N2", "-n4", "--ntasks-per-node=2"], QUIET, timeout=150)
+    assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3], rows
+    assert all(r["failed"] == {} for r in rows), rows
+
+
+@pytest.mark.parametrize("held", ["3", "2"], ids=["a task", "a node leader"])
+def test_a_stopped_task_is_declared_dead_by_what_its_watchers_see(
+        run_tasks: Callable[..., list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch, held: str) -> None:
+    """The same job, rank 3 (or node2's leader, rank 2) stopped with SIGSTOP for 12 s: its node's leader (or
+    its node's task) reads it stopped in the kernel, the root finds node2's leader lost over the network (its
+    core's pings unanswered); every task that runs on hears of it, within the patience and a few seconds."""
+    monkeypatch.setenv("TEST_HOW", "stop")
+    monkeypatch.setenv("TEST_RANKS", held)
+    rows = run_tasks(["srun", "-N2", "-n4", "--ntasks-per-node=2"], QUIET, timeout=150, check=False)
+    others = [r for r in rows if str(r["rank"]) != held]
+    assert sorted(r["rank"] for r in others) == [r for r in range(4) if str(r) != held], rows
+    for row in others:
+        assert "stopped answering" in row["failed"][held], row
+    witness = {"3": 2, "2": 3}[held]  # the task of its node that reads its state in the kernel
+    assert "its process is stopped" in next(r for r in rows if r["rank"] == witness)["failed"][held], rows

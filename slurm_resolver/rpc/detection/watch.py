@@ -1,18 +1,19 @@
 """A leader's side of failure detection: the watch calls of the tasks below it.
 
 Every task keeps one long call (``Watch``) to the task above it (its node's leader; a leader,
-its parent leader) and beats on it every ``heartbeat`` seconds. Here the leader notices at
-once a task below whose call breaks (its process died: the kernel closes its connection),
-and within ``patience`` seconds one that stops beating (hung, or its node gone); it declares
-the dead (up its own call, down every call here), and sends an empty event when it has no
-news, so that a task below whose leader hangs or vanishes finds out too
-(`slurm_resolver.rpc.detection.heartbeat`). No server hears from more than its node's tasks and its
-child leaders.
+its parent leader); beats carry news only. Here the leader notices at once a task below whose call
+breaks (its process died: the kernel closes its connection), and within about ``patience`` seconds
+one whose process stopped, by what it sees of it with no message of its own: a task of its node by
+its process's state in the kernel, a child node's leader by gRPC's core pinging it (`Network.lost`).
+It declares the dead (up its own call, down every call here). No server hears from more than its
+node's tasks and its child leaders, and nothing is sent while nothing happens: a job at rest costs
+its tasks no Python work at all for its failure detection.
 
 A task that leaves normally says so first: its silence is no failure. A leader that leaves
 names a successor (the lowest task of its node still watching), which takes its place
-(`take_over()`). A process that was itself stopped (SIGSTOP, a long pause) does not
-count the time it stood still as anyone's silence.
+(`take_over()`). A task holding the GIL in a long C call is alive: its process runs, and its
+gRPC core answers pings. A process that was itself stopped for a while blames nobody when it
+resumes: what it sees of the others then is what they are.
 
 The call itself is taken by `WatchHandler` from the bootstrap's start on: it checks the first beat
 (through the server's `Gate`) and hands the call to this task's `Watch` once the task watches.
@@ -23,19 +24,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from ...cluster import Cluster
 from ...stacks.progress import Marks
 from ..messages import Cause, Fault, Source, SourceKind, WireError
 from ..shapes import stream
-from ..transport import Refusal, Refused, within
+from ..transport import Network, Refusal, Refused, end_call, within
 from ..tree import Plan
 from ..trust.gate import Gate
 from ..waits import Later
 from .beats import Beat, decode_beat, encode_first_event
-from .deaths import Deaths, stood_still
+from .deaths import Deaths
+from .processes import Process, Seen, seen
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -94,9 +96,12 @@ class WatchHandler:
         if source not in watched.sources:
             raise Refused(Refusal.NOT_LEADER, f"rank {beat.source} (node {beat.node}) is not watched at rank {rank}")
         events = watched.serve(source, beat, beats)
-        yield encode_first_event(beat.nonce, rank, gate.seal())
-        async for event in events:
-            yield event
+        try:
+            yield encode_first_event(beat.nonce, rank, gate.seal(), Process.own())
+            async for event in events:
+                yield event
+        finally:  # the call ended (either side): the watch of that task ends with it, now
+            await end_call(events)
 
 
 WATCH = stream("Watch", WatchHandler, WatchHandler.watch)
@@ -104,28 +109,50 @@ WATCH = stream("Watch", WatchHandler, WatchHandler.watch)
 
 
 class Watch:
-    """The calls of the tasks below one task.
+    """The calls of the tasks below one task, and whether those tasks live.
+
+    A task below that dies closes its call (the kernel closes a dead process's connections), which
+    declares it dead at once. One that stops (SIGSTOP, a debugger, its node without power) says nothing,
+    and is found by what this task sees of it, with no message of its own: a task of this node by its
+    process's state in the kernel (read every ``heartbeat`` seconds; stopped for ``patience`` seconds is
+    a death), a child node's leader by the network (`Network.lost`: gRPC's core pings it, and it answers
+    them whatever its Python does). A task holding the GIL in a long C call is neither.
 
     Args:
         deaths: what this task knows of deaths, and where news goes.
-        cluster: the bootstrapped cluster (to name tasks).
+        cluster: the bootstrapped cluster (to name tasks, and reach child nodes' leaders).
         plan: this task's place in the tree.
-        heartbeat: seconds between heartbeats (and between empty events).
-        patience: seconds of silence after which a task below is declared dead.
+        network: to watch the leaders of its child nodes.
+        heartbeat: seconds between two looks at this node's tasks' processes.
+        patience: seconds a task below may be stopped, or silent, before it is declared dead.
     """
 
-    def __init__(self, deaths: Deaths, cluster: Cluster, plan: Plan, heartbeat: float, patience: float) -> None:
+    seen: Callable[[Process], Seen] = staticmethod(seen)
+    """What the kernel says of a process (a test's stand-in stops one)."""
+
+    @property
+    def grace(self) -> float:
+        """Seconds a task of this node may take to call here at all, once watched (its process ended before it
+        did): two patiences (thousands of tasks make their call at once, on busy cores)."""
+        return 2 * self.patience
+
+    def __init__(self, deaths: Deaths, cluster: Cluster, plan: Plan, network: Network, heartbeat: float,
+                 patience: float) -> None:
         self.deaths = deaths
         self.cluster = cluster
         self.plan = plan
+        self.network = network
         self.heartbeat = heartbeat
         self.patience = patience
         self.sources = plan.sources
         """Whose calls this task takes (its node's tasks and child nodes, while it leads)."""
-        self._heard: dict[Source, float] = {}  # when each source last beat
         self._left: set[Source] = set()
         self._holders: dict[Source, int] = {}  # the rank on a source's call (a child node's successor)
         self._progress: dict[Source, Marks] = {}  # each source's last progress marks (its subtree's)
+        self._processes: dict[Source, Process] = {}  # this node's tasks below, whose state the kernel tells
+        self._stopped: dict[Source, float] = {}  # since when each was seen stopped
+        self._lost: dict[Source, asyncio.Task[None]] = {}  # a child node's leader, watched over the network
+        self._watching: dict[Source, int] = {}  # the rank watched over the network for each child node
         self._since = time.monotonic()  # when the watched sources were last set
         self._checking: asyncio.Task[None] | None = None
 
@@ -144,13 +171,19 @@ class Watch:
         for event in self.deaths.missed():
             queue.put_nowait(event)
         self.deaths.below[source] = queue
-        self._heard[source] = time.monotonic()
         self._holders[source] = first.source
         self._left.discard(source)
+        if source.kind is SourceKind.TASK:
+            if first.process is not None and self.seen(first.process) is not Seen.UNKNOWN:
+                self._processes[source] = first.process  # seen from here: its state is watched
+                self._checks()
+        elif source not in self._lost or self._watching.get(source) != first.source:  # a successor, say
+            self._lose(source, first.source)
         return self._events(source, queue, beats)
 
     async def _events(self, source: Source, queue: asyncio.Queue[bytes], beats: AsyncIterator[bytes]
                       ) -> AsyncIterator[bytes]:
+        """News down the call, as it comes (nothing else: the call's connection tells that this task lives)."""
         reader = asyncio.ensure_future(self._read(source, beats))
         getting: asyncio.Future[bytes] | None = None
         try:
@@ -158,24 +191,43 @@ class Watch:
                 if getting is None:
                     getting = asyncio.ensure_future(queue.get())
                 waited: set[asyncio.Future[Any]] = {getting, reader}
-                done, _ = await asyncio.wait(waited, timeout=self.heartbeat, return_when=asyncio.FIRST_COMPLETED)
-                if getting in done:
-                    event, getting = getting.result(), None
-                    yield event
-                elif reader in done:
-                    break
-                else:
-                    yield b""  # no news: an empty event, so that the task below knows this one lives
+                done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+                if getting not in done:
+                    break  # the call ended
+                event, getting = getting.result(), None
+                yield event
         finally:
             if getting is not None:
                 getting.cancel()
             reader.cancel()
+            losing = self._lost.pop(source, None)
+            if losing is not None:
+                losing.cancel()  # its end is told here
+            self._processes.pop(source, None)
             if self.deaths.below.get(source) is queue:
                 del self.deaths.below[source]
             if source not in self._left and not self.deaths.leaving:
                 rank = self._rank(source)
                 self.deaths.declare([rank], Fault(Cause.CRASHED, f"{self.cluster.label(rank)} died: its connection "
                                                                  f"to rank {self.plan.rank} closed"))
+
+    def _lose(self, source: Source, rank: int) -> None:
+        """Watch the leader of a child node (``rank``: it, or its successor) over the network from now on."""
+        old = self._lost.pop(source, None)
+        if old is not None:
+            old.cancel()
+        self._watching[source] = rank
+        self._lost[source] = asyncio.ensure_future(self._losing(source, rank))
+
+    async def _losing(self, source: Source, rank: int) -> None:
+        """Watch a child node's leader over the network: declared dead once it stops answering."""
+        cluster = self.cluster
+        assert cluster.bound_ports is not None
+        why = await self.network.lost(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank],
+                                      self.patience)
+        if source not in self._left and not self.deaths.leaving and rank not in self.deaths.failed:
+            self.deaths.declare([rank], Fault(Cause.SILENT, f"{cluster.label(rank)} stopped answering: {why} (its "
+                                                            "process stopped or ended, or its node gone)"))
 
     def progress(self) -> Marks:
         """The last progress marks of every task below this one."""
@@ -198,7 +250,6 @@ class Watch:
                     beat = decode_beat(data, self.cluster.world_size)
                 except WireError:
                     return
-                self._heard[source] = time.monotonic()
                 if beat.progress is not None:
                     self._progress[source] = beat.progress
                 if beat.failed:
@@ -209,38 +260,57 @@ class Watch:
                     self._progress.pop(source, None)  # done: its marks stand still, and mean no hang
                     return
 
+    def _checks(self) -> None:
+        """Look at the tasks below from now on (on the running event loop), where any is to be looked at."""
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.ensure_future(self._check())
+
     async def _check(self) -> None:
-        """Declare dead the tasks below that stop beating (hung, or their node gone)."""
-        last = time.monotonic()
+        """Every ``heartbeat`` seconds: declare dead this node's tasks below that are stopped for the patience,
+        and, once the patience passed, the sources that never called here (their process ended before);
+        then, with no process left to look at, stop."""
+        unheard_looked = False
         while not self.deaths.leaving:
             await asyncio.sleep(self.heartbeat)
             now = time.monotonic()
-            stalled = stood_still(now, last, self.heartbeat)
-            last = now
-            if stalled:  # the silence before the pause still counts
-                self._heard = {source: heard + stalled for source, heard in self._heard.items()}
-                self._since += stalled
-                continue
-            for source in self.sources:
-                if source in self._left:
+            for source, process in list(self._processes.items()):
+                if self.seen(process) is not Seen.STOPPED:
+                    self._stopped.pop(source, None)
                     continue
-                heard = max(self._heard.get(source, self._since), self._since)
-                if now - heard > self.patience and self._rank(source) not in self.deaths.failed:
+                since = self._stopped.setdefault(source, now)
+                rank = self._rank(source)
+                if now - since >= self.patience and source not in self._left and rank not in self.deaths.failed:
+                    self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} stopped answering: "
+                                                                    f"its process is stopped (SIGSTOP, a debugger) "
+                                                                    f"for {now - since:.0f} s"))
+            if not unheard_looked and now - self._since >= self.grace:
+                unheard_looked = True
+                for source in self.unheard():
+                    if source.kind is SourceKind.NODE:
+                        continue  # watched over the network from the start
                     rank = self._rank(source)
-                    self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} stopped beating: "
-                                                                    f"nothing for {now - heard:.0f} s"))
+                    self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} never watched at "
+                                                                    f"rank {self.plan.rank}: nothing for "
+                                                                    f"{now - self._since:.0f} s"))
+            if unheard_looked and not self._processes:
+                return
 
     def start(self) -> None:
-        """Start checking for silence below (on the running event loop), where any task reports here."""
-        if self.sources and self._checking is None:
-            self._checking = asyncio.ensure_future(self._check())
+        """Start watching (on the running event loop), where any task reports here: the leaders of child nodes
+        over the network at once (before their call comes: one that ends right after the bootstrap is found)."""
+        if self.sources:
+            self._checks()
+            for source in self.sources:
+                if source.kind is SourceKind.NODE and source not in self._lost and source not in self._left:
+                    self._lose(source, self._rank(source))
 
     async def stop(self) -> None:
-        """Stop checking."""
-        if self._checking is not None:
-            self._checking.cancel()
+        """Stop watching."""
+        for losing in [*self._lost.values(), *([self._checking] if self._checking is not None else [])]:
+            losing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._checking
+                await losing
+        self._lost.clear()
 
     # Handing over.
 
@@ -259,4 +329,7 @@ class Watch:
         self.sources = frozenset(node | {Source.node(c) for c in self.plan.tree.children(position)})
         self._left |= gone & self.sources
         self._since = time.monotonic()  # a fresh patience for those that move their call here
+        if self._checking is not None:
+            self._checking.cancel()
+        self._checking = None
         self.start()

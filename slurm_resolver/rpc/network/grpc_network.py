@@ -202,6 +202,28 @@ class GrpcNetwork:
     def reserve(self, host: str) -> int:
         return spare_port(bindable(host).strip("[]"))
 
+    async def lost(self, host: str, port: int, patience: float) -> str:
+        """A channel of its own whose core pings the server every third of ``patience`` and gives up on an
+        answer after another third; where the connection ends, it must be made again within the last third (a
+        server also sends an idle connection away after minutes), else the server is lost: about ``patience``
+        in all."""
+        third = max(50, int(patience * 1000 / 3))
+        channel = self._grpc.aio.insecure_channel(channel_target(host, port), options=(
+            *CHANNEL_OPTIONS, ("grpc.keepalive_time_ms", third), ("grpc.http2.ping_timeout_ms", third),
+            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.client_idle_timeout_ms", 2**31 - 1)))
+        ready = self._grpc.ChannelConnectivity.READY
+        try:
+            while True:
+                try:
+                    with within(third / 1000):
+                        await channel.channel_ready()
+                except asyncio.TimeoutError:
+                    return f"no answer at {host}:{port} for about {patience:g} s"
+                await channel.wait_for_state_change(ready)  # the core's pings went unanswered, or it ended
+        finally:
+            await channel.close()
+
     async def close(self) -> None:
         """Close every channel; none is made after this."""
         self._closed = True

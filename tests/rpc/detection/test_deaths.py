@@ -5,13 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from slurm_resolver.rpc.detection.beats import decode_event
-from slurm_resolver.rpc.detection.deaths import Deaths, stood_still
+from slurm_resolver.rpc.detection.deaths import Deaths
 from slurm_resolver.rpc.messages import SHOWN, Cause, Fault, News, Source
-
-
-def test_a_process_that_stood_still_is_told_apart_from_a_late_wake_up() -> None:
-    assert stood_still(10.0, 9.0, 1.0) == 0.0 and stood_still(10.0, 8.0, 1.0) == 0.0
-    assert stood_still(10.0, 4.0, 1.0) == 5.0
 
 
 def test_a_death_found_here_goes_up_and_down_once_and_to_every_callback() -> None:

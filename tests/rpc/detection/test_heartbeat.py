@@ -7,18 +7,26 @@ import asyncio
 import time
 
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.detection.processes import Seen
 from slurm_resolver.rpc.messages import Source
 
 from .test_watch import run, until
 
 
-def test_a_hung_leader_is_declared_dead_by_the_tasks_below_it() -> None:
+def test_a_stopped_leader_is_declared_dead_by_its_nodes_tasks_and_its_parent() -> None:
+    """Node 3's leader (rank 4) is stopped (SIGSTOP): rank 5, on its node, sees its process stopped in the kernel,
+    and the root, on another node, finds it lost over the network (its core's pings unanswered). Neither needed
+    a message from it."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
-        detector = tasks[4]._detector  # leads node 3 (rank 5 below it): hangs, sends nothing up or down
-        detector.heartbeat.heartbeat = detector.watch.heartbeat = 3600.0
+        leader = tasks[4]
+        detector = leader._detector  # stopped: it says nothing up or down
         detector.deaths.declare = lambda *args, **kwargs: None
-        took = await until(lambda: 4 in tasks[5].failures(), 8.0)  # as above: about the patience
-        assert "stopped answering" in tasks[5].failures()[4] and 0.5 < took < 8.0, tasks[5].failures()
+        tasks[5]._detector.heartbeat.seen = lambda process: Seen.STOPPED  # what rank 5 reads of rank 4's process
+        network = tasks[0]._member.uplink.network
+        network.freeze(leader.cluster.task(4).host, leader.server.port)  # what the root's pings find
+        took = await until(lambda: 4 in tasks[5].failures() and 4 in tasks[0].failures(), 8.0)
+        assert "its process is stopped" in tasks[5].failures()[4] and 0.5 < took < 8.0, tasks[5].failures()
+        assert "stopped answering: no answer at" in tasks[0].failures()[4], tasks[0].failures()
 
     run(scenario)
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from slurm_resolver.resolution import resolve
+from slurm_resolver.rpc.detection.processes import Seen
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.network.in_process import LocalNetwork
@@ -43,13 +44,17 @@ async def until(predicate: Callable[[], bool], seconds: float) -> float:
     return time.monotonic() - start
 
 
-def test_a_silent_task_is_declared_dead_after_the_patience() -> None:
+def test_a_stopped_task_is_declared_dead_after_the_patience_and_a_quiet_one_never() -> None:
+    """Rank 3 sends nothing for seconds: alive (nothing happened, so nothing is said: a job at rest sends no
+    beat). Then its process is stopped (what its leader, rank 2 on its node, reads in the kernel): dead after
+    about the patience (1.5 s), known to every task."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
-        tasks[3]._detector.heartbeat.heartbeat = 3600.0  # hung: its call stays open, its beats stop
+        await asyncio.sleep(3.0)  # twice the patience without a word from anyone: no death
+        assert all(t.failures() == {} for t in tasks)
+        tasks[2]._detector.watch.seen = lambda process: Seen.STOPPED
         others = [t for t in tasks if t.rank != 3]
-        # About the patience (1.5 s); a loaded machine's late wake-ups are forgiven as pauses, so allow more.
         took = await until(lambda: all(3 in t.failures() for t in others), 8.0)
-        assert "stopped beating" in tasks[2].failures()[3] and 0.5 < took < 8.0
+        assert "its process is stopped" in tasks[2].failures()[3] and 0.5 < took < 8.0
 
     run(scenario)
 
@@ -70,9 +75,10 @@ def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
         await tasks[8].aio.fail("a bad batch on node 2")
         left = [t for t in tasks if t.rank not in (0, 3, 8)]
         await until(lambda: all(8 in t.failures() for t in left), 4.0)
-        tasks[2]._detector.heartbeat.heartbeat = 3600.0  # a task on node 0, watched by rank 1 now, hangs
+        stopped = tasks[2]._detector.heartbeat.process  # a task on node 0, watched by rank 1 now, is stopped
+        tasks[1]._detector.watch.seen = lambda process: Seen.STOPPED if process == stopped else Seen.RUNNING
         await until(lambda: all(2 in t.failures() for t in left if t.rank != 2), 8.0)
-        assert "stopped beating" in tasks[7].failures()[2]
+        assert "its process is stopped" in tasks[7].failures()[2]
 
     run(scenario, nodes=3, per_node=3, fanout=1)
 
