@@ -76,7 +76,8 @@ class Cluster:
         port_base: the planned port of local rank 0 on every node.
         gpu_plan: the GPUs of every task.
         bound_ports, spare_ports: per rank, once bootstrapped
-            ([`with_ports()`][slurm_resolver.cluster.Cluster.with_ports]).
+            ([`with_ports()`][slurm_resolver.cluster.Cluster.with_ports]), as the table came (read-only: its
+            columns, not a tuple made of every entry).
         reported_gpus: GPUs that tasks reported in the bootstrap where Slurm bound them
             to each task (nobody else can compute them).
     """
@@ -88,8 +89,8 @@ class Cluster:
     hosts: Mapping[str, str]
     port_base: int
     gpu_plan: GpuPlan
-    bound_ports: tuple[int, ...] | None = None
-    spare_ports: tuple[int, ...] | None = None
+    bound_ports: Sequence[int] | None = None
+    spare_ports: Sequence[int] | None = None
     reported_gpus: Mapping[int, tuple[str, ...]] | None = None
 
     def __repr__(self) -> str:
@@ -127,7 +128,7 @@ class Cluster:
     def ports(self) -> tuple[int, ...]:
         """The port of every rank: bound ones once bootstrapped, else ``port_base`` + local rank."""
         if self.bound_ports is not None:
-            return self.bound_ports
+            return tuple(self.bound_ports)  # made only where asked: a task's bootstrap never reads them all
         base = self.port_base
         return tuple(base + local for local in self.placement.local_ranks)
 
@@ -244,11 +245,11 @@ class Cluster:
     def with_ports(self, bound: Sequence[int], spare: Sequence[int],
                    gpus: Mapping[int, tuple[str, ...]] | None = None) -> Cluster:
         """The same cluster with the ports the servers bound, the spare ports they reserved,
-        and the GPUs they reported."""
+        and the GPUs they reported (the sequences kept as given: never change them after)."""
         if len(bound) != self.world_size or len(spare) != self.world_size:
             raise ResolutionError(f"{len(bound)} ports for a cluster of {self.world_size} tasks",
                                   "every task must report its ports")
-        return self._evolve(bound_ports=tuple(bound), spare_ports=tuple(spare), reported_gpus=gpus or None)
+        return self._evolve(bound_ports=bound, spare_ports=spare, reported_gpus=gpus or None)
 
     def _evolve(self, **changes: Any) -> Cluster:
         """This cluster with ``changes`` to its fields, as `dataclasses.replace` makes it, without its

@@ -11,7 +11,8 @@ ranks and one reason of at most `REASON` characters.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from array import array
+from collections.abc import Iterable, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, field
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -188,16 +189,27 @@ class Source:
         return f"rank {self.number}" if self.kind is SourceKind.TASK else f"the leader of node position {self.number}"
 
 
+def _column() -> MutableSequence[int]:
+    """An empty column of ports: 2 bytes each, extended from a chunk's columns in C (never a number at a time)."""
+    return array("H")
+
+
 @dataclass
 class Records:
     """Ports, spare ports and (where not computable) GPUs of some ranks, as columns."""
 
     ranks: list[int] = field(default_factory=list)
-    ports: list[int] = field(default_factory=list)
-    spares: list[int] = field(default_factory=list)
+    ports: MutableSequence[int] = field(default_factory=_column)
+    spares: MutableSequence[int] = field(default_factory=_column)
     gpus: dict[int, str] = field(default_factory=dict)
     nodes: list[int] = field(default_factory=list)
     """Each task's node position, only where the layout does not tell (then one per rank)."""
+
+    def __post_init__(self) -> None:
+        if type(self.ports) is not array:  # one kind of column, whoever made it (a task's own record: a list)
+            self.ports = array("H", self.ports)
+        if type(self.spares) is not array:
+            self.spares = array("H", self.spares)
 
     def extend(self, other: Records) -> None:
         """Add ``other``'s records to these."""
@@ -210,10 +222,11 @@ class Records:
 
 @dataclass(frozen=True)
 class Table:
-    """A round's result records, in rank order (shared and read-only)."""
+    """A round's result records, in rank order (shared and read-only: the columns as they were read, not a
+    tuple of every entry)."""
 
-    ports: tuple[int, ...] = ()
-    spares: tuple[int, ...] = ()
+    ports: Sequence[int] = ()
+    spares: Sequence[int] = ()
     gpus: Mapping[int, str] = field(default_factory=dict)
     nodes: tuple[int, ...] = ()
     """Each rank's node position, where the tasks exchanged it; else ()."""

@@ -318,4 +318,4 @@ def _table(chunks: tuple[bytes, ...], digests: tuple[bytes, ...], total: int, wo
         _add(records, message, columns)
     if len(records.ports) != total or len(records.nodes) not in (0, total):
         raise WireError("an incomplete result")
-    return Table(tuple(records.ports), tuple(records.spares), records.gpus, tuple(records.nodes))
+    return Table(records.ports, records.spares, records.gpus, tuple(records.nodes))

@@ -198,4 +198,4 @@ def test_the_table_is_read_in_columns_at_the_size_of_a_large_job() -> None:
     messages = encode_answer(outcome, b"n" * 16, 0, unsealed)
     assert sum(map(len, messages[1:])) < 4.1 * n  # 2 bytes a port and a spare, and little else
     table = read_table(decode_answer(unwrap(messages[0])[0], n), messages[1:], n)
-    assert table.ports == ports and table.spares == tuple(p + 12000 for p in ports)
+    assert tuple(table.ports) == ports and tuple(table.spares) == tuple(p + 12000 for p in ports)
