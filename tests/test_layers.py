@@ -19,9 +19,9 @@ from .conftest import ROOT
 PACKAGE = ROOT / "slurm_resolver"
 
 LAYERS: list[set[str]] = [
-    # Values, parsing, and the one reader of the environment.
-    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema", "jax_detection",
-     "frameworks", "stacks", "stacks.*"},
+    # Values, parsing, and the one reader of the environment; failures, typed, and who says them.
+    {"faults", "speakers", "errors", "environment", "variables", "parsing", "optional", "hostlists",
+     "template_schema", "jax_detection", "frameworks", "stacks", "stacks.*"},
     # The parts of resolution, and the seams to outside systems.
     {"launchers", "launchers.*", "layout", "placement", "packing", "gpus", "nvml", "mpi", "munge", "slurmctl",
      "addresses", "exchange", "cluster_spec", "outcome", "attempts"},
@@ -40,52 +40,53 @@ LAYERS: list[set[str]] = [
 
 LEVELS: list[set[str]] = [
     # 0
-    {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.detection",
-     "rpc.detection.crashes", "rpc.messages", "rpc.network", "rpc.network.loop", "rpc.network.sockets", "rpc.rounds",
-     "rpc.simulation", "rpc.transport", "rpc.trust", "stacks", "stacks.capture", "training", "training.delivery",
-     "variables"},
+    {"faults", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.detection",
+     "rpc.detection.crashes", "rpc.network", "rpc.network.loop", "rpc.network.sockets", "rpc.rounds", "rpc.simulation",
+     "rpc.transport", "rpc.trust", "stacks", "stacks.capture", "training", "training.delivery", "variables"},
     # 1
-    {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
-     "rpc.network.callers", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits", "stacks.classes",
-     "stacks.dumped", "supervise.speakers", "template_schema"},
+    {"rpc.messages", "rpc.network.callers", "rpc.protos", "rpc.waits", "speakers", "stacks.classes", "stacks.dumped"},
     # 2
-    {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "slurmctl",
-     "stacks.command", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
+    {"errors", "rpc.network.connections", "stacks.progress", "stacks.render"},
     # 3
-    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.wire", "stacks.picture",
-     "submission", "supervise.command"},
+    {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
+     "rpc.network.ports", "rpc.tree", "rpc.wire", "stacks.picture", "template_schema"},
     # 4
-    {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
-     "rpc.calls", "rpc.detection.beats", "rpc.options", "rpc.rounds.codec", "rpc.trust.gate", "stacks.job"},
+    {"cluster_spec", "layout", "mpi", "outcome", "rpc.calls", "rpc.detection.beats", "rpc.rounds.codec",
+     "rpc.trust.seals", "slurmctl", "stacks.command", "stacks.job", "supervise.command", "templates",
+     "training.native_logs"},
     # 5
-    {"gpus", "launchers", "rpc.detection.deaths", "rpc.network.in_process", "rpc.network.service",
-     "rpc.rounds.state", "rpc.trust.identity"},
+    {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.detection.deaths",
+     "rpc.network.in_process", "rpc.network.service", "rpc.rounds.state", "rpc.trust.gate", "submission"},
     # 6
-    {"cli.per_job", "cli.tools", "cluster", "resolvers.base", "rpc.network.server", "rpc.rounds.coordinator"},
+    {"cli.template_commands", "launchers.below", "launchers.mpi", "launchers.single", "launchers.slurm", "placement",
+     "rpc.network.server", "rpc.options", "rpc.rounds.coordinator", "rpc.trust.identity"},
     # 7
-    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.detection.heartbeat",
-     "rpc.detection.stacks_call", "rpc.detection.watch", "rpc.network.grpc_network", "rpc.rounds.uplink",
-     "rpc.trust.verify", "rpc.view"},
+    {"gpus", "launchers", "rpc.network.grpc_network"},
     # 8
-    {"cli.diagnosis", "rpc.detection.detector", "rpc.handlers", "rpc.rounds.member"},
+    {"cli.per_job", "cli.tools", "cluster", "resolvers.base"},
     # 9
-    {"rpc.bootstrapped"},
+    {"cli.usage", "resolution", "resolvers.kubernetes", "resolvers.tfconfig", "rpc.detection.heartbeat",
+     "rpc.detection.stacks_call", "rpc.detection.watch", "rpc.rounds.uplink", "rpc.trust.verify", "rpc.view"},
     # 10
-    {"adapters", "rpc.bootstrap", "supervise.records", "training.report"},
+    {"cli.diagnosis", "rpc.detection.detector", "rpc.handlers", "rpc.rounds.member"},
     # 11
-    {"lightning", "rpc.learn", "rpc.simulation.simulate", "supervise", "training.task"},
+    {"rpc.bootstrapped"},
     # 12
+    {"adapters", "rpc.bootstrap", "supervise.records", "training.report"},
+    # 13
+    {"lightning", "rpc.learn", "rpc.simulation.simulate", "supervise", "training.task"},
+    # 14
     {"resolvers.slurm", "rpc.simulation.loopback", "srun_step", "training.data_service", "training.ddp",
      "training.jax_job", "training.parameter_server", "training.resumable"},
-    # 13
-    {"", "diagnostics", "resolvers", "restart"},
-    # 14
-    {"cli.cluster"},
     # 15
-    {"cli.parser"},
+    {"", "diagnostics", "resolvers", "restart"},
     # 16
-    {"cli"},
+    {"cli.cluster"},
     # 17
+    {"cli.parser"},
+    # 18
+    {"cli"},
+    # 19
     {"__main__"},
 ]
 """Every module's level, from the bottom: a module imports only modules of lower levels (never one of its

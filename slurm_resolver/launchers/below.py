@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar
 
-from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError, Speaker
+from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from ..layout import BLOCK, Distribution, Spread, array_element, in_srun_step, launch_key, step_layout
 from ..parsing import optional_int, read_int
+from ..speakers import Speaker
 from .base import Launch, Launcher
 
 __all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow", "written_in_batch_step", "from_batch_step",

@@ -35,18 +35,20 @@ from typing import Any, NamedTuple
 
 from ..cluster import Cluster
 from ..environment import snapshot
-from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, Speaker, alone, trimmed
+from ..errors import ConfigurationError, ResolutionError, SlurmResolverError, alone, trimmed
 from ..exchange import Exchange, ExchangeMode, mpi_exchange
+from ..faults import Cause, Fault
 from ..gpus import format_devices, parse_reported
 from ..placement import Placement
 from ..resolution import resolve
+from ..speakers import Speaker
 from ..stacks.progress import Hang, HangKind
 from ..stacks.render import ranks_label
 from .bootstrapped import Bootstrapped, Exchanged
 from .detection.detector import FailureDetector
 from .detection.stacks_call import StacksHandler
 from .handlers import TaskHandlers
-from .messages import NO_FAILURE, TABLE_ROUND, VERIFIED_ROUND, Cause, Contribution, Failure, Fault, Records, Table
+from .messages import NO_FAILURE, TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
 from .network.callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
 from .network.loop import LoopThread
 from .options import BootstrapOptions

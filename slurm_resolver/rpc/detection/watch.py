@@ -27,8 +27,9 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from ...cluster import Cluster
+from ...faults import Cause, Fault
 from ...stacks.progress import Marks
-from ..messages import Cause, Fault, Source, SourceKind, WireError
+from ..messages import Source, SourceKind, WireError
 from ..transport import Refusal, Refused, within
 from ..tree import Plan
 from ..trust.gate import Gate
