@@ -18,8 +18,9 @@ imports no wing; only benchmarks and tests import the simulation):
   failure detection, and its judge of hangs on the progress marks the beats carry), `crashes` (an
   uncaught exception as the task's failure), `stacks_call` (Stacks: every task's stacks down the
   tree, merged on the way up);
-- `trust`: `seals` (a secret, MUNGE, or none), `gate` (the checks every call meets), `identity`
-  (a task, and WhoAreYou's both sides), `verify` (the peers found, checked);
+- `trust`: `seals` (a secret's, MUNGE's, or none: made and checked), `choice` (which, from ``auth=``
+  and the environment: the job's secret read once), `gate` (the checks every call meets), `identity`
+  (WhoAreYou's both sides), `verify` (the peers found, checked);
 - `network`: `service` (the service over gRPC, and the bounds every caller meets), `server`
   (a task's gRPC server), `grpc_network` and `in_process` (the two networks and their links),
   `loop` (a task's event loop thread), `ports`, `callers`, `connections`, `sockets`;

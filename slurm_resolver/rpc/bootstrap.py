@@ -48,7 +48,7 @@ from .bootstrapped import Bootstrapped, Exchanged
 from .detection.detector import FailureDetector
 from .detection.stacks_call import StacksHandler
 from .handlers import TaskHandlers
-from .messages import NO_FAILURE, TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
+from .messages import NO_FAILURE, TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Identity, Records, Table
 from .network.callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
 from .network.loop import LoopThread
 from .options import BootstrapOptions
@@ -56,8 +56,8 @@ from .rounds.member import Member
 from .rounds.uplink import Uplink
 from .transport import Network, Served
 from .tree import Checking, Plan, checked_peers, plan_of
-from .trust.identity import Identity
-from .trust.seals import AuthChoice, AuthMode, Authority, authority
+from .trust.choice import AuthChoice, authority
+from .trust.seals import AuthMode, Authority
 from .trust.verify import Inspection, check_peers
 
 __all__ = ["bootstrap", "bootstrap_async"]

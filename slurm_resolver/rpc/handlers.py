@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from .detection.stacks_call import StacksHandler
 from .detection.watch import WatchHandler
-from .messages import Records, Round, Source
+from .messages import Identity, Records, Round, Source
 from .rounds.codec import Decision
 from .rounds.coordinator import Coordinator
 from .transport import Refusal, Refused
 from .trust.gate import Gate
-from .trust.identity import Identity, IdentityHandler
+from .trust.identity import IdentityHandler
 from .trust.seals import Authority
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)

@@ -1,4 +1,4 @@
-"""What the bootstrap's messages say, as values: rounds, sources, records, tables, failures.
+"""What the bootstrap's messages say, as values: rounds, sources, records, tables, failures, identities.
 
 These are the protocol's state, typed: a round is a `Round` (a `RoundKind`, a
 name, a count), never a string to parse; who joins a round at a leader is a `Source`
@@ -310,6 +310,23 @@ class News:
 
     def __bool__(self) -> bool:
         return bool(self.failed) or self.leaving
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a server belongs to: its launch and task (what it answers WhoAreYou with, and what its gate
+    guards)."""
+
+    job_key: str
+    rank: int
+    node: str
+    job: str
+    index: int
+
+    @property
+    def label(self) -> str:
+        """How messages name the task, as `Task.label` does."""
+        return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
 @dataclass(frozen=True)

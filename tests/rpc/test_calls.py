@@ -13,14 +13,14 @@ import pytest
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.calls import CALLS, JOIN, TABLE, WATCH, WHO, Shape, Unary, table, unary
 from slurm_resolver.rpc.handlers import TaskHandlers
-from slurm_resolver.rpc.messages import WireError
+from slurm_resolver.rpc.messages import Identity, WireError
 from slurm_resolver.rpc.network.grpc_network import GrpcNetwork
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.network.loop import LoopThread
 from slurm_resolver.rpc.network.server import Server
 from slurm_resolver.rpc.transport import CallFailure, LinkError, Network, Refusal
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity, Question, decode_who, encode_who
+from slurm_resolver.rpc.trust.identity import Question, decode_who, encode_who
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
 from slurm_resolver.rpc.wire import Seal, envelope, parse_message, unwrap
 

@@ -11,29 +11,13 @@ from dataclasses import dataclass
 
 from .. import protos as pb
 from ..calls import WHO
-from ..messages import WireError
+from ..messages import Identity, WireError
 from ..transport import Link, Refusal, Refused, retrying
 from ..wire import MOST_NAME, MOST_NONCE, NONCE, Seal, envelope, parse_message, unwrap
 from .gate import Gate
 from .seals import Authority, Purpose
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who a server belongs to: its launch and task."""
-
-    job_key: str
-    rank: int
-    node: str
-    job: str
-    index: int
-
-    @property
-    def label(self) -> str:
-        """How messages name the task, as `Task.label` does."""
-        return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
 @dataclass(frozen=True)

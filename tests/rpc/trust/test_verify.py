@@ -16,14 +16,15 @@ from slurm_resolver.hostlists import collapse_counts
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.detection.watch import WatchHandler
-from slurm_resolver.rpc.messages import Source, SourceKind
+from slurm_resolver.rpc.messages import Identity, Source, SourceKind
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.transport import CallFailure, Handlers, LinkError, Refusal, Refused, Served
 from slurm_resolver.rpc.tree import plan_of
+from slurm_resolver.rpc.trust.choice import SECRET, AuthChoice, authority
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler, decode_identity, decode_who
-from slurm_resolver.rpc.trust.seals import SECRET, AuthChoice, AuthMode, Authority, Purpose, authority
+from slurm_resolver.rpc.trust.identity import IdentityHandler, decode_identity, decode_who
+from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
 from slurm_resolver.rpc.trust.verify import Expected, Inspection, ask
 from slurm_resolver.rpc.wire import unwrap
 
