@@ -5,7 +5,8 @@ and tells a death (a task killed by a signal, or gone without a word, its node p
 it) from the program's own failure (an exit code: an exception, a bad argument).
 `decide()` then restarts on the same nodes, on a spare node in place of a bad one, on
 fewer nodes where the program says it can, or ends, within the budget of restarts. A
-failure of the program on every task is never restarted, nor the same failure twice.
+failure of the program on every task is never restarted, nor the same failure twice (the same
+causes and exit statuses: what a failure is, not its words).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from .errors import ConfigurationError, EnvironmentVariableError
+from .faults import Cause, Fault
 from .hostlists import collapse, collapse_counts
 from .layout import het_size, job_layout
-from .outcome import Ending, Outcome
+from .outcome import Outcome
 
-__all__ = ["Shape", "RestartPolicy", "Kind", "Loss", "Verdict", "NextAttempt", "verdict", "decide"]
+__all__ = ["Shape", "RestartPolicy", "Kind", "Verdict", "NextAttempt", "verdict", "decide"]
 
 _SHOWN = 3
 
@@ -101,25 +103,31 @@ class Kind(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Loss:
-    """A task that died: killed by a signal, or gone without a word (``gone``: its node, perhaps)."""
-
-    rank: int
-    node: str
-    what: str
-    gone: bool = False
-    oom: bool = False
-
-
-@dataclass(frozen=True)
 class Verdict:
-    """How an attempt ended: its kind, the tasks that died, one line for the record, and when."""
+    """How an attempt ended, typed: what ended it, the tasks that died, the program's failures, and when.
+
+    Attributes:
+        kind: what ended it.
+        reason: one line for the record, for people (nothing is decided on it).
+        losses: the tasks that died, each a `Fault` with its node: killed by a signal (`Fault.killed`), or
+            heard of as dead and gone without a record of their own (``vanished``).
+        failures: the signatures (`Fault.signature`: a cause and a status) of the program's failures: an
+            attempt that fails as the one before did (the same signatures) is not restarted.
+        at: when the first of its tasks' commands ended, or a death was heard (``time.time()``).
+        vanished: the ranks of the losses that recorded nothing (their node may be gone with them).
+    """
 
     kind: Kind
     reason: str
-    losses: tuple[Loss, ...] = ()
-    failures: frozenset[str] = frozenset()
+    losses: tuple[Fault, ...] = ()
+    failures: frozenset[tuple[Cause, int]] = frozenset()
     at: float | None = None
+    vanished: frozenset[int] = frozenset()
+
+    @property
+    def gone(self) -> set[str]:
+        """The nodes of the tasks that vanished: those whose health decides the next attempt."""
+        return {loss.node for loss in self.losses if loss.rank in self.vanished}
 
 
 def _listed(items: list[str]) -> str:
@@ -128,26 +136,27 @@ def _listed(items: list[str]) -> str:
 
 
 def verdict(outcomes: Mapping[int, Outcome], world_size: int, code: int) -> Verdict:
-    """How an attempt of ``world_size`` tasks ended, from what they recorded and srun's exit ``code``."""
+    """How an attempt of ``world_size`` tasks ended, from what they recorded and srun's exit ``code``: on each
+    task's cause and status (`Fault`), never on its words."""
     recorded = sorted(outcomes.values(), key=lambda o: o.rank)
-    at = min((o.at for o in recorded), default=None)
-    heard = {d.rank: d for o in recorded for d in o.heard}
-    losses = [Loss(o.rank, o.node, f"{o.task}: its command {o.reason}", oom=o.oom)
-              for o in recorded if o.ending is Ending.KILLED]
-    losses += [Loss(d.rank, d.node, f"{d.why} (its task is gone too)", gone=True)
-               for r, d in sorted(heard.items()) if r not in outcomes]
-    if losses:
-        return Verdict(Kind.DEATH, _listed([loss.what for loss in losses]), tuple(losses), at=at)
-    failed = [o for o in recorded if o.ending is Ending.FAILED]
+    at = min((o.fault.at for o in recorded), default=None)
+    heard = {rank: d for o in recorded for d in o.heard if (rank := d.rank) is not None}
+    killed = [o for o in recorded if o.fault.killed]
+    gone = [d for rank, d in sorted(heard.items()) if rank not in outcomes]
+    if killed or gone:
+        return Verdict(Kind.DEATH, _listed([f"{o.task}: its command {o.fault.words}" for o in killed]
+                                           + [f"{d.words} (its task is gone too)" for d in gone]),
+                       (*(o.fault for o in killed), *gone), at=at, vanished=frozenset(heard.keys() - outcomes.keys()))
+    failed = [o for o in recorded if o.fault.cause in (Cause.EXITED, Cause.UNSTARTED)]
     if not failed:
         return Verdict(Kind.UNEXPLAINED, f"the step failed (srun exited with {code}) before any task's command "
                        "ended on its own: see the output above (the bootstrap, srun)", at=at)
-    reasons = frozenset(o.reason for o in failed)
+    failures = frozenset(o.fault.signature for o in failed)
     if len(failed) >= world_size:
-        shown = _listed(sorted(reasons))
-        return Verdict(Kind.EVERYWHERE, f"every task's command {shown}", failures=reasons, at=at)
-    return Verdict(Kind.FAILURE, _listed([f"{o.task}: its command {o.reason}" for o in failed]), failures=reasons,
-                   at=at)
+        shown = _listed(sorted({o.fault.words for o in failed}))
+        return Verdict(Kind.EVERYWHERE, f"every task's command {shown}", failures=failures, at=at)
+    return Verdict(Kind.FAILURE, _listed([f"{o.task}: its command {o.fault.words}" for o in failed]),
+                   failures=failures, at=at)
 
 
 @dataclass(frozen=True)
@@ -178,7 +187,7 @@ def decide(policy: RestartPolicy, shape: Shape, nodes: tuple[str, ...], number: 
     if ended.kind is Kind.EVERYWHERE:
         return NextAttempt(None, "not restarted: the program's own error (a restart would fail the same way)")
     if ended.kind is Kind.FAILURE and before is not None and before.kind is Kind.FAILURE \
-            and before.failures == ended.failures:
+            and before.failures == ended.failures:  # the same causes and statuses
         return NextAttempt(None, f"not restarted: the same failure as attempt {number - 1}")
     bad = _bad_nodes(nodes, ended, unhealthy)
     if ended.kind is Kind.UNEXPLAINED and not bad:

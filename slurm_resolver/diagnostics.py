@@ -159,7 +159,8 @@ def _authentication(env: Mapping[str, str]) -> Check:
     """How the bootstrap's tasks would prove they belong to the job: a secret, MUNGE, or nothing (a
     warning); a secret that cannot be used fails."""
     from .errors import ConfigurationError
-    from .rpc.trust.seals import AuthMode, authority
+    from .rpc.trust.choice import authority
+    from .rpc.trust.seals import AuthMode
 
     try:
         found = authority(None, env, "check")

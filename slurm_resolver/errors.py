@@ -7,16 +7,16 @@ Every error says what was found, what was expected and how to fix it. Subclasses
 
 from __future__ import annotations
 
-import enum
 import functools
 import logging
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
+from .speakers import Speaker
+
 __all__ = [
     "raised_from_public_call",
     "trimmed",
-    "Speaker",
     "NO_JOB",
     "alone",
     "SlurmResolverError",
@@ -44,27 +44,13 @@ def alone(what: str) -> str:
             "salloc to see a job")
 
 
-class Speaker(enum.Enum):
-    """Which task of a launch says an error that several tasks raise (the command line prints it once)."""
-
-    TASK = "task"
-    """The task that raised it: the error is its own (its node, its row, a peer it could not reach)."""
-    FIRST = "first"
-    """Rank 0: every task computes the same error from what they share (the command line, the step's size)."""
-    ABOVE = "above"
-    """The task above in the bootstrap's tree, which found it or heard it first: this task only heard it."""
-    ANOTHER = "another"
-    """Another task that found the same: where the root of the bootstrap's tree never answered, every task
-    that calls it fails alike, and one of them (on another node, where there is one) says it."""
-
-
 class SlurmResolverError(Exception):
     """Root of every error raised by slurm_resolver.
 
     Args:
         message: what was found and what was expected.
         hint: how to fix it; shown after ``HINT:``.
-        speaker: which task of a launch says it, where every task raises it (see `Speaker`).
+        speaker: which task of a launch says it, where every task raises it (`slurm_resolver.speakers`).
     """
 
     def __init__(self, message: str, hint: str | None = None, *, speaker: Speaker = Speaker.TASK) -> None:
@@ -83,9 +69,7 @@ class SlurmResolverError(Exception):
         >>> [SlurmResolverError("x", speaker=Speaker.FIRST).said_by(r) for r in (None, 0, 3)]
         [True, True, False]
         """
-        if rank is None or self.speaker is Speaker.TASK:
-            return True
-        return self.speaker is Speaker.FIRST and rank == 0
+        return self.speaker.says(rank)
 
 
 def trimmed(error: SlurmResolverError) -> SlurmResolverError | None:

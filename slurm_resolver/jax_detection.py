@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import ConfigurationError, Speaker
+from .errors import ConfigurationError
+from .speakers import Speaker
 
 __all__ = ["JaxSees", "jax_sees", "refusal", "READ"]
 

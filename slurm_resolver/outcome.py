@@ -5,12 +5,12 @@
 simply succeed: a task whose command failed or was killed writes its own, and one task
 that stopped its command because peers died (the lowest rank it knows alive) writes the
 deaths it heard of. ``run`` reads them to tell a death (restart) from the program's own
-failure (do not). Every record is bounded: a few lines of text, at most `HEARD` deaths.
+failure (do not), on each `Fault`'s cause and status. Every record is bounded: a few lines of
+text, at most `HEARD` deaths.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import os
@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ending", "Death", "Outcome", "Recording", "write", "read_all", "mark_bootstrapped", "bootstrapped_at",
+from .faults import Cause, Fault
+
+__all__ = ["Outcome", "Recording", "write", "read_all", "mark_bootstrapped", "bootstrapped_at",
            "bootstrapped_step", "mark_step", "HEARD"]
 
 log = logging.getLogger("slurm_resolver")
@@ -33,68 +35,61 @@ _BOOTSTRAPPED = "bootstrapped"
 _STEP = "step"
 
 
-class Ending(enum.Enum):
-    """How a task's command ended."""
-
-    FAILED = "failed"
-    """It exited with a non-zero code: the program's own failure (perhaps after a peer's death)."""
-    KILLED = "killed"
-    """A signal ended it that its task did not send (SIGKILL, SIGSEGV, the kernel's OOM killer): a death."""
-    STOPPED = "stopped"
-    """Its task stopped it (SIGTERM to its process group) because a peer died."""
-
-
-@dataclass(frozen=True)
-class Death:
-    """A task found dead, as the failure detection named it."""
-
-    rank: int
-    node: str
-    why: str
+_OLD_ENDINGS = {"failed": Cause.EXITED, "killed": Cause.EXITED, "stopped": Cause.LEFT}
+"""What a record of an older version, which said how its command ended (``ending``) and no cause, says."""
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one task's command came to.
+    """What one task's command came to: its task's own `Fault`, and the deaths it heard of.
 
     Attributes:
-        rank, node: the task that writes it.
-        task: how messages name it (``worker:3 (rank 3) on node2``).
-        ending: how its command ended.
-        status: the command's exit code, or minus the signal that ended it.
-        reason: one line: ``raised ValueError: a bad batch``, ``killed by signal 9 (SIGKILL)``.
-        oom: the kernel's OOM killer ended the command (its node's count of OOM kills rose).
-        heard: peers found dead while the command ran (at most `HEARD`).
-        at: wall-clock seconds (``time.time()``) when the command ended, or a death was heard.
+        task: how messages name the task that writes it (``worker:3 (rank 3) on node2``).
+        fault: how its command ended, typed: its rank and node; its cause (`Cause.EXITED`: a code, or a
+            signal its task did not send, `Fault.killed`; `Cause.UNSTARTED`; `Cause.LEFT`: its task stopped
+            it because a peer died); its status (the exit code, or minus the signal); its words, one line
+            (``exited with code 1: ValueError: a bad batch``); ``at``: when it ended, or a death was heard
+            (``time.time()``); ``oom``: the kernel's OOM killer ended it.
+        heard: peers found dead while the command ran (at most `HEARD`), each with its cause.
     """
 
-    rank: int
-    node: str
     task: str
-    ending: Ending
-    status: int = 0
-    reason: str = ""
-    oom: bool = False
-    heard: tuple[Death, ...] = ()
-    at: float = 0.0
+    fault: Fault
+    heard: tuple[Fault, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.fault.rank is None or any(d.rank is None for d in self.heard):
+            raise ValueError("an outcome names the task of every fault (Fault.of)")
+
+    @property
+    def rank(self) -> int:
+        """The task that writes it."""
+        return self.fault.rank or 0  # never None: checked when made
 
     def as_json(self) -> str:
         """The record as one JSON line (text bounded, deaths bounded)."""
-        return json.dumps({"rank": self.rank, "node": self.node[:_TEXT], "task": self.task[:_TEXT],
-                           "ending": self.ending.value, "status": self.status, "reason": self.reason[:_TEXT],
-                           "oom": self.oom, "at": self.at,
-                           "heard": [[d.rank, d.node[:_TEXT], d.why[:_TEXT]] for d in self.heard[:HEARD]]})
+        own = self.fault
+        return json.dumps({"rank": self.rank, "node": own.node[:_TEXT], "task": self.task[:_TEXT],
+                           "cause": own.cause.value, "status": own.status, "reason": own.words[:_TEXT],
+                           "oom": own.oom, "at": own.at,
+                           "heard": [[d.rank, d.node[:_TEXT], d.words[:_TEXT], d.cause.value, d.status, d.at]
+                                     for d in self.heard[:HEARD]]})
 
     @classmethod
     def from_json(cls, text: str) -> Outcome:
-        """The record of `as_json()`; ``ValueError`` for anything else."""
+        """The record of `as_json()`, or of an older version (no causes: its ``ending`` says its own, and a
+        death heard reads as `Cause.REPORTED`); ``ValueError`` for anything else."""
         data: Any = json.loads(text)
         try:
-            heard = tuple(Death(int(r), str(n), str(w)) for r, n, w in data["heard"][:HEARD])
-            return cls(int(data["rank"]), str(data["node"]), str(data["task"]), Ending(data["ending"]),
-                       int(data["status"]), str(data["reason"]), bool(data["oom"]), heard, float(data["at"]))
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"not an outcome: {exc}") from None
+            cause = Cause(data["cause"]) if "cause" in data else _OLD_ENDINGS[data["ending"]]
+            heard = tuple(Fault(Cause(rest[0]) if rest else Cause.REPORTED, str(w), int(rest[1]) if rest else 0,
+                                int(r), str(n), float(rest[2]) if rest else 0.0)
+                          for r, n, w, *rest in data["heard"][:HEARD])
+            own = Fault(cause, str(data["reason"]), int(data["status"]), int(data["rank"]), str(data["node"]),
+                        float(data["at"]), bool(data["oom"]))
+            return cls(str(data["task"]), own, heard)
+        except (KeyError, TypeError, IndexError, OverflowError) as exc:
+            raise ValueError(f"not an outcome: {exc!r}") from None
 
 
 def _write_file(path: Path, text: str) -> None:

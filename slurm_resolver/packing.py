@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, repeat
 
-from .errors import NO_JOB, ConfigurationError, ResolutionError, Speaker
+from .errors import NO_JOB, ConfigurationError, ResolutionError
+from .speakers import Speaker
 
 __all__ = ["Jobs", "Packing", "JobCountError", "runs", "pack", "check_port_base"]
 

@@ -127,8 +127,7 @@ def _asked(shape: Shape, nodes: tuple[str, ...], ended: Verdict, left_behind: se
     tasks that vanished (all of the attempt's where nobody said why) and the spares, but those ``known``
     lost already (a node that lost power: each probe of it waits for the probe's timeout)."""
     spares = [n for n in shape.nodes if n not in nodes and n not in left_behind]
-    gone = {loss.node for loss in ended.losses if loss.gone}
-    probed = set(nodes) if ended.kind is Kind.UNEXPLAINED else gone
+    probed = set(nodes) if ended.kind is Kind.UNEXPLAINED else ended.gone
     return [n for n in [*nodes, *spares] if n not in known], (probed | set(spares)) - known
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ResolutionError
-from .outcome import Ending, bootstrapped_step, read_all
+from .outcome import bootstrapped_step, read_all
 from .supervise import FORWARDED
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
@@ -92,7 +92,7 @@ class Watch:
             self.changed = changed
             outcomes = read_all(self.directory)
             heard = {d.rank: d.node for o in outcomes.values() for d in o.heard}
-            if self.since is None and (heard or any(o.ending is Ending.KILLED for o in outcomes.values())):
+            if self.since is None and (heard or any(o.fault.killed for o in outcomes.values())):
                 self.since = time.monotonic()
             vanished = {node for rank, node in heard.items() if rank not in outcomes} - self.asked
             if vanished:

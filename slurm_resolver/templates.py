@@ -111,7 +111,7 @@ SECRET_LINES = (
     "# The tasks prove to each other that they belong to this job with a secret that only its tasks hold\n"
     "# (srun passes the environment on; another user cannot read it). Made here, kept nowhere else.\n"
     'export SLURM_RESOLVER_SECRET="${SLURM_RESOLVER_SECRET:-$(od -An -N24 -tx1 /dev/urandom | tr -d \' \\n\')}"')
-"""What every template's script runs first: the job's secret for the bootstrap (see ``rpc/trust/seals.py``)."""
+"""What every template's script runs first: the job's secret for the bootstrap (see ``rpc/trust/choice.py``)."""
 
 
 def forwarding(values: Mapping[str, str]) -> tuple[str, str]:

@@ -122,7 +122,7 @@ def test_the_api_reference_shows_exactly_each_modules_all(site: Path) -> None:
 
 
 def test_the_reference_is_one_page_per_area_without_a_repr_dump(site: Path) -> None:
-    areas = ["resolvers", "extending", "bootstrap", "adapters", "training", "templates", "tools"]
+    areas = ["resolvers", "launchers", "extending", "bootstrap", "adapters", "training", "templates", "tools"]
     assert REFERENCE == sorted(["reference", *(f"reference-{area}" for area in areas)])
     for page in REFERENCE:
         html = (site / f"{page}.html").read_text()
@@ -134,6 +134,13 @@ def test_the_reference_is_one_page_per_area_without_a_repr_dump(site: Path) -> N
     resolvers = re.sub(r"<[^>]+>", "", (site / "reference-resolvers.html").read_text())
     assert "port_base=8888" in resolvers and "SLURM_RESOLVER_PORT_BASE" in resolvers
     assert "fanout=8," in re.sub(r"<[^>]+>", "", (site / "reference-bootstrap.html").read_text())  # not DEFAULT_FANOUT
+
+
+def test_no_page_is_over_200_kb(site: Path) -> None:
+    """A page a browser opens from disk at once: a reference page that grows past it is split by area."""
+    sizes = {str(p.relative_to(site)): p.stat().st_size for p in site.rglob("*.html")}
+    assert max(sizes.values()) > 20_000, "the site was built"
+    assert {page: size for page, size in sizes.items() if size > 200_000} == {}
 
 
 def test_bootstraps_keywords_are_listed_with_their_real_defaults(site: Path) -> None:

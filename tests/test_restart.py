@@ -12,7 +12,8 @@ import pytest
 from slurm_resolver.attempts import RestartPolicy
 from slurm_resolver.cli import main
 from slurm_resolver.errors import ResolutionError
-from slurm_resolver.outcome import Death, Ending, Outcome, mark_bootstrapped, write
+from slurm_resolver.faults import Cause, Fault
+from slurm_resolver.outcome import Outcome, mark_bootstrapped, write
 from slurm_resolver.restart import run
 from slurm_resolver.srun_step import Ended, Stuck
 
@@ -29,17 +30,18 @@ def job(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
 
 
 def killed(rank: int) -> Outcome:
-    return Outcome(rank, f"n{rank // 2 + 1}", f"worker:{rank} (rank {rank})", Ending.KILLED, -9,
-                   "exited with signal 9 (SIGKILL)", at=time.time())
+    return Outcome(f"worker:{rank} (rank {rank})", Fault(Cause.EXITED, "exited with signal 9 (SIGKILL)", -9, rank,
+                                                         f"n{rank // 2 + 1}", time.time()))
 
 
 def failed(rank: int) -> Outcome:
-    return Outcome(rank, f"n{rank // 2 + 1}", f"worker:{rank} (rank {rank})", Ending.FAILED, 1, RAISED, at=time.time())
+    return Outcome(f"worker:{rank} (rank {rank})", Fault(Cause.EXITED, RAISED, 1, rank, f"n{rank // 2 + 1}",
+                                                         time.time()))
 
 
 def gone(*ranks: int) -> list[Outcome]:
-    deaths = tuple(Death(r, f"n{r // 2 + 1}", f"worker:{r} (rank {r}) died") for r in ranks)
-    return [Outcome(0, "n1", "worker:0 (rank 0)", Ending.STOPPED, -15, "stopped", heard=deaths, at=time.time())]
+    deaths = tuple(Fault(Cause.CRASHED, f"worker:{r} (rank {r}) died", 0, r, f"n{r // 2 + 1}") for r in ranks)
+    return [Outcome("worker:0 (rank 0)", Fault(Cause.LEFT, "stopped", -15, 0, "n1", time.time()), deaths)]
 
 
 class Launcher:
@@ -201,5 +203,6 @@ def test_the_watch_asks_only_about_vanished_tasks_nodes_once_each(tmp_path: Path
     write(gone(5)[0], tmp_path)  # rank 5 on n3 vanished
     assert watch() is None and asked == [["n3"]]
     assert watch() is None and asked == [["n3"]], "asked once"
-    write(Outcome(1, "n1", "worker:1 (rank 1)", Ending.STOPPED, heard=(Death(3, "n2", "worker:3 died"),)), tmp_path)
+    write(Outcome("worker:1 (rank 1)", Fault(Cause.LEFT, "stopped", 0, 1, "n1"),
+                  (Fault(Cause.SILENT, "worker:3 died", 0, 3, "n2"),)), tmp_path)
     assert watch() == "n2: its slurmd does not answer" and asked == [["n3"], ["n2"]]

@@ -25,7 +25,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from ..errors import SlurmResolverError, Speaker
+from ..errors import SlurmResolverError
+from ..speakers import Speaker
 from .parser import build_parser
 from .usage import parse
 

@@ -284,7 +284,8 @@ def _refuse_leftovers(variables: dict[str, str]) -> None:
     (a value can be a whole cluster's JSON), with where they came from."""
     import os
 
-    from ..errors import ConfigurationError, Speaker
+    from ..errors import ConfigurationError
+    from ..speakers import Speaker
 
     if not any(k in os.environ and os.environ[k] != v for k, v in variables.items()):
         return

@@ -68,7 +68,7 @@ def stacks(args: argparse.Namespace) -> int:
     from .. import slurmctl
     from ..hostlists import expand
     from ..rpc.network.ports import candidates_of
-    from ..rpc.trust.seals import authority
+    from ..rpc.trust.choice import authority
 
     env = snapshot()
     job, step = parse_step(args.step)

@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar
 
-from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError, Speaker
+from ..errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from ..layout import BLOCK, Distribution, Spread, array_element, in_srun_step, launch_key, step_layout
 from ..parsing import optional_int, read_int
+from ..speakers import Speaker
 from .base import Launch, Launcher
 
 __all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow", "written_in_batch_step", "from_batch_step",
@@ -216,7 +217,23 @@ def written_in_batch_step(env: Mapping[str, str]) -> list[str]:
         launcher = json.loads(told)["launcher"]
     except (ValueError, KeyError, TypeError):
         return []
-    return [name for name in WRITTEN if name in env] if launcher in ("batch", "salloc") else []
+    return [name for name in WRITTEN if name in env] if _outside(launcher) else []
+
+
+def _outside(name: object) -> bool:
+    """Whether the launcher plugin called ``name`` describes a process that sees the whole job but is none of
+    its tasks (its `Launcher.outside`: a batch script, an salloc shell), whichever plugin it is: every plugin
+    is a subclass of `Launcher` (the registry's package imports this module, so is not asked).
+
+    >>> _outside("batch"), _outside("srun"), _outside("nobody")
+    (True, False, False)
+    """
+    plugins = Launcher.__subclasses__()
+    for plugin in plugins:  # the subclasses, breadth first: the list grows as it is walked
+        if getattr(plugin, "name", None) == name:
+            return plugin.outside is not None
+        plugins.extend(plugin.__subclasses__())
+    return False
 
 
 def from_batch_step(stale: list[str]) -> str:

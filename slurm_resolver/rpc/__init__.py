@@ -19,12 +19,14 @@ benchmarks and tests import the simulation):
 - `detection`: `beats` (the watch's messages), `deaths` (what both sides share), `watch` (a
   leader's side, and Watch's server side and row), `heartbeat` (a task's side), `detector` (one
   task's failure detection, and its judge of hangs on the progress marks the beats carry), `crashes`
-  (an uncaught exception as the task's failure);
+  (an uncaught exception as the task's failure), `processes` (what a task sees of its node's
+  processes in the kernel);
 - `diagnosis`: where a hung job is: `marks` (sets of ranks and progress marks on the wire), `judge`
   (a hang said where every task is, and the step failed), and a call's module each
   (`*_call`: `stacks_call`, every task's stacks down the tree, merged on the way up);
-- `trust`: `seals` (a secret, MUNGE, or none), `gate` (the checks every call meets), `identity`
-  (a task, and WhoAreYou's both sides and row), `verify` (the peers found, checked);
+- `trust`: `seals` (a secret's, MUNGE's, or none: made and checked), `choice` (which, from ``auth=``
+  and the environment: the job's secret read once), `gate` (the checks every call meets), `identity`
+  (WhoAreYou's both sides and row), `verify` (the peers found, checked);
 - `network`: `service` (the service over gRPC, a method per shape, and the bounds every caller
   meets), `server` (a task's gRPC server), `grpc_network` and `in_process` (the two networks and
   their links), `loop` (a task's event loop thread), `ports`, `callers`, `connections`, `sockets`;

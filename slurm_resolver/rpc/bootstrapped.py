@@ -15,13 +15,14 @@ from typing import Any, TypeVar
 from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import ConfigurationError
+from ..faults import Cause, Fault
 from ..stacks.capture import ThreadStack
 from ..stacks.command import Marker, Watched, marker
 from ..stacks.job import JobStacks, nodes_of
 from .detection import crashes
 from .detection.detector import FailureDetector
 from .diagnosis.stacks_call import StacksHandler
-from .messages import NAME, Cause, Fault
+from .messages import NAME
 from .network.loop import LoopThread
 from .rounds.member import Member
 from .transport import Served
@@ -205,7 +206,8 @@ class Bootstrapped(ClusterView):
         return {rank: fault.words for rank, fault in self.faults().items()}
 
     def faults(self) -> dict[int, Fault]:
-        """Every task known to have died since the bootstrap, by rank, with its cause and words."""
+        """Every task known to have died since the bootstrap, by rank: its `Fault` (its cause, words and status,
+        its node, when it was heard of)."""
         return dict(self._detector.failed) if self._detector is not None else {}
 
     def on_failure(self, callback: Callable[[int, str], None]) -> None:
@@ -214,7 +216,8 @@ class Bootstrapped(ClusterView):
         self.on_fault(lambda rank, fault: callback(rank, fault.words))
 
     def on_fault(self, callback: Callable[[int, Fault], None]) -> None:
-        """`on_failure()` with each death's `Fault`: its `Cause` (what to decide on) beside its words."""
+        """`on_failure()` with each death's `Fault`: its `Cause` (what to decide on) beside its words, its node,
+        and when it was heard of."""
         if self._detector is None:
             raise ConfigurationError("failure detection is off", "bootstrap(heartbeat=1.0) (the default)")
         if self._loop is not None:

@@ -17,10 +17,11 @@ from collections import Counter
 from typing import NamedTuple, Protocol
 
 from ..cluster import Cluster, Task
-from ..errors import ResolutionError, Speaker
+from ..errors import ResolutionError
 from ..exchange import Exchange
 from ..gpus import format_devices, parse_reported
 from ..placement import Placement
+from ..speakers import Speaker
 from .bootstrapped import Exchanged
 from .messages import TABLE_ROUND, VERIFIED_ROUND, Contribution, Failure, Records, Table
 from .rounds.member import Member

@@ -17,12 +17,11 @@ from typing import Any
 
 from . import calls as table
 from .detection.watch import Watched, WatchHandler
-from .messages import Records, Round, Source
+from .messages import Identity, Records, Round, Source
 from .rounds.codec import Decision
 from .rounds.coordinator import Coordinator
 from .shapes import Call, Parts
 from .trust.gate import Gate
-from .trust.identity import Identity
 from .trust.seals import Authority
 from .waits import Later, Settled
 

@@ -1,4 +1,4 @@
-"""What the bootstrap's messages say, as values: rounds, sources, records, tables, failures.
+"""What the bootstrap's messages say, as values: rounds, sources, records, tables, failures, identities.
 
 These are the protocol's state, typed: a round is a `Round` (a `RoundKind`, a
 name, a count), never a string to parse; who joins a round at a leader is a `Source`
@@ -14,6 +14,8 @@ import enum
 from array import array
 from collections.abc import Iterable, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, field
+
+from ..faults import Cause
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -232,52 +234,21 @@ class Table:
     """Each rank's node position, where the tasks exchanged it; else ()."""
 
 
-class Cause(enum.Enum):
-    """Why a task failed, as a type: what decides who speaks for the job and what it says (its words are
-    for people). Its value is its name on the wire (``""``: `REPORTED`, as a peer of an older version sends)."""
+def cause_on_wire(cause: Cause) -> str:
+    """A cause's name on the wire: `Cause.REPORTED`, the most common and an older peer's, is sent as nothing.
 
-    EXITED = "exited"
-    """Its command exited with a code, or was ended by a signal (the `Fault`'s ``status``)."""
-    UNSTARTED = "unstarted"
-    """Its command could not start (every task runs the same command)."""
-    CRASHED = "crashed"
-    """Its process died (its call broke), or raised an exception nobody caught."""
-    SILENT = "silent"
-    """It never answered (missing from a round), or stopped beating."""
-    LEFT = "left"
-    """It stopped because another task failed."""
-    REPORTED = "reported"
-    """It reported a failure in words (`Bootstrapped.fail`), or the bootstrap failed at it."""
-    HUNG = "hung"
-    """The job hung (no progress mark advanced, or some stood still while others advanced): the top of
-    the tree judged it, said where every task was, and failed the step."""
-
-    @property
-    def on_wire(self) -> str:
-        """Its value on the wire: `REPORTED`, the most common and an older peer's, is sent as nothing."""
-        return "" if self is Cause.REPORTED else self.value
-
-    @classmethod
-    def read(cls, value: str) -> Cause:
-        """The cause named ``value`` on the wire; `WireError` for one no version sends."""
-        try:
-            return cls(value) if value else cls.REPORTED
-        except ValueError:
-            raise WireError(f"a cause that cannot be ({value[:32]!r})") from None
-
-
-@dataclass(frozen=True)
-class Fault:
-    """One task's failure: its cause, its words, and its exit status where its command exited.
-
-    >>> Fault(Cause.EXITED, "worker:1 (rank 1) on n1: its command exited with code 3", 3).status
-    3
+    >>> cause_on_wire(Cause.SILENT), cause_on_wire(Cause.REPORTED)
+    ('silent', '')
     """
+    return "" if cause is Cause.REPORTED else cause.value
 
-    cause: Cause
-    words: str
-    status: int = 0
-    """The command's exit code (a signal: minus its number), where the cause is `Cause.EXITED`."""
+
+def read_cause(value: str) -> Cause:
+    """The cause named ``value`` on the wire (nothing: `Cause.REPORTED`); `WireError` for one no version sends."""
+    try:
+        return Cause(value) if value else Cause.REPORTED
+    except ValueError:
+        raise WireError(f"a cause that cannot be ({value[:32]!r})") from None
 
 
 @dataclass(frozen=True)
@@ -352,6 +323,23 @@ class News:
 
     def __bool__(self) -> bool:
         return bool(self.failed) or self.leaving
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a server belongs to: its launch and task (what it answers WhoAreYou with, and what its gate
+    guards)."""
+
+    job_key: str
+    rank: int
+    node: str
+    job: str
+    index: int
+
+    @property
+    def label(self) -> str:
+        """How messages name the task, as `Task.label` does."""
+        return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from ..errors import ConfigurationError
 from ..exchange import Exchange, ExchangeMode, parse_mode
 from .network.ports import candidates_of
 from .tree import DEFAULT_FANOUT, ONCE, Verify
-from .trust.seals import MODES as AUTH_MODES
-from .trust.seals import AuthChoice
+from .trust.choice import MODES as AUTH_MODES
+from .trust.choice import AuthChoice
 
 __all__ = ["BootstrapOptions"]
 

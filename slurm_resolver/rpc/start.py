@@ -21,14 +21,15 @@ from ..exchange import Exchange, ExchangeMode, mpi_exchange
 from . import calls
 from .exchanges import Exchanging, MpiExchange, TreeRendezvous
 from .handlers import TaskHandlers
+from .messages import Identity
 from .network.callers import CALLS_SHARE, CONNECTIONS_SHARE, MOST_CALLS
 from .options import BootstrapOptions
 from .rounds.member import Member
 from .rounds.uplink import Uplink
 from .transport import Network, Served
 from .tree import Checking, Plan, plan_of
-from .trust.identity import Identity
-from .trust.seals import AuthChoice, AuthMode, Authority, authority
+from .trust.choice import AuthChoice, authority
+from .trust.seals import AuthMode, Authority
 from .trust.verify import Inspection
 
 if TYPE_CHECKING:  # pragma: no cover

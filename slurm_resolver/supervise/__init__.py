@@ -16,7 +16,7 @@ calls back, and either sets the one event the task waits on.
 The command's standard error passes through the task, which keeps its last lines to name
 an error (`slurm_resolver.supervise.command`). A peer's death is said once for the job, by the
 lowest rank each task knows alive (the others end without a word: their error's `Speaker` is
-``ABOVE``), decided on each failure's cause (`slurm_resolver.supervise.speakers`). Under
+``ABOVE``), decided on each failure's cause (`slurm_resolver.speakers`). Under
 ``slurm-resolver run`` (``SLURM_RESOLVER_OUTCOMES`` set) the task records what its command
 came to (`slurm_resolver.supervise.records`) and says nothing of it (``run`` says it once for the job),
 and rank 0 records when the attempt was bootstrapped (and its step id) and says how long after
@@ -33,17 +33,17 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ..environment import for_child, snapshot
-from ..errors import ConfigurationError, ResolutionError, Speaker
-from ..outcome import Death, Ending, Recording
+from ..errors import ConfigurationError, ResolutionError
+from ..faults import Cause, Fault
+from ..outcome import Recording
 from ..rpc.bootstrapped import Bootstrapped
-from ..rpc.messages import Cause, Fault
+from ..speakers import Speaker, for_deaths, for_unstarted
 from .command import Child, cannot_run, command_rendezvous_ports, ended_as
 from .command import oom_kills as _oom_kills
 from .records import Recorder
-from .speakers import failed_alike_below, failed_as_it_did
-from .speakers import speaker as _speaker
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
@@ -64,14 +64,12 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
     recording = Recording.of(env)
     recorder = Recorder(b, recording)
     news, heard = threading.Event(), threading.Event()
-    dead: list[Death] = []
+    dead: list[Fault] = []  # in the order heard; each names its task and node, and when it was heard of
     faults: dict[int, Fault] = {}
-    heard_at: list[float] = []
 
     def on_fault(rank: int, fault: Fault) -> None:
-        heard_at.append(time.time())
         faults[rank] = fault
-        dead.append(Death(rank, b.task(rank).node, fault.words))
+        dead.append(fault)
         heard.set()
         news.set()
 
@@ -93,10 +91,9 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
         child = Child(command, news, own)
     except OSError as exc:
         error = cannot_run(command, exc, own)
-        recorder.record(Ending.FAILED, 127, error.message, (), time.time())
+        recorder.record(Fault(Cause.UNSTARTED, error.message, 127, at=time.time()))
         b.fail(f"{recorder.label}: {error.message}", Cause.UNSTARTED, 127)
-        if failed_alike_below(b.rank, faults, news, time.monotonic() + NOTICE):
-            error.speaker = Speaker.ABOVE  # a lower rank says it for the job (the same command, alike)
+        error.speaker = for_unstarted(b.rank, faults, news, time.monotonic() + NOTICE)  # the same command, alike
         b.stop()
         return end(error, 127)
     previous = {s: signal.signal(s, lambda number, frame: child.signal(number)) for s in FORWARDED}
@@ -105,28 +102,30 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
             news.wait()
         if not child.exited.is_set():  # a peer died: stop this task's command, children included
             child.stop(grace)
-            if _speaker(b.rank, b.world_size, faults) is Speaker.TASK:
-                recorder.record(Ending.STOPPED, child.code, f"stopped: {dead[0].why}", list(dead), heard_at[0])
+            speaker = for_deaths(b.rank, b.world_size, faults)
+            if speaker is Speaker.TASK:
+                recorder.record(Fault(Cause.LEFT, f"stopped: {dead[0].words}", child.code, at=dead[0].at), dead)
             b.stop()
-            return end(ResolutionError(f"bootstrap: {dead[0].why}; stopped this task's command ({command[0]})",
-                                       _HINT, speaker=_speaker(b.rank, b.world_size, faults)))
+            return end(ResolutionError(f"bootstrap: {dead[0].words}; stopped this task's command ({command[0]})",
+                                       _HINT, speaker=speaker))
         code = child.code
         if code == 0:
             b.stop()
             return 0
         oom = code == -signal.SIGKILL and (oom_before or 0) < (_oom_kills() or 0)
-        ending, reason = ended_as(code, "" if code < 0 else child.error(), oom)
+        ended = replace(ended_as(code, "" if code < 0 else child.error(), oom), at=child.at)
         # It failed because a peer died (a broken collective): say so. Nothing a peer does ends a command
         # with SIGKILL, so that one blames itself at once.
         if heard.wait(0 if code == -signal.SIGKILL else NOTICE):
-            recorder.record(ending, code, reason, list(dead), child.at, oom)
+            recorder.record(ended, dead)
             b.stop()
-            then = f"so did this task's command ({command[0]})" if failed_as_it_did(faults[dead[0].rank], code) \
-                else f"then this task's command ({command[0]}) {reason}"
-            return end(ResolutionError(f"bootstrap: {dead[0].why}; {then}", _HINT,
-                                       speaker=_speaker(b.rank, b.world_size, faults)))
-        recorder.record(ending, code, reason, (), child.at, oom)
-        b.fail(f"{recorder.label}: its command {reason}", Cause.EXITED, code)
+            alike = dead[0].signature == ended.signature  # it exited as the dead peer's did
+            then = f"so did this task's command ({command[0]})" if alike \
+                else f"then this task's command ({command[0]}) {ended.words}"
+            return end(ResolutionError(f"bootstrap: {dead[0].words}; {then}", _HINT,
+                                       speaker=for_deaths(b.rank, b.world_size, faults)))
+        recorder.record(ended)
+        b.fail(f"{recorder.label}: its command {ended.words}", Cause.EXITED, code)
         os._exit(128 - code if code < 0 else code)  # no normal leaving: the others must stop
     finally:
         for number, handler in previous.items():

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ..errors import ConfigurationError
-from ..outcome import Ending
+from ..faults import Cause, Fault
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
@@ -46,16 +46,17 @@ def last_error(text: str, limit: int = 300) -> str:
     return found if len(found) <= limit else found[: limit - 3] + "..."
 
 
-def ended_as(code: int, error: str = "", oom: bool = False) -> tuple[Ending, str]:
-    """How a command that ended with ``code`` (minus a signal) ended, and the reason the task gives.
+def ended_as(code: int, error: str = "", oom: bool = False) -> Fault:
+    """How a command that ended with ``code`` (minus a signal) failed: `Cause.EXITED` with that status, and the
+    reason the task gives (of no task yet: `Fault.of`).
 
-    >>> ended_as(1, "ValueError: a bad batch")
-    (<Ending.FAILED: 'failed'>, 'exited with code 1: ValueError: a bad batch')
-    >>> ended_as(-9, oom=True)
-    (<Ending.KILLED: 'killed'>, "exited with signal 9 (SIGKILL), by the kernel's OOM killer")
+    >>> ended_as(1, "ValueError: a bad batch").words
+    'exited with code 1: ValueError: a bad batch'
+    >>> fault = ended_as(-9, oom=True); fault.killed, fault.words
+    (True, "exited with signal 9 (SIGKILL), by the kernel's OOM killer")
     """
     reason = f"exited with {_exit_status(code)}" + (f": {error}" if error else "")
-    return (Ending.KILLED if code < 0 else Ending.FAILED), reason + (", by the kernel's OOM killer" if oom else "")
+    return Fault(Cause.EXITED, reason + (", by the kernel's OOM killer" if oom else ""), code, oom=oom)
 
 
 def command_rendezvous_ports(key: str) -> str:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from ..cluster import Cluster
 from ..environment import snapshot
-from ..errors import Speaker, UnansweredError
-from ..outcome import Death, Ending, Outcome, Recording, mark_bootstrapped, mark_step, write
+from ..errors import UnansweredError
+from ..faults import Cause, Fault
+from ..outcome import Outcome, Recording, mark_bootstrapped, mark_step, write
 from ..rpc.bootstrapped import Bootstrapped
+from ..speakers import Speaker
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
@@ -37,12 +39,10 @@ class Recorder:
                   f"{now - recording.failed_at:.1f} s after attempt {recording.attempt - 1} failed",
                   file=sys.stderr, flush=True)
 
-    def record(self, ending: Ending, status: int, reason: str, heard: Sequence[Death], at: float,
-               oom: bool = False) -> None:
+    def record(self, fault: Fault, heard: Sequence[Fault] = ()) -> None:
+        """This task's command ended as ``fault`` (its task: this one), after the deaths ``heard``."""
         if self.directory is not None:
-            me = self.b.me
-            write(Outcome(self.b.rank, me.node, self.label, ending, status, reason, oom, tuple(heard), at),
-                  self.directory)
+            write(Outcome(self.label, fault.of(self.b.rank, self.b.me.node), tuple(heard)), self.directory)
 
 
 def record_unanswered(cluster: Cluster, error: UnansweredError, environ: Mapping[str, str] | None = None) -> None:
@@ -55,9 +55,10 @@ def record_unanswered(cluster: Cluster, error: UnansweredError, environ: Mapping
     me = cluster.me
     if recording is None or me is None or error.speaker is not Speaker.TASK or me.rank in error.missing:
         return
-    heard = tuple(Death(rank, node, f"{cluster.label(rank)} never answered in the bootstrap")
+    now = time.time()
+    heard = tuple(Fault(Cause.SILENT, f"{cluster.label(rank)} never answered in the bootstrap", 0, rank, node, now)
                   for rank, node in sorted(error.missing.items()) if node)
     if heard:
         mark_step(recording.directory, env.get("SLURM_STEP_ID", ""))
-        write(Outcome(me.rank, me.node, me.label, Ending.STOPPED, 0, error.message, heard=heard, at=time.time()),
+        write(Outcome(me.label, Fault(Cause.LEFT, error.message).of(me.rank, me.node, now), heard),
               recording.directory)

@@ -224,8 +224,8 @@ def test_tasks_that_never_answer_the_bootstrap_are_recorded_by_the_root(slurm_cl
     assert list(outcomes) == [0], out.stderr
     second = outcomes[0].heard[0].node if outcomes[0].heard else ""  # node2, where the cluster was idle
     assert [(d.rank, d.node) for d in outcomes[0].heard] == [(2, second), (3, second)], outcomes
-    assert second and second != outcomes[0].node, outcomes
-    assert outcomes[0].heard[0].why == f"worker:2 (rank 2) on {second} never answered in the bootstrap"
+    assert second and second != outcomes[0].fault.node, outcomes
+    assert outcomes[0].heard[0].words == f"worker:2 (rank 2) on {second} never answered in the bootstrap"
     assert bootstrapped_step(tmp_path) is not None, "the step to cancel"
 
 

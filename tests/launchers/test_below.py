@@ -178,6 +178,29 @@ def test_variables_env_wrote_in_the_batch_step_are_leftovers_not_a_spawner() -> 
         resolve({**env, "SLURM_RESOLVER_TASK": '{"launcher": "srun", "rank": 0}'}, **quiet())
 
 
+def test_leftovers_are_told_by_their_writers_capability_not_its_name() -> None:
+    """Any plugin whose process sees the job but is none of its tasks (`Launcher.outside`) wrote leftovers."""
+    from collections.abc import Mapping
+
+    from slurm_resolver.launchers.below import written_in_batch_step
+
+    class Alloc(launchers.Launcher):
+        name, description, outside = "test-alloc", "a test's allocation shell", "test shell"
+
+        @classmethod
+        def detect(cls, env: Mapping[str, str]) -> bool:
+            return False
+
+        @classmethod
+        def resolve(cls, env: Mapping[str, str]) -> launchers.Launch:
+            raise NotImplementedError
+
+    task = {**captured("srun_N3_n6")[4], "RANK": "0"}
+    assert written_in_batch_step({**task, "SLURM_RESOLVER_TASK": '{"launcher": "test-alloc"}'}) == ["RANK"]
+    assert written_in_batch_step({**task, "SLURM_RESOLVER_TASK": '{"launcher": "srun"}'}) == []
+    assert written_in_batch_step({**task, "SLURM_RESOLVER_TASK": '{"launcher": ["batch"]}'}) == []
+
+
 def test_a_process_alone_may_say_so_with_the_worker_variables() -> None:
     cluster = resolve({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}, **quiet())
     assert cluster.launch.standalone and (cluster.rank, cluster.world_size) == (0, 1)

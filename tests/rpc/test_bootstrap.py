@@ -16,11 +16,10 @@ from slurm_resolver.rpc.bootstrap import bootstrap
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.handlers import TaskHandlers
-from slurm_resolver.rpc.messages import Source
+from slurm_resolver.rpc.messages import Identity, Source
 from slurm_resolver.rpc.network.ports import rendezvous_ports
 from slurm_resolver.rpc.network.server import Server
 from slurm_resolver.rpc.tree import ONCE, checked_peers
-from slurm_resolver.rpc.trust.identity import Identity
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 
 JOB = os.environ.setdefault("SLURM_RESOLVER_TEST_JOB", str(10_000 + os.getpid() % 80_000))

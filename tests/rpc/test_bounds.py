@@ -34,7 +34,7 @@ from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.network.server import Server
-from slurm_resolver.rpc.trust.identity import Identity
+from slurm_resolver.rpc.messages import Identity
 authority = Authority(AuthMode.SECRET, "a test", secret=b"s" * 24, launch="9.0")
 server = Server({"worker": ["127.0.0.1:0"]}, "worker", 0, calls=TABLE, handlers=lambda port: TaskHandlers(
     Identity("9.0", 0, "localhost", "worker", 0), 100000, authority, port, map(Source.task, range(1, 8)), True))

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from slurm_resolver.rpc.handlers import TaskHandlers
-from slurm_resolver.rpc.messages import Failure, Round, Source
+from slurm_resolver.rpc.messages import Failure, Identity, Round, Source
 from slurm_resolver.rpc.rounds.codec import decision, decode_answer
 from slurm_resolver.rpc.transport import Refusal, Refused
-from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler, decode_identity
+from slurm_resolver.rpc.trust.identity import IdentityHandler, decode_identity
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 from slurm_resolver.rpc.wire import unwrap
 

@@ -20,7 +20,7 @@ from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.calls import JOIN, TABLE, WATCH, WHO
 from slurm_resolver.rpc.detection import watch as watch_module
 from slurm_resolver.rpc.handlers import TaskHandlers
-from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Records, Round, Source
+from slurm_resolver.rpc.messages import TABLE_ROUND, Failure, Identity, Records, Round, Source
 from slurm_resolver.rpc.network.ports import rendezvous_ports
 from slurm_resolver.rpc.rounds.codec import decision
 from slurm_resolver.rpc.rounds.coordinator import Coordinator
@@ -28,7 +28,7 @@ from slurm_resolver.rpc.rounds.state import MOST_OPEN_ROUNDS
 from slurm_resolver.rpc.shapes import Parts
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler
+from slurm_resolver.rpc.trust.identity import IdentityHandler
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 from slurm_resolver.rpc.wire import MAX_MESSAGE
 

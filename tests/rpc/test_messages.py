@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_resolver.rpc.messages import SHOWN, Failure, News, Records, Round, RoundKind, Source, SourceKind, WireError
+from slurm_resolver.faults import Cause
+from slurm_resolver.rpc.messages import (
+    SHOWN,
+    Failure,
+    News,
+    Records,
+    Round,
+    RoundKind,
+    Source,
+    SourceKind,
+    WireError,
+    cause_on_wire,
+    read_cause,
+)
 
 
 def test_every_kind_is_read_back_from_its_name_on_the_wire_and_nothing_else_is() -> None:
@@ -49,3 +62,11 @@ def test_records_extend_column_by_column() -> None:
 
 def test_news_is_something_only_when_it_names_a_death_or_an_end() -> None:
     assert not News() and News((3,), "killed") and News(leaving=True)
+
+
+def test_every_cause_is_read_back_from_its_name_on_the_wire_and_nothing_else_is() -> None:
+    """`Cause.REPORTED` is sent as nothing (as a peer of an older version, which sends no cause)."""
+    assert all(read_cause(cause_on_wire(cause)) is cause for cause in Cause)
+    assert cause_on_wire(Cause.REPORTED) == "" and read_cause("") is Cause.REPORTED
+    with pytest.raises(WireError, match="a cause that cannot be"):
+        read_cause("vanished")

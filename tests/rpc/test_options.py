@@ -72,7 +72,7 @@ def test_keywords_go_on_top_of_a_value_and_no_heartbeat_is_none() -> None:
 
 
 def test_every_choice_is_its_type_once_made_and_an_unknown_word_names_the_option_and_its_words() -> None:
-    from slurm_resolver.rpc.trust.seals import AuthChoice
+    from slurm_resolver.rpc.trust.choice import AuthChoice
 
     options = BootstrapOptions.of(None, {"exchange": "mpi", "verify": "all", "auth": "munge"})
     assert (options.exchange, options.verify, options.auth) == \

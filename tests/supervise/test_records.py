@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slurm_resolver.outcome import Ending
+from slurm_resolver.faults import Cause, Fault
 from slurm_resolver.supervise.records import Recorder
 
 
@@ -16,5 +16,5 @@ def test_outside_run_a_recorder_writes_nothing() -> None:
     task: Any = Task()
     recorder = Recorder(task, None)
     recorder.bootstrapped(None, "0")
-    recorder.record(Ending.FAILED, 1, "exited with code 1", (), 0.0)
+    recorder.record(Fault(Cause.EXITED, "exited with code 1", 1))
     assert recorder.directory is None and recorder.label == "worker:0 (rank 0) on n0"

@@ -16,8 +16,8 @@ import pytest
 
 from slurm_resolver.cluster import Task as ClusterTask
 from slurm_resolver.errors import ConfigurationError, ResolutionError
-from slurm_resolver.outcome import Ending, Recording, bootstrapped_at, read_all
-from slurm_resolver.rpc.messages import Cause, Fault
+from slurm_resolver.faults import Cause, Fault
+from slurm_resolver.outcome import Recording, bootstrapped_at, read_all
 from slurm_resolver.supervise import supervise
 
 
@@ -42,7 +42,8 @@ class Task:
         return ClusterTask(rank, "worker", rank, node, node, 8888 + rank % 2, rank % 2)
 
     def on_fault(self, callback: Callable[[int, Fault], None]) -> None:
-        self.callbacks.append(callback)
+        """As failure detection calls back: each fault recorded for its task, on its node, when heard of."""
+        self.callbacks.append(lambda rank, fault: callback(rank, fault.of(rank, self.task(rank).node, time.time())))
 
     def stop(self) -> None:
         self.stopped = True
@@ -73,7 +74,7 @@ def test_a_peer_death_stops_the_command_and_names_the_peer() -> None:
 def test_a_peer_death_is_said_by_the_lowest_live_rank_alone() -> None:
     """Every surviving task raises it; the lowest rank it knows alive says it (Speaker.TASK), the others
     end without a word (Speaker.ABOVE: the command line prints nothing for them)."""
-    from slurm_resolver.errors import Speaker
+    from slurm_resolver.speakers import Speaker
 
     for rank, dead, says in ((1, 0, True), (2, 0, False), (0, 5, True), (3, 5, False)):
         task = Task(rank)
@@ -96,7 +97,7 @@ def test_a_command_that_cannot_start_anywhere_is_said_by_the_lowest_rank_that_fa
     """Every task runs the same command: where it cannot start, the lowest rank that failed says it for
     the job, and a task that hears a lower rank fail alike ends without a word."""
     from slurm_resolver import supervise as supervised
-    from slurm_resolver.errors import Speaker
+    from slurm_resolver.speakers import Speaker
 
     monkeypatch.setattr(supervised, "NOTICE", 0.5)
     why = "worker:1 (rank 1) on node1: cannot run 'no-such-command-xyz': No such file or directory"
@@ -208,8 +209,10 @@ def test_a_stopped_command_is_recorded_by_the_lowest_live_rank(tmp_path: Path) -
         assert supervise(task, ["sleep", "30"], environ=recording(tmp_path)) == 1  # type: ignore[arg-type]
     outcomes = read_all(tmp_path)
     assert list(outcomes) == [1]  # rank 2 knows rank 0 alive: only rank 1, which heard of rank 0, wrote
-    assert outcomes[1].ending is Ending.STOPPED and outcomes[1].status == -signal.SIGTERM
-    assert [(d.rank, d.node, d.why) for d in outcomes[1].heard] == [(0, "node1", "a peer died")]
+    assert outcomes[1].fault.signature == (Cause.LEFT, -signal.SIGTERM) and not outcomes[1].fault.killed
+    assert [(d.rank, d.node, d.cause, d.words) for d in outcomes[1].heard] == [(0, "node1", Cause.CRASHED,
+                                                                                "a peer died")]
+    assert abs(outcomes[1].heard[0].at - time.time()) < 30 and outcomes[1].fault.at == outcomes[1].heard[0].at
 
 
 def test_a_command_that_failed_after_a_peer_died_is_recorded_with_its_error(tmp_path: Path,
@@ -221,9 +224,9 @@ def test_a_command_that_failed_after_a_peer_died_is_recorded_with_its_error(tmp_
     assert supervise(task, [sys.executable, "-c", code], environ=recording(tmp_path)) == 1  # type: ignore[arg-type]
     assert "slurm-resolver" not in capsys.readouterr().err, "under run, run says it once for the job"
     outcome = read_all(tmp_path)[3]
-    assert (outcome.ending, outcome.status, outcome.task) == (Ending.FAILED, 1, "worker:3 (rank 3) on node2")
-    assert outcome.reason == "exited with code 1: RuntimeError: gloo: connection closed"
-    assert [d.rank for d in outcome.heard] == [5] and abs(outcome.at - time.time()) < 5
+    assert (outcome.fault.signature, outcome.task) == ((Cause.EXITED, 1), "worker:3 (rank 3) on node2")
+    assert outcome.fault.words == "exited with code 1: RuntimeError: gloo: connection closed"
+    assert [d.rank for d in outcome.heard] == [5] and abs(outcome.fault.at - time.time()) < 5
 
 
 def test_rank_0_records_when_the_attempt_was_bootstrapped(tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -240,7 +243,8 @@ def test_the_command_that_cannot_start_is_recorded(tmp_path: Path) -> None:
     task = Task()
     assert supervise(task, ["no-such-command-xyz"], environ=recording(tmp_path)) == 127  # type: ignore[arg-type]
     outcome = read_all(tmp_path)[3]
-    assert outcome.ending is Ending.FAILED and "cannot run 'no-such-command-xyz'" in outcome.reason
+    assert outcome.fault.signature == (Cause.UNSTARTED, 127)
+    assert "cannot run 'no-such-command-xyz'" in outcome.fault.words
 
 
 OWN_FAILURE = """
@@ -265,22 +269,22 @@ module.supervise(Task(), sys.argv[2:], environ=Recording(Path(sys.argv[1])).vari
 """
 
 
-@pytest.mark.parametrize(("command", "ending", "reason"), [
-    (["bash", "-c", "kill -9 $$"], Ending.KILLED, "exited with signal 9 (SIGKILL), by the kernel's OOM killer"),
-    ([sys.executable, "-c", "raise ValueError('a bad batch')"], Ending.FAILED,
-     "exited with code 1: ValueError: a bad batch"),
+@pytest.mark.parametrize(("command", "status", "reason"), [
+    (["bash", "-c", "kill -9 $$"], -9, "exited with signal 9 (SIGKILL), by the kernel's OOM killer"),
+    ([sys.executable, "-c", "raise ValueError('a bad batch')"], 1, "exited with code 1: ValueError: a bad batch"),
 ], ids=["the OOM killer", "an exception"])
 def test_a_command_that_fails_on_its_own_fails_the_task_and_is_recorded(tmp_path: Path, command: list[str],
-                                                                         ending: Ending, reason: str) -> None:
+                                                                         status: int, reason: str) -> None:
     import subprocess
 
     out = subprocess.run([sys.executable, "-c", OWN_FAILURE, str(tmp_path), *command], capture_output=True,
                          text=True, timeout=60)
-    assert out.returncode == (137 if ending is Ending.KILLED else 1), out.stderr
-    status = -9 if ending is Ending.KILLED else 1  # beside the words, the cause and the exit status
+    assert out.returncode == (137 if status < 0 else 1), out.stderr
+    # beside the words, the cause and the exit status
     assert f"FAILED: worker:3 (rank 3) on node2: its command {reason} exited {status}" in out.stdout
-    outcome = read_all(tmp_path)[3]
-    assert (outcome.ending, outcome.reason, outcome.oom) == (ending, reason, ending is Ending.KILLED)
+    own = read_all(tmp_path)[3].fault
+    assert (own.signature, own.words, own.oom, own.killed, own.node) == ((Cause.EXITED, status), reason, status < 0,
+                                                                         status < 0, "node2")
 
 
 def test_oom_kills_are_counted_in_the_tasks_own_cgroup_where_it_has_one(tmp_path: Path) -> None:
@@ -329,9 +333,10 @@ def test_tasks_that_never_answered_the_bootstrap_are_recorded_once_by_the_task_t
                                                                                             ) -> None:
     """Under run: the root, whose round waited for node2's tasks, records them as deaths heard on node2 (and
     the step's id, for run to cancel); a task that only heard it from above, or one among them, does not."""
-    from slurm_resolver.errors import Speaker, UnansweredError
+    from slurm_resolver.errors import UnansweredError
     from slurm_resolver.outcome import bootstrapped_step
     from slurm_resolver.resolution import resolve
+    from slurm_resolver.speakers import Speaker
     from slurm_resolver.supervise.records import record_unanswered
 
     from ..conftest import captured
@@ -344,9 +349,9 @@ def test_tasks_that_never_answered_the_bootstrap_are_recorded_once_by_the_task_t
         record_unanswered(resolve(env, resolves=lambda _: True), error, env)
         assert list(read_all(tmp_path)) == ([0] if rank == 0 else []), rank
     found = read_all(tmp_path)[0]
-    assert found.ending is Ending.STOPPED and found.reason == "bootstrap: 2 of 4 tasks did not join"
-    assert [(d.rank, d.node, d.why) for d in found.heard] == [
-        (2, "node2", "worker:2 (rank 2) on node2 never answered in the bootstrap"),
-        (3, "node2", "worker:3 (rank 3) on node2 never answered in the bootstrap")]
+    assert found.fault.cause is Cause.LEFT and found.fault.words == "bootstrap: 2 of 4 tasks did not join"
+    assert [(d.rank, d.node, d.cause, d.words) for d in found.heard] == [
+        (2, "node2", Cause.SILENT, "worker:2 (rank 2) on node2 never answered in the bootstrap"),
+        (3, "node2", Cause.SILENT, "worker:3 (rank 3) on node2 never answered in the bootstrap")]
     assert bootstrapped_step(tmp_path) == envs[0]["SLURM_STEP_ID"]
     record_unanswered(resolve(envs[0], resolves=lambda _: True), error, envs[0])  # outside run: nothing

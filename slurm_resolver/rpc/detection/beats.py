@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...faults import Cause, Fault
 from ...stacks.progress import Marks
 from .. import protos as pb
 from ..diagnosis.marks import progress_pb, read_progress
-from ..messages import REASON, SHOWN, Cause, Fault, HandOver, Source, SourceKind, WireError
+from ..messages import REASON, SHOWN, HandOver, Source, SourceKind, WireError, cause_on_wire, read_cause
 from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
 from .processes import Process
 
@@ -88,7 +89,7 @@ def encode_beat(failed: Sequence[int] = (), fault: Fault | None = None, leaving:
         beat = pb.Beat(failed=failed[:SHOWN], leaving=leaving)
     else:
         beat = pb.Beat(failed=failed[:SHOWN], reason=fault.words[:REASON], leaving=leaving,
-                       cause=fault.cause.on_wire, status=fault.status)
+                       cause=cause_on_wire(fault.cause), status=fault.status)
     if progress is not None and progress.tasks:
         beat.progress.CopyFrom(progress_pb(progress))
     return bytes(beat.SerializeToString())
@@ -103,7 +104,7 @@ def decode_beat(data: bytes, world_size: int) -> Beat:
     failed, reason = _news(message.failed, message.reason, world_size)
     progress = read_progress(message.progress, world_size) if message.HasField("progress") else None
     return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
-                message.leaving, Cause.read(message.cause), message.status, progress,
+                message.leaving, read_cause(message.cause), message.status, progress,
                 Process(message.pid, message.started) if message.pid else None)
 
 
@@ -118,7 +119,7 @@ def encode_event(failed: Sequence[int] = (), fault: Fault | None = None, leaving
     """A later event: deaths (at most `SHOWN`) and why, or that the task above leaves (and who takes over)."""
     event = pb.Event(failed=failed[:SHOWN], leaving=leaving)
     if fault is not None:
-        event.reason, event.cause, event.status = fault.words[:REASON], fault.cause.on_wire, fault.status
+        event.reason, event.cause, event.status = fault.words[:REASON], cause_on_wire(fault.cause), fault.status
     if hand_over is not None:
         gone = sorted(hand_over.gone)[:1024]
         event.hand_over.CopyFrom(pb.HandOver(
@@ -144,4 +145,4 @@ def decode_event(data: bytes, world_size: int) -> Event:
                              frozenset([*map(Source.task, h.gone_ranks), *map(Source.node, h.gone_nodes)]))
     process = Process(message.pid, message.started) if message.pid else None
     return Event(bytes(message.nonce), message.source, failed, reason, message.leaving, hand_over,
-                 Cause.read(message.cause), message.status, process)
+                 read_cause(message.cause), message.status, process)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
-from ..messages import SHOWN, Fault, News, Source
+from ...faults import Fault
+from ..messages import SHOWN, News, Source
 from .beats import encode_event
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -31,15 +33,21 @@ def _call(callback: Callable[[int, Fault], None], rank: int, fault: Fault) -> No
 class Deaths:
     """Every task this one knows to have died, and where the news goes.
 
+    Args:
+        rank: this task.
+        node_of: the node of a rank, that each death recorded names (none by default).
+
     Attributes:
-        failed: the dead, by rank, with why (its cause and words).
+        failed: the dead, by rank, each with its `Fault` (its cause and words, its rank and node, when
+            it was heard of).
         up: the news this task's call up carries next (deaths found below, its own end).
         below: one queue of events per task below that watches here, by its source.
         leaving: this task ends (normally or not): a call breaking is no news any more.
     """
 
-    def __init__(self, rank: int) -> None:
+    def __init__(self, rank: int, node_of: Callable[[int], str] = lambda rank: "") -> None:
         self.rank = rank
+        self.node_of = node_of
         self.failed: dict[int, Fault] = {}
         self.callbacks: list[Callable[[int, Fault], None]] = []
         self.up: asyncio.Queue[News] = asyncio.Queue()
@@ -49,12 +57,14 @@ class Deaths:
         """Why this task fails, once it does (a task that starts watching here after hears it too)."""
 
     def declare(self, ranks: list[int], fault: Fault, *, from_above: bool = False) -> None:
-        """Record ``ranks`` as dead: tell the tasks below, the task above (unless it told us), the callbacks."""
+        """Record ``ranks`` as dead, for ``fault`` (each rank's its own, `Fault.of`): tell the tasks below, the
+        task above (unless it told us), the callbacks."""
         new = [r for r in ranks if r not in self.failed and r != self.rank]
         if not new:
             return
+        now = time.time()
         for rank in new:
-            self.failed[rank] = fault
+            self.failed[rank] = fault.of(rank, self.node_of(rank), now)
         for start in range(0, len(new), SHOWN):
             self.tell_below(encode_event(new[start:start + SHOWN], fault))
             if not from_above:
@@ -62,12 +72,13 @@ class Deaths:
                                         status=fault.status))
         for rank in new:
             for callback in list(self.callbacks):
-                _call(callback, rank, fault)
+                _call(callback, rank, self.failed[rank])
 
     def failing(self, why: Fault) -> None:
         """This task fails for the job (a hang it judged): its own callbacks hear it as its death."""
+        own = why.of(self.rank, self.node_of(self.rank), time.time())
         for callback in list(self.callbacks):
-            _call(callback, self.rank, why)
+            _call(callback, self.rank, own)
 
     def tell_below(self, event: bytes) -> None:
         """Send ``event`` down every call of a task below."""

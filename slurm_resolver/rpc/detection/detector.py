@@ -15,8 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from ...cluster import Cluster
+from ...faults import Fault
 from ...stacks.progress import Hang, HangWatch, Marks
-from ..messages import Fault, HandOver, News
+from ..messages import HandOver, News
 from ..transport import Link, Network
 from ..tree import Plan
 from ..trust.seals import Authority
@@ -47,7 +48,7 @@ class FailureDetector:
     def __init__(self, cluster: Cluster, plan: Plan, above: int | None, link: Link | None, network: Network,
                  authority: Authority, heartbeat: float, patience: float, hang_after: float | None = None,
                  on_hang: Callable[[Hang], Awaitable[None]] | None = None) -> None:
-        self.deaths = Deaths(plan.rank)
+        self.deaths = Deaths(plan.rank, cluster.placement.node_of)
         self.watch = Watch(self.deaths, cluster, plan, network, heartbeat, patience)
         self.heartbeat = Heartbeat(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
                                    heartbeat, patience, self.watch.take_over,

@@ -22,8 +22,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ...cluster import Cluster
+from ...faults import Cause, Fault
 from ...stacks.progress import Marks
-from ..messages import Cause, Fault, HandOver, News, Source, WireError
+from ..messages import HandOver, News, Source, WireError
 from ..transport import CallFailure, Link, LinkError, Network, end_call, within
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap

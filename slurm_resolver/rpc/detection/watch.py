@@ -28,8 +28,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from ...cluster import Cluster
+from ...faults import Cause, Fault
 from ...stacks.progress import Marks
-from ..messages import Cause, Fault, Source, SourceKind, WireError
+from ..messages import Source, SourceKind, WireError
 from ..shapes import stream
 from ..transport import Network, Refusal, Refused, end_call, within
 from ..tree import Plan

@@ -12,10 +12,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from ...faults import Cause, Fault
 from ...stacks.job import JobStacks, nodes_of
 from ...stacks.progress import Hang, HangKind
 from ...stacks.render import ranks_label
-from ..messages import Cause, Fault
 from .stacks_call import StacksHandler
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)

@@ -23,7 +23,6 @@ from ..messages import (
     NO_FAILURE,
     REASON,
     SHOWN,
-    Cause,
     Failure,
     Records,
     Round,
@@ -31,6 +30,8 @@ from ..messages import (
     Source,
     Table,
     WireError,
+    cause_on_wire,
+    read_cause,
 )
 from ..wire import CHUNK, CHUNK_BYTES, MOST_NAME, MOST_NONCE, Seal, envelope, most_chunks, parse_message
 
@@ -61,7 +62,7 @@ def _failure_pb(failure: Failure) -> Any:
     if failure is NO_FAILURE:
         return None  # left unset: read back as `NO_FAILURE`
     return pb.Failure(missing=failure.missing, missing_count=failure.missing_count, reason=failure.reason,
-                      failed_count=failure.failed_count, cause=failure.cause.on_wire, status=failure.status)
+                      failed_count=failure.failed_count, cause=cause_on_wire(failure.cause), status=failure.status)
 
 
 def _failure(message: Any, world_size: int) -> Failure:
@@ -71,7 +72,7 @@ def _failure(message: Any, world_size: int) -> Failure:
     if len(missing) > SHOWN or len(message.reason) > REASON or any(r >= world_size for r in missing) \
             or message.missing_count > world_size or message.failed_count > world_size:
         raise WireError("a failure names more than a job can have")
-    return Failure(missing, message.missing_count, message.reason, message.failed_count, Cause.read(message.cause),
+    return Failure(missing, message.missing_count, message.reason, message.failed_count, read_cause(message.cause),
                    message.status)
 
 

@@ -14,7 +14,8 @@ import time
 
 from ...addresses import abridged
 from ...cluster import Cluster
-from ...errors import ResolutionError, Speaker, UnansweredError
+from ...errors import ResolutionError, UnansweredError
+from ...speakers import Speaker, for_a_failed_call, for_a_round
 from ..messages import NO_FAILURE, Contribution, Failure, Records, Round, RoundKind, Source, SourceKind, Table
 from ..transport import Link
 from ..tree import Plan
@@ -80,8 +81,7 @@ class Member:
         try:
             outcome, table, speaker = await self._round(round, brought, timeout)
         except ResolutionError as exc:  # a task below a leader, whose call to it failed
-            if exc.speaker is not Speaker.ABOVE:  # ABOVE: the leader answered, and says why the round did not end
-                exc.speaker = self._speaker(start + timeout)
+            exc.speaker = self._speaker(start + timeout, exc.speaker)
             raise
         if outcome.failure:
             error = self.error(outcome.failure, f"{round.kind.policy.verb} {round.label}", timeout)
@@ -89,30 +89,27 @@ class Member:
             raise error
         return outcome, table
 
-    def _speaker(self, gave_up: float) -> Speaker:
-        """Who says this task's own failure. Where the root never answered, every task that calls it finds
-        the same: one says it, the first child node's leader (another node than the root's, lost with it),
-        or with one node the root's next task."""
+    def _speaker(self, gave_up: float, heard: Speaker) -> Speaker:
+        """Who says this task's failure to join a round (`for_a_failed_call`), where its error says
+        ``heard``: what it needs to know is whether the root never answered it."""
         where = self.cluster.placement
         never = self.uplink.position == 0 and self.uplink.link is None and time.monotonic() >= gave_up
-        if not never or not where.exact:
-            return Speaker.TASK
-        says = where.ranks_on(1)[0] if len(where.nodes) > 1 else where.ranks_on(0)[1]
-        return Speaker.TASK if self.rank == says else Speaker.ANOTHER
+        first = [where.ranks_on(p) for p in range(min(2, len(where.nodes)))] if never and where.exact else []
+        return for_a_failed_call(self.rank, heard, first)
 
     async def _round(self, round: Round, brought: Contribution, timeout: float) -> tuple[Decision, Table, Speaker]:
         """The outcome and table of ``round``, and who says a failure (ABOVE: this task heard it from above)."""
         start = time.monotonic()
         plan = self.plan
         if self.rank != plan.leader:
-            return (*await self.uplink.join(round, brought, start + timeout, timeout), Speaker.ABOVE)
+            return (*await self.uplink.join(round, brought, start + timeout, timeout), for_a_round(False))
         report = start + timeout * plan.tree.report_at(plan.position)
         merged = await self.coordinator.gather(round, brought, report, self._covers)
         if round.kind.policy.first and self.inspection is not None:  # its checks end by the same deadline
             merged = Contribution(merged.records, merged.failure.merge(await self.inspection.verdict()),
                                   merged.votes)
         table = Table()
-        speaker = Speaker.TASK if self.is_root else Speaker.ABOVE
+        speaker = for_a_round(self.is_root)
         if self.is_root:
             outcome, table = self._decide(round, merged)
         else:
@@ -121,7 +118,7 @@ class Member:
                 outcome, table = await self.uplink.join(round, merged, give_up, timeout)
             except Unjoined as exc:  # tell the tasks below (their error says "bootstrap: " once)
                 outcome = Decision(exc.failure)
-                speaker = exc.speaker if exc.speaker is Speaker.ABOVE else self._speaker(give_up)
+                speaker = self._speaker(give_up, exc.speaker)
         self.coordinator.publish(round, outcome)
         if outcome.failure or not round.kind.policy.carries_table:
             # The tasks below have the outcome before this one goes on (and may stop its server).

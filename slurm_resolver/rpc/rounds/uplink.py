@@ -20,8 +20,10 @@ from typing import Any
 
 from ...addresses import abridged
 from ...cluster import Cluster
-from ...errors import ResolutionError, Speaker
-from ..messages import Cause, Contribution, Failure, Round, Table, WireError
+from ...errors import ResolutionError
+from ...faults import Cause
+from ...speakers import Speaker
+from ..messages import Contribution, Failure, Round, Table, WireError
 from ..transport import CallFailure, Hedged, Link, LinkError, Network, Refusal, hedged, retrying, within
 from ..tree import Plan
 from ..trust.identity import Question, Unproven, identify

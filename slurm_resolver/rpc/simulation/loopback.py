@@ -29,7 +29,7 @@ from ...exchange import ExchangeMode
 from ...resolution import resolve
 from ..options import BootstrapOptions
 from ..tree import DEFAULT_FANOUT, ONCE, Verify
-from ..trust.seals import AuthChoice
+from ..trust.choice import AuthChoice
 from .simulate import Simulation, srun_environ
 
 __all__ = ["over_grpc", "loopback", "many_open_files", "cpu_seconds", "next_report"]

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from ..messages import WireError
+from ..messages import Identity, WireError
 from ..transport import Refusal, Refused
 from ..wire import Seal, unwrap
 from .seals import Authority, Checked, Purpose, SealVerdict
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .identity import Identity  # which answers WhoAreYou through this gate
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 

@@ -10,7 +10,7 @@ import secrets
 from dataclasses import dataclass
 
 from .. import protos as pb
-from ..messages import WireError
+from ..messages import Identity, WireError
 from ..shapes import unary
 from ..transport import Link, Refusal, Refused, retrying
 from ..wire import MOST_NAME, MOST_NONCE, NONCE, Seal, envelope, parse_message, unwrap
@@ -18,22 +18,6 @@ from .gate import Gate
 from .seals import Authority, Purpose
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who a server belongs to: its launch and task."""
-
-    job_key: str
-    rank: int
-    node: str
-    job: str
-    index: int
-
-    @property
-    def label(self) -> str:
-        """How messages name the task, as `Task.label` does."""
-        return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ import time
 from dataclasses import dataclass
 
 from ...cluster import Cluster
-from ..messages import NO_FAILURE, Failure, Records, Source, SourceKind, WireError
+from ..messages import NO_FAILURE, Failure, Identity, Records, Source, SourceKind, WireError
 from ..transport import LinkError, Network, Refusal
 from ..tree import Plan
-from .identity import Identity, Question, Unproven, identify
+from .identity import Question, Unproven, identify
 from .seals import Authority
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)

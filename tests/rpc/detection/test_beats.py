@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_resolver.faults import Cause, Fault
 from slurm_resolver.rpc.detection.beats import (
     Beat,
     decode_beat,
@@ -13,7 +14,7 @@ from slurm_resolver.rpc.detection.beats import (
     encode_first_beat,
     encode_first_event,
 )
-from slurm_resolver.rpc.messages import Cause, Fault, HandOver, Source, WireError
+from slurm_resolver.rpc.messages import HandOver, Source, WireError
 from slurm_resolver.rpc.wire import unwrap
 
 from ..test_wire import unsealed

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_resolver.faults import Cause
 from slurm_resolver.rpc.bootstrap import bootstrap
-from slurm_resolver.rpc.messages import Cause
 
 from ..test_bootstrap import env
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
+from slurm_resolver.faults import Cause, Fault
 from slurm_resolver.rpc.detection.beats import decode_event
 from slurm_resolver.rpc.detection.deaths import Deaths
-from slurm_resolver.rpc.messages import SHOWN, Cause, Fault, News, Source
+from slurm_resolver.rpc.messages import SHOWN, News, Source
 
 
 def test_a_death_found_here_goes_up_and_down_once_and_to_every_callback() -> None:
@@ -51,4 +53,22 @@ def test_a_callback_that_raises_stops_nothing() -> None:
         deaths.declare([2], Fault(Cause.EXITED, "gone", 3))
         return deaths.failed
 
-    assert asyncio.run(scenario()) == {2: Fault(Cause.EXITED, "gone", 3)}
+    failed = asyncio.run(scenario())
+    assert list(failed) == [2] and (failed[2].cause, failed[2].words, failed[2].status) == (Cause.EXITED, "gone", 3)
+
+
+def test_each_death_is_recorded_for_its_own_task_node_and_time() -> None:
+    async def scenario() -> tuple[dict[int, Fault], list[Fault]]:
+        deaths = Deaths(rank=0, node_of=lambda rank: f"node{rank // 4 + 1}")
+        heard: list[Fault] = []
+        deaths.add_callback(lambda rank, fault: heard.append(fault))
+        deaths.declare([3, 5], Fault(Cause.SILENT, "stopped beating"))
+        deaths.failing(Fault(Cause.HUNG, "the job hung"))  # this task's own, as its callbacks hear it
+        return deaths.failed, heard
+
+    before = time.time()
+    failed, heard = asyncio.run(scenario())
+    assert [(f.rank, f.node, f.cause) for f in failed.values()] == [(3, "node1", Cause.SILENT),
+                                                                    (5, "node2", Cause.SILENT)]
+    assert heard == [failed[3], failed[5], heard[2]] and (heard[2].rank, heard[2].node) == (0, "node1")
+    assert all(before <= f.at <= time.time() for f in heard)

@@ -4,9 +4,10 @@ tasks that end normally are no failure."""
 from __future__ import annotations
 
 import asyncio
+import time
 
+from slurm_resolver.faults import Cause, Fault
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.messages import Cause, Fault
 
 from .test_watch import run, until
 
@@ -32,9 +33,9 @@ def test_a_failures_cause_and_status_reach_every_task_beside_its_words() -> None
         await tasks[5].aio.fail("worker:5 (rank 5): its command exited with code 3", Cause.EXITED, 3)
         others = [t for t in tasks if t.rank != 5]
         await until(lambda: all(5 in t.faults() for t in others), 4.0)
-        assert {t.faults()[5] for t in others} == {Fault(Cause.EXITED, "worker:5 (rank 5): its command exited with "
-                                                                       "code 3", 3)}
-        assert faults == [tasks[1].faults()[5]]
+        said = {(f.cause, f.words, f.status, f.rank, f.node) for f in (t.faults()[5] for t in others)}
+        assert said == {(Cause.EXITED, "worker:5 (rank 5): its command exited with code 3", 3, 5, tasks[5].me.node)}
+        assert faults == [tasks[0].faults()[5]] and all(0 < t.faults()[5].at <= time.time() for t in others)
 
     run(scenario)
 

@@ -8,9 +8,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from slurm_resolver.resolution import resolve
-from slurm_resolver.rpc.detection.processes import Seen
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.detection.processes import Seen
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 

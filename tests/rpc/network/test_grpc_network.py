@@ -29,7 +29,7 @@ from slurm_resolver.rpc.trust.seals import Authority, AuthMode
 from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.handlers import TaskHandlers
 from slurm_resolver.rpc.network.server import Server
-from slurm_resolver.rpc.trust.identity import Identity
+from slurm_resolver.rpc.messages import Identity
 authority = Authority(AuthMode.NONE, "a test")
 authority.learn(b"k" * 32)
 server = Server({"worker": ["localhost:0"]}, "worker", 0, calls=TABLE, handlers=lambda port: TaskHandlers(
@@ -229,13 +229,12 @@ def test_a_leader_whose_round_outlasts_the_patience_is_asked_who_it_is_and_no_po
     is probed."""
     from slurm_resolver.resolution import resolve
     from slurm_resolver.rpc.handlers import TaskHandlers
-    from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure
+    from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Identity
     from slurm_resolver.rpc.rounds import uplink as uplink_module
     from slurm_resolver.rpc.rounds.codec import decision
     from slurm_resolver.rpc.rounds.uplink import Uplink
     from slurm_resolver.rpc.simulation.simulate import srun_environ
     from slurm_resolver.rpc.tree import plan_of
-    from slurm_resolver.rpc.trust.identity import Identity
 
     monkeypatch.setattr(uplink_module, "UNPROVEN_WAIT", 0.5)
     cluster = resolve(srun_environ(1, 3), resolves=lambda name: False,  # rank 2 never comes: the round

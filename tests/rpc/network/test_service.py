@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from slurm_resolver.rpc.calls import JOIN, TABLE, WHO
 from slurm_resolver.rpc.handlers import TaskHandlers
-from slurm_resolver.rpc.messages import TABLE_ROUND, Source
+from slurm_resolver.rpc.messages import TABLE_ROUND, Identity, Source
 from slurm_resolver.rpc.network import service
 from slurm_resolver.rpc.network.callers import UNPROVEN_SHARE, Bound
 from slurm_resolver.rpc.network.server import Server
 from slurm_resolver.rpc.network.service import HEALTH_METHOD
-from slurm_resolver.rpc.trust.identity import Identity, decode_identity
+from slurm_resolver.rpc.trust.identity import decode_identity
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
 from slurm_resolver.rpc.wire import unwrap
 

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_resolver.faults import Cause
 from slurm_resolver.rpc import coordination_pb2 as pb
 from slurm_resolver.rpc.detection.beats import decode_beat, decode_event
-from slurm_resolver.rpc.messages import NO_FAILURE, SHOWN, Cause, Failure, Records, Round, RoundKind, Table, WireError
+from slurm_resolver.rpc.messages import NO_FAILURE, SHOWN, Failure, Records, Round, RoundKind, Table, WireError
 from slurm_resolver.rpc.rounds import codec
 from slurm_resolver.rpc.rounds.codec import (
     Call,
@@ -159,8 +160,6 @@ def test_every_valid_call_round_trips(rows: list[tuple[int, int, int]], round_: 
 
 
 def test_a_rounds_failure_carries_its_cause_and_missing_ranks_are_silent() -> None:
-    from slurm_resolver.rpc.messages import Cause
-
     failure = Failure.of("worker:1 (rank 1): its command exited with code 2", Cause.EXITED, 2)
     header, _ = unwrap(encode_answer(decision(failure), b"n" * 16, 0, unsealed)[0])
     said = decode_answer(header, 4).failure

@@ -7,12 +7,11 @@ import time
 
 import pytest
 
-from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Records, Round, Source
+from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Identity, Records, Round, Source
 from slurm_resolver.rpc.rounds.codec import Decision, decision, decode_answer
 from slurm_resolver.rpc.rounds.coordinator import Coordinator
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 from slurm_resolver.rpc.wire import unwrap
 

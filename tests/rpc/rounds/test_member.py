@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from slurm_resolver.errors import ResolutionError, Speaker
+from slurm_resolver.errors import ResolutionError
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
+from slurm_resolver.speakers import Speaker
 
 from ..detection.test_watch import run
 

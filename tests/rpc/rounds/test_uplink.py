@@ -13,7 +13,7 @@ from slurm_resolver.errors import ResolutionError
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.calls import TABLE
 from slurm_resolver.rpc.handlers import TaskHandlers
-from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Round
+from slurm_resolver.rpc.messages import TABLE_ROUND, Contribution, Failure, Identity, Round
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.rounds import uplink as uplink_module
 from slurm_resolver.rpc.rounds.codec import decision
@@ -24,7 +24,7 @@ from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler
+from slurm_resolver.rpc.trust.identity import IdentityHandler
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
 
 from ..forge import standing_in

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_resolver.rpc.messages import Identity
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity, decode_who
+from slurm_resolver.rpc.trust.identity import decode_who
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
 
 from ..forge import who_call

@@ -16,14 +16,15 @@ from slurm_resolver.hostlists import collapse_counts
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.detection.watch import WatchHandler
-from slurm_resolver.rpc.messages import Source, SourceKind
+from slurm_resolver.rpc.messages import Identity, Source, SourceKind
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.transport import CallFailure, LinkError, Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
+from slurm_resolver.rpc.trust.choice import SECRET, AuthChoice, authority
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity, IdentityHandler, decode_identity, decode_who
-from slurm_resolver.rpc.trust.seals import SECRET, AuthChoice, AuthMode, Authority, Purpose, authority
+from slurm_resolver.rpc.trust.identity import IdentityHandler, decode_identity, decode_who
+from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
 from slurm_resolver.rpc.trust.verify import Expected, Inspection, ask
 from slurm_resolver.rpc.waits import Later
 from slurm_resolver.rpc.wire import unwrap
@@ -275,7 +276,7 @@ def test_a_subtree_that_gave_up_just_before_the_table_is_learned_of_through_fail
     done, seen = asyncio.run(every_task())
     assert [isinstance(b, ResolutionError) for b in done] == [False, True, True, False], done
     assert "bootstrap: not every task reached the bootstrap within 4 s" in str(done[1])
-    assert all("worker:1 (rank 1) on node2 stopped beating" in failures.get(1, "") for failures in seen.values())
+    assert all("worker:1 (rank 1) on node2 stopped answering" in failures.get(1, "") for failures in seen.values()), seen
 
 
 def test_tasks_that_have_the_table_first_do_not_take_their_leader_for_dead(monkeypatch: pytest.MonkeyPatch) -> None:
