@@ -87,17 +87,31 @@ def supervise(b: Bootstrapped, command: Sequence[str], grace: float = 5.0,
             raise error
         return code
 
+    # The handlers first: a signal that comes while the command starts (Slurm's warning, Ctrl-C) is held, then
+    # passed on; without them, its default action (SIGUSR1's: terminate) would end this task, not the command.
+    started: list[Child] = []
+    held: list[int] = []
+
+    def forward(number: int, frame: object) -> None:
+        if started:
+            started[0].signal(number)
+        else:
+            held.append(number)
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
-        child = Child(command, news, own)
-    except OSError as exc:
-        error = cannot_run(command, exc, own)
-        recorder.record(Fault(Cause.UNSTARTED, error.message, 127, at=time.time()))
-        b.fail(f"{recorder.label}: {error.message}", Cause.UNSTARTED, 127)
-        error.speaker = for_unstarted(b.rank, faults, news, time.monotonic() + NOTICE)  # the same command, alike
-        b.stop()
-        return end(error, 127)
-    previous = {s: signal.signal(s, lambda number, frame: child.signal(number)) for s in FORWARDED}
-    try:
+        try:
+            child = Child(command, news, own)
+        except OSError as exc:
+            error = cannot_run(command, exc, own)
+            recorder.record(Fault(Cause.UNSTARTED, error.message, 127, at=time.time()))
+            b.fail(f"{recorder.label}: {error.message}", Cause.UNSTARTED, 127)
+            error.speaker = for_unstarted(b.rank, faults, news, time.monotonic() + NOTICE)  # the same command, alike
+            b.stop()
+            return end(error, 127)
+        started.append(child)
+        for number in held:
+            child.signal(number)
         while not child.exited.is_set() and not heard.is_set():
             news.wait()
         if not child.exited.is_set():  # a peer died: stop this task's command, children included

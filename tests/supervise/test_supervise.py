@@ -186,6 +186,34 @@ def test_signals_to_the_task_reach_the_commands_group(tmp_path: Path) -> None:
     assert gone(int(pids.read_text()))
 
 
+def test_a_signal_that_comes_as_the_command_starts_is_held_and_passed_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slurm's warning (SIGUSR1) in the moment before the command exists: held, then passed on to the command's
+    group, which it ends (a command with no trap for it); before, it took its default action on this task
+    itself (SIGUSR1 terminates), and the command was never told."""
+    from slurm_resolver import supervise as supervise_module
+    from slurm_resolver.supervise.command import Child
+
+    class Early(Child):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            os.kill(os.getpid(), signal.SIGUSR1)  # before the command's process exists
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    class Exited(Exception):
+        pass
+
+    def exit_(code: int) -> None:  # a failed command ends the task with os._exit: here, an exception
+        raise Exited(code)
+
+    monkeypatch.setattr(supervise_module, "Child", Early)
+    monkeypatch.setattr(supervise_module.os, "_exit", exit_)
+    task = Task()
+    started = time.monotonic()
+    with pytest.raises(Exited) as exited:
+        supervise(task, ["sleep", "30"])  # type: ignore[arg-type]
+    assert exited.value.args == (128 + signal.SIGUSR1,) and time.monotonic() - started < 10
+    assert task.cause is Cause.EXITED and task.status == -signal.SIGUSR1  # its command ended by the signal passed on
+
+
 def test_the_command_gets_rendezvous_ports_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from slurm_resolver.rpc.network.ports import rendezvous_ports
 
