@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
+from slurm_resolver.faults import Cause, Fault
 from slurm_resolver.rpc.diagnosis.judge import say_where
-from slurm_resolver.rpc.messages import Cause, Fault
 from slurm_resolver.stacks.classes import Ranks
 from slurm_resolver.stacks.progress import Hang, HangKind, Marks
 

@@ -26,12 +26,11 @@ from slurm_resolver.rpc.diagnosis.stacks_call import (
     encode_ask,
     encode_stacks,
 )
-from slurm_resolver.rpc.messages import WireError
+from slurm_resolver.rpc.messages import Identity, WireError
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
 from slurm_resolver.rpc.trust.gate import Gate
-from slurm_resolver.rpc.trust.identity import Identity
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority, Purpose
 from slurm_resolver.rpc.waits import Later, Settled
 from slurm_resolver.rpc.wire import unwrap

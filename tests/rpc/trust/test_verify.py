@@ -276,7 +276,8 @@ def test_a_subtree_that_gave_up_just_before_the_table_is_learned_of_through_fail
     done, seen = asyncio.run(every_task())
     assert [isinstance(b, ResolutionError) for b in done] == [False, True, True, False], done
     assert "bootstrap: not every task reached the bootstrap within 4 s" in str(done[1])
-    assert all("worker:1 (rank 1) on node2 stopped answering" in failures.get(1, "") for failures in seen.values()), seen
+    assert all("worker:1 (rank 1) on node2 stopped answering" in failures.get(1, "")
+               for failures in seen.values()), seen
 
 
 def test_tasks_that_have_the_table_first_do_not_take_their_leader_for_dead(monkeypatch: pytest.MonkeyPatch) -> None:
