@@ -13,7 +13,7 @@ Rules, in order:
    than the node has is an error stating both numbers.
 4. Where an even split gives each task none: GPUs that nobody asked for (NVML's, where no
    variable names any: a job that asked Slurm for no GPU, on a node whose GPUs it can see)
-   go to no task, and the job runs on its CPUs, as TensorFlow's resolver runs it; GPUs that
+   go to no task, and the job runs on its CPUs; GPUs that
    Slurm gave (``--gres=gpu:1 -n4``) or that ``gpus_per_node`` declares are an error that
    says how to ask for enough. `GpuPlan.decision()` says which rule held.
 
@@ -33,8 +33,8 @@ from .errors import ConfigurationError, EnvironmentVariableError, ResolutionErro
 from .packing import Packing
 from .placement import Placement
 
-__all__ = ["Visible", "Share", "GpuPlan", "SOURCES", "ASK_SLURM", "parse_devices", "format_devices", "visible", "local", "split",
-           "bound_per_task", "check_count", "ordinals"]
+__all__ = ["Visible", "Share", "GpuPlan", "SOURCES", "ASK_SLURM", "parse_devices", "format_devices", "visible",
+           "local", "split", "bound_per_task", "check_count", "ordinals"]
 
 _NONE = {"", "NoDevFiles"}
 _ID = re.compile(r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
@@ -237,7 +237,7 @@ class Share(enum.Enum):
     (rule 4); the job runs on its CPUs."""
 
 
-ASK_SLURM = "to give the tasks GPUs, ask Slurm for them: --gres=gpu:N with N at least the node's tasks, or --gpus-per-task=1"
+ASK_SLURM = "to give the tasks GPUs, ask Slurm for them: --gres=gpu:N (N at least the tasks a node), --gpus-per-task=1"
 """What to do where the node's GPUs go to no task because the job asked for none (`Share.UNASKED`)."""
 
 _said: set[str] = set()
@@ -322,7 +322,12 @@ class GpuPlan:
             return Share.NONE_VISIBLE
         if self.visible.bound:
             return Share.BOUND
-        if self.caller is not None and not self._asked and self.node_gpus and not self.ids(self.caller):
+        if self.caller is None or self._asked or not self.node_gpus:
+            return Share.SPLIT
+        node, group = self._placement.group(self.caller)
+        try:
+            split(node, self.node_gpus, tuple(map(self._job, group)), self.per_task)  # as if they were asked for
+        except ResolutionError:
             return Share.UNASKED
         return Share.SPLIT
 
@@ -341,7 +346,7 @@ class GpuPlan:
         node, group = self._placement.group(self.caller)
         tasks = f"{node}'s {len(group)} task{'s' * (len(group) != 1)}"
         if share is Share.UNASKED:
-            return share, f"{seen}, fewer than {tasks}: no task gets one (CUDA_VISIBLE_DEVICES=''), the job runs on CPUs"
+            return share, f"{seen}, fewer than {tasks}: no task gets one (CUDA_VISIBLE_DEVICES=''), it runs on CPUs"
         mine = format_devices(self.ids(self.caller) or ()) or "none"
         how = "an even split" if self.per_task is None else f"gpus_per_task={self.per_task!r}"
         return share, f"{seen}: this task gets {mine}, {how} among {tasks}"

@@ -161,8 +161,12 @@ SHAPES = [
 
 def four_tasks(**edits: str) -> list[dict[str, str]]:
     """The four tasks of ``srun -N1 -n4`` (tests/data/env) without any GPU variable, then ``edits``."""
-    return [dict({k: v for k, v in env.items() if k not in NO_GPU_VARIABLES}, **edits)
-            for env in captured("srun_gres2_n4")]
+    return without_gpus("srun_gres2_n4", **edits)
+
+
+def without_gpus(case: str, **edits: str) -> list[dict[str, str]]:
+    """The tasks of a captured launch without any GPU variable (a step that asked for none), then ``edits``."""
+    return [dict({k: v for k, v in env.items() if k not in NO_GPU_VARIABLES}, **edits) for env in captured(case)]
 
 
 def asked_nvml(ids: tuple[str, ...] | None) -> Callable[[], tuple[str, ...] | None]:
@@ -202,7 +206,7 @@ def test_a_job_that_asked_for_no_gpu_runs_on_a_gpu_node(monkeypatch: pytest.Monk
         assert r.num_accelerators() == {} and env["CUDA_VISIBLE_DEVICES"] == ""
     said = [m for m in caplog.messages if m.startswith("GPUs:")]
     assert said == [f"GPUs: {H200[0]} (from NVML: no variable names a GPU), fewer than node1's 4 tasks: no task "
-                    f"gets one (CUDA_VISIBLE_DEVICES=''), the job runs on CPUs ({gpus.ASK_SLURM})"]
+                    f"gets one (CUDA_VISIBLE_DEVICES=''), it runs on CPUs ({gpus.ASK_SLURM})"]
     check = next(c for c in run_checks(four_tasks()[0]) if c.name == "gpus")
     assert check.level is Level.WARN and "no task gets one" in check.detail and check.hint == gpus.ASK_SLURM
 
@@ -227,6 +231,14 @@ def test_gpus_asked_for_by_argument_are_an_error_even_when_only_nvml_sees_them()
         resolve(env, gpus_per_node=1, gpu_devices=lambda: H200).me  # noqa: B018
     with pytest.raises(ResolutionError, match="request 4 GPUs, but node1 has 1 visible"):
         resolve(env, gpus_per_task=1, gpu_devices=lambda: H200).me  # noqa: B018
+
+
+def test_a_task_given_no_gpu_by_gpus_per_task_is_no_case_of_rule_4() -> None:
+    ps, worker = (resolve(env, jobs={"ps": 1, "worker": 1}, gpus_per_task={"ps": 0}, gpu_devices=lambda: EIGHT[:2])
+                  for env in without_gpus("srun_gres3_n2"))
+    assert ps.me.gpus == () and worker.me.gpus == EIGHT[:2]  # type: ignore[union-attr]
+    assert ps.gpu_plan.decision() == (Share.SPLIT, f"{','.join(EIGHT[:2])} (from NVML: no variable names a GPU): "
+                                      "this task gets none, gpus_per_task={'ps': 0} among node1's 2 tasks")
 
 
 def test_nvml_is_read_once_for_every_caller_of_a_plan() -> None:
