@@ -65,6 +65,16 @@ def _this_host_unread(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     unit.enter(monkeypatch.setattr)
 
 
+def require_command(command: str, installed_by: str) -> None:
+    """Find ``command`` on PATH or skip (a GPU node may have no Slurm); in CI (CI=true) a missing one fails."""
+    import shutil
+
+    if shutil.which(command) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{command} is not on PATH, but CI must run this test ({installed_by} installs it)")
+        pytest.skip(f"{command} is not on PATH ({installed_by} installs it)")
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> dict[str, str]:
     """Bring the test cluster up (or reuse it); export SLURM_CONF. Fails, never skips."""

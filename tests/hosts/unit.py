@@ -9,6 +9,7 @@ cluster's ``/etc/hosts`` lines (or a site whose DNS answers ``n1``) fails or pas
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import runpy
 import sys
@@ -23,8 +24,13 @@ NO_DRIVER = ("/nonexistent/unit-tests-see-no-nvidia-driver",)
 
 
 def resolves(name: str) -> bool:
-    """Whether ``name`` resolves on the unit tests' node."""
-    return bool(NAMES.fullmatch(name))
+    """Whether ``name`` resolves on the unit tests' node: the test cluster's names, and addresses (which
+    ``getaddrinfo`` reads without asking anyone)."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return bool(NAMES.fullmatch(name))
+    return True
 
 
 def enter(setattr: Callable[[Any, str, Any], None] = setattr) -> None:
