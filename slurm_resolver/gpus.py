@@ -13,9 +13,9 @@ Rules, in order:
    than the node has is an error stating both numbers.
 4. Where an even split gives each task none: GPUs that nobody asked for (NVML's, where no
    variable names any: a job that asked Slurm for no GPU, on a node whose GPUs it can see)
-   go to no task, and the job runs on its CPUs; GPUs that
-   Slurm gave (``--gres=gpu:1 -n4``) or that ``gpus_per_node`` declares are an error that
-   says how to ask for enough. `GpuPlan.decision()` says which rule held.
+   go to no task, and the job runs on its CPUs; GPUs that Slurm gave (``--gres=gpu:1 -n4``)
+   or that ``gpus_per_node`` declares are an error that says how to ask for enough.
+   `GpuPlan.decision()` says which rule held.
 
 Ids keep the form Slurm used: indices stay Slurm's indices, UUIDs stay UUIDs.
 """
