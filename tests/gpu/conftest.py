@@ -36,7 +36,7 @@ def no_gpu() -> str | None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here is marked ``gpu``, and skipped with the reason where no GPU answers."""
     for item in items:
-        if HERE in Path(str(item.fspath)).resolve().parents:
+        if HERE in item.path.resolve().parents:
             item.add_marker(pytest.mark.gpu)
             if no_gpu():
                 item.add_marker(pytest.mark.skip(reason=no_gpu()))
