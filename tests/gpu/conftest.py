@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -47,6 +48,10 @@ GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS"
                  "JAX_LOCAL_DEVICE_IDS")
 
 
+SECRET = secrets.token_hex(24)
+"""The emulated job's secret, as the templates give one (no munged on a GPU node without Slurm)."""
+
+
 def host() -> str:
     """This node's name as Slurm would give it (the short host name), or ``localhost`` where that does not resolve."""
     name = socket.gethostname().split(".")[0]
@@ -72,6 +77,7 @@ def srun_task(rank: int, tasks: int, job: str = "45045", **gpus: str) -> dict[st
         "SLURM_STEP_TASKS_PER_NODE": str(tasks), "SLURM_TASKS_PER_NODE": str(tasks),
         "SLURM_GTIDS": ",".join(map(str, range(tasks))), "SLURM_DISTRIBUTION": "block",
         "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "SLURM_RESOLVER_SECRET": SECRET,
     })
     env.update(gpus)
     return env
