@@ -92,7 +92,7 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
         results.append(Check(Level.FAIL, "own row", "; ".join(disagreements),
                              "every task of the step must see the same Slurm variables: relaunch with srun, "
                              "and set no SLURM_* variable by hand"))
-    results.append(_ok("gpus", gpus.visible(env).describe()))
+    results.append(_gpus(cluster))
     results.append(_names(list(dict.fromkeys(cluster.nodes)) if whole_job or me is None else [me.node]))
     results.append(_authentication(env))
     if me is not None and cluster.launch.is_task:
@@ -103,6 +103,18 @@ def run_checks(environ: Mapping[str, str] | None = None, whole_job: bool = True)
                              "another job shares the node: choose another port_base, or use "
                              "`slurm-resolver bootstrap`" if busy else ""))
     return results
+
+
+def _gpus(cluster: Cluster) -> Check:
+    """The task's GPUs and the rule that gave them (NVML asked where no variable names any); a warning where
+    the node has GPUs that the job did not ask for and that go to no task."""
+    try:
+        share, detail = cluster.gpu_plan.decision()
+    except SlurmResolverError as exc:
+        return Check(Level.FAIL, "gpus", exc.message, exc.hint or "")
+    if share is gpus.Share.UNASKED:
+        return Check(Level.WARN, "gpus", detail, gpus.ASK_SLURM)
+    return _ok("gpus", detail)
 
 
 def _launcher_check(env: Mapping[str, str]) -> Check:

@@ -11,40 +11,54 @@ Rules, in order:
    ``gpus_per_task`` each (an int, or per job name, e.g. ``{'ps': 0, 'worker': 2}``), by
    default an even split. A task never receives another task's GPUs; asking for more
    than the node has is an error stating both numbers.
+4. Where an even split gives each task none: GPUs that nobody asked for (NVML's, where no
+   variable names any: a job that asked Slurm for no GPU, on a node whose GPUs it can see)
+   go to no task, and the job runs on its CPUs; GPUs that Slurm gave (``--gres=gpu:1 -n4``)
+   or that ``gpus_per_node`` declares are an error that says how to ask for enough.
+   `GpuPlan.decision()` says which rule held.
 
 Ids keep the form Slurm used: indices stay Slurm's indices, UUIDs stay UUIDs.
 """
 
 from __future__ import annotations
 
+import enum
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 from .errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from .packing import Packing
 from .placement import Placement
 
-__all__ = ["Visible", "GpuPlan", "SOURCES", "parse_devices", "format_devices", "visible", "local", "split",
-           "bound_per_task", "check_count", "ordinals"]
+__all__ = ["Visible", "Share", "GpuPlan", "SOURCES", "ASK_SLURM", "parse_devices", "format_devices", "visible",
+           "local", "split", "bound_per_task", "check_count", "ordinals"]
 
 _NONE = {"", "NoDevFiles"}
 _ID = re.compile(r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
 SOURCES = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL")
 """The variables that tell a task's GPUs, in the order they are believed; NVML's devices come after them."""
 
+log = logging.getLogger("slurm_resolver")
+
 
 @dataclass(frozen=True)
 class Visible:
-    """The GPUs a task can see, where that came from, and whether Slurm bound them to it."""
+    """The GPUs a task can see, where that came from, whether Slurm bound them to it, and whether
+    anyone asked for them (``asked``: a variable, Slurm's or the user's, names them; NVML's are
+    devices the node has, which a job that asked Slurm for none sees where no cgroup hides them)."""
 
     ids: tuple[str, ...]
     source: str
     bound: bool = False
+    asked: bool = True
 
     def describe(self) -> str:
         """``0,1 (from CUDA_VISIBLE_DEVICES, bound by Slurm)``, or why the task sees none."""
+        if self.ids and not self.asked:
+            return f"{format_devices(self.ids)} (from {self.source}: no variable names a GPU)"
         if self.ids:
             return f"{format_devices(self.ids)} (from {self.source}{', bound by Slurm' if self.bound else ''})"
         if self.source != "none":
@@ -139,7 +153,7 @@ def visible(env: Mapping[str, str], nvml_ids: Sequence[str] | None = None) -> Vi
         if name in env:
             return Visible(parse_devices(env[name], name), name, bound_per_task(env))
     if nvml_ids:
-        return Visible(tuple(nvml_ids), "NVML")
+        return Visible(tuple(nvml_ids), "NVML", asked=False)
     return Visible((), "none")
 
 
@@ -166,13 +180,21 @@ def split(
     gpus: Sequence[str],
     local_jobs: Sequence[str],
     per_task: int | Mapping[str, int] | None = None,
+    asked: bool = True,
 ) -> list[tuple[str, ...]]:
-    """Split a node's ``gpus`` among its tasks (their job names, in local-rank order).
+    """Split a node's ``gpus`` among its tasks (their job names, in local-rank order); GPUs nobody
+    ``asked`` for (NVML's) that an even split cannot share go to no task (rule 4).
 
     >>> split("n1", ["0", "1", "2", "3"], ["worker", "worker"])
     [('0', '1'), ('2', '3')]
     >>> split("n1", ["0", "1"], ["ps", "worker"], {"ps": 0})
     [(), ('0', '1')]
+    >>> split("n1", ["GPU-1"], ["worker"] * 4, asked=False)
+    [(), (), (), ()]
+
+    Raises:
+        ResolutionError: more GPUs wanted than ``gpus`` holds, or asked-for GPUs fewer than the tasks
+            that share them evenly.
     """
     wanted = [_wanted(per_task, job) for job in local_jobs]
     if any(w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0) for w in wanted):
@@ -180,7 +202,7 @@ def split(
     fixed = sum(w for w in wanted if w is not None)
     even = [i for i, w in enumerate(wanted) if w is None]
     share = (len(gpus) - fixed) // len(even) if even and len(gpus) > fixed else 0
-    if even and gpus and share == 0:
+    if even and gpus and share == 0 and asked:
         raise ResolutionError(
             f"{len(even)} tasks on {node} share {len(gpus) - fixed if len(gpus) > fixed else 0} GPUs: an even "
             "split gives each task none",
@@ -199,6 +221,33 @@ def split(
         result.append(tuple(gpus[first:first + count]))
         first += count
     return result
+
+
+class Share(enum.Enum):
+    """How the GPUs of the calling task's node go to its tasks: the rule that held (`GpuPlan.decision()`)."""
+
+    NONE_VISIBLE = "none visible"
+    """No GPU visible, none declared: nothing to split."""
+    BOUND = "bound by Slurm"
+    """Slurm bound each task its own GPUs (rule 2): each keeps them."""
+    SPLIT = "split"
+    """The node's GPUs split among its tasks, evenly or by ``gpus_per_task`` (rule 3)."""
+    UNASKED = "unasked, fewer than the tasks"
+    """NVML's GPUs, which nobody asked for, fewer than the tasks that would share them: none to any task
+    (rule 4); the job runs on its CPUs."""
+
+
+ASK_SLURM = "to give the tasks GPUs, ask Slurm for them: --gres=gpu:N (N at least the tasks a node), --gpus-per-task=1"
+"""What to do where the node's GPUs go to no task because the job asked for none (`Share.UNASKED`)."""
+
+_said: set[str] = set()
+"""The decisions said already in this process: each is logged once, however often a cluster is resolved."""
+
+
+def _say_once(text: str) -> None:
+    if text not in _said:
+        _said.add(text)
+        log.info("GPUs: %s", text)
 
 
 def check_count(name: str, value: object) -> None:
@@ -221,7 +270,8 @@ class GpuPlan:
         check_count("gpus_per_node", per_node)
         if not isinstance(per_task, Mapping):
             check_count("gpus_per_task", per_task)
-        self._seen = seen
+        self._seen = seen if isinstance(seen, Visible) else cache(seen)  # NVML read once, for every caller
+        self._told = False
         self.caller = caller
         self._placement = placement
         self._packing = packing
@@ -261,8 +311,56 @@ class GpuPlan:
     def _job(self, rank: int) -> str:
         return self._packing.job_of(rank)[0]
 
+    @property
+    def _asked(self) -> bool:
+        """Whether the node's GPUs were asked for: named by a variable, or declared by ``gpus_per_node``."""
+        return self.visible.asked or self.per_node is not None
+
+    def share(self) -> Share:
+        """The rule that gives the caller's node's GPUs to its tasks (of rules 2 to 4)."""
+        if not self.node_gpus and not self.per_task:
+            return Share.NONE_VISIBLE
+        if self.visible.bound:
+            return Share.BOUND
+        if self.caller is None or self._asked or not self.node_gpus:
+            return Share.SPLIT
+        node, group = self._placement.group(self.caller)
+        try:
+            split(node, self.node_gpus, tuple(map(self._job, group)), self.per_task)  # as if they were asked for
+        except ResolutionError:
+            return Share.UNASKED
+        return Share.SPLIT
+
+    def decision(self) -> tuple[Share, str]:
+        """The rule that held and, in words, what the caller's GPUs are and why: ``slurm-resolver check``
+        prints them, and the log says them once a process (at INFO: ``-v``) when the caller's are computed.
+
+        Raises:
+            ResolutionError: as `ids()` for the caller (asked-for GPUs fewer than the tasks).
+        """
+        share, seen = self.share(), self.visible.describe()
+        if share is Share.NONE_VISIBLE or self.caller is None:
+            return share, seen
+        if share is Share.BOUND:
+            return share, f"{seen}: the task keeps the GPUs Slurm bound to it"
+        node, group = self._placement.group(self.caller)
+        tasks = f"{node}'s {len(group)} task{'s' * (len(group) != 1)}"
+        if share is Share.UNASKED:
+            return share, f"{seen}, fewer than {tasks}: no task gets one (CUDA_VISIBLE_DEVICES=''), it runs on CPUs"
+        mine = format_devices(self.ids(self.caller) or ()) or "none"
+        how = "an even split" if self.per_task is None else f"gpus_per_task={self.per_task!r}"
+        return share, f"{seen}: this task gets {mine}, {how} among {tasks}"
+
     def ids(self, rank: int) -> tuple[str, ...] | None:
         """The GPU ids of ``rank``; None where only the count is known."""
+        found = self._ids(rank)
+        if rank == self.caller and not self._told:
+            self._told = True
+            share, words = self.decision()
+            _say_once(f"{words} ({ASK_SLURM})" if share is Share.UNASKED else words)
+        return found
+
+    def _ids(self, rank: int) -> tuple[str, ...] | None:
         if not self.node_gpus and not self.per_task:  # no GPU, none asked for: nothing to split
             self._placement.node_index(rank)  # a rank outside the job is still an error
             return ()
@@ -274,13 +372,12 @@ class GpuPlan:
         node, group = self._placement.group(rank)
         jobs = tuple(map(self._job, group))
         if jobs not in self._cache:
-            if self.caller is not None and self.caller in group:
-                self._cache[jobs] = list(split(node, self.node_gpus, jobs, self.per_task))  # exact: may raise
-            else:
-                try:
-                    self._cache[jobs] = list(split(node, self.node_gpus, jobs, self.per_task))
-                except ResolutionError:  # another node that does not look like the caller's
-                    self._cache[jobs] = [None] * len(jobs)
+            try:
+                self._cache[jobs] = list(split(node, self.node_gpus, jobs, self.per_task, self._asked))
+            except ResolutionError:
+                if self.caller is not None and self.caller in group:
+                    raise  # the caller's own node is exact
+                self._cache[jobs] = [None] * len(jobs)  # another node that does not look like the caller's
         return self._cache[jobs][self._placement.local_rank(rank)]
 
     def count(self, rank: int) -> int:

@@ -1,7 +1,9 @@
 """Shared fixtures: captured environments, and the real Slurm test cluster.
 
 Tests marked ``slurm`` use the cluster started by ``scripts/testcluster``. They are
-never skipped: if the cluster cannot start, they fail with the reason.
+never skipped: if the cluster cannot start, they fail with the reason. Every other test reads
+nothing of the host it runs on (`_this_host_unread`): no NVIDIA driver, and the test cluster's
+node names; tests marked ``gpu`` (tests/gpu/) read the host's GPUs, and only they.
 """
 
 from __future__ import annotations
@@ -38,6 +40,39 @@ def require(module: str) -> None:
         if os.environ.get("CI"):
             pytest.fail(f"{module} is not installed, but CI must run this test (scripts/test installs it)")
         pytest.skip(f"{module} is not installed")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the cluster is marked ``slurm`` even where its module forgot to say so:
+    ``-m "not slurm"`` then runs exactly the unit tests, and never starts a cluster."""
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slurm") is None:
+            item.add_marker(pytest.mark.slurm)
+
+
+@pytest.fixture(autouse=True)
+def _this_host_unread(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit test sees the same node wherever it runs: no NVIDIA driver (NVML is never read: a GPU
+    node's would split its GPUs among the captured tasks), and only the test cluster's names resolve
+    (a GPU node without ``/etc/hosts`` lines for them, or a site whose DNS answers ``n1``, changes
+    nothing). Tests on the cluster and those marked ``gpu`` read the host itself. A test that wants
+    GPUs says so: a fake ``pynvml`` (tests/fakes) with ``driver_present``, or a ``gpu_devices`` seam.
+    A subprocess runs on the same node through `tests.hosts.unit.argv()`."""
+    if request.node.get_closest_marker("gpu") or request.node.get_closest_marker("slurm"):
+        return
+    from .hosts import unit
+
+    unit.enter(monkeypatch.setattr)
+
+
+def require_command(command: str, installed_by: str) -> None:
+    """Find ``command`` on PATH or skip (a GPU node may have no Slurm); in CI (CI=true) a missing one fails."""
+    import shutil
+
+    if shutil.which(command) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{command} is not on PATH, but CI must run this test ({installed_by} installs it)")
+        pytest.skip(f"{command} is not on PATH ({installed_by} installs it)")
 
 
 @pytest.fixture(scope="session")

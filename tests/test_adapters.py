@@ -13,7 +13,7 @@ from slurm_resolver.errors import ConfigurationError
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 
-from .conftest import captured
+from .conftest import captured, require
 
 
 def planned(rank: int, **kwargs: object) -> Bootstrapped:
@@ -145,6 +145,8 @@ def test_tensorflow_reaches_its_peers_with_a_proxy_in_the_environment() -> None:
     """TensorFlow's gRPC sends its calls to https_proxy: without `keep_grpc_off_proxies()` it hangs."""
     import subprocess
     import sys
+
+    require("tensorflow")  # the [tensorflow] extra: a GPU node of torch and JAX may have none
 
     env = {k: v for k, v in os.environ.items() if k not in ("grpc_proxy", "no_grpc_proxy", "no_proxy", "NO_PROXY")}
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"

@@ -1,4 +1,4 @@
-"""NVML through its one seam, with the fake library's scenarios (this machine has no GPU)."""
+"""NVML through its one seam, with the fake library's scenarios (unit tests never read the host's GPUs)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from .fakes import fake_pynvml as fake
 
 
 def use(monkeypatch: pytest.MonkeyPatch, module: object) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", module)
-    monkeypatch.setattr(nvml, "driver_present", lambda: True)  # the fake stands for a loaded driver
+    fake.install(monkeypatch, module)  # type: ignore[arg-type]
 
 
 def test_without_the_driver_nvml_is_not_even_imported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,3 +73,8 @@ def test_resolver_without_nvml_has_no_gpu(monkeypatch: pytest.MonkeyPatch) -> No
     env: dict[str, str] = {}
     r = SlurmClusterResolver(environ=env)
     assert r.num_accelerators() == {} and "CUDA_VISIBLE_DEVICES" not in env
+
+
+def test_a_unit_test_never_reads_the_hosts_nvml() -> None:
+    """The guard of tests/conftest.py: on a GPU node (scripts/emulate-gpu-node) NVML stays unread."""
+    assert nvml.devices() is None and SlurmClusterResolver(environ={}).num_accelerators() == {}

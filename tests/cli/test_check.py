@@ -36,7 +36,8 @@ def test_check_says_where_a_tasks_gpus_come_from_or_why_it_sees_none() -> None:
     def detail(**more: str) -> str:
         return next(r for r in run_checks(dict(env, **more)) if r.name == "gpus").detail
 
-    assert detail(CUDA_VISIBLE_DEVICES="0,1,2,3") == "0,1,2,3 (from CUDA_VISIBLE_DEVICES)"
+    assert detail(CUDA_VISIBLE_DEVICES="0,1,2,3") == \
+        "0,1,2,3 (from CUDA_VISIBLE_DEVICES): this task gets 0, an even split among node1's 4 tasks"
     assert detail(CUDA_VISIBLE_DEVICES="") == "none visible (CUDA_VISIBLE_DEVICES names none)"
     assert detail().startswith("none visible (no CUDA_VISIBLE_DEVICES")
 

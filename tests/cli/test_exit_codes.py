@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any
 
 import pytest
 
 from slurm_resolver import cli as cli_module
 
-from ..conftest import captured
+from ..conftest import captured, require_command
 
 
 def test_errors_are_one_line_with_exit_code_1(cli: Any) -> None:
@@ -84,7 +83,7 @@ def test_bootstrap_outside_a_launch_is_a_one_line_error(cli: Any) -> None:
 
 
 def test_submit_without_a_controller_points_at_slurms_configuration(cli: Any) -> None:
-    assert shutil.which("sbatch"), "sbatch is installed by scripts/testcluster up"
+    require_command("sbatch", "scripts/testcluster up")
     env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
     out = cli("submit", "data_parallel", env=env)
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr

@@ -1,13 +1,16 @@
 """A fake ``pynvml`` module for machines without a GPU: scenarios of devices and failures.
 
-Install it with :func:`install` (through ``monkeypatch.setitem(sys.modules, 'pynvml', ...)``);
-it implements the calls slurm_resolver.nvml makes, with the library's error class.
+Install it with `install()` (``sys.modules['pynvml']`` through ``monkeypatch``, and a driver that
+answers); it implements the calls slurm_resolver.nvml makes, with the library's error class. Run as
+``pynvml`` itself (`as_module()`), it is the NVML of scripts/emulate-gpu-node: stdlib imports only.
 """
 
 from __future__ import annotations
 
+import sys
 import types
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class NVMLError(Exception):
@@ -75,3 +78,23 @@ FOUR = [FakeGPU(f"GPU-0000000{i}-aaaa-bbbb-cccc-ddddeeeeffff", f"00000000:{0x17 
 REORDERED = [FakeGPU(g.uuid, g.bus_id, 3 - i) for i, g in enumerate(FOUR)]
 MIG = [FakeGPU("GPU-11111111-aaaa-bbbb-cccc-ddddeeeeffff", "00000000:17:00.0", 0,
                mig=["MIG-11111111-0000-0000-0000-000000000001", "MIG-11111111-0000-0000-0000-000000000002"])]
+EIGHT = [FakeGPU(f"GPU-1000000{i}-aaaa-bbbb-cccc-ddddeeeeffff", f"00000000:{0x20 + i:02X}:00.0", i) for i in range(8)]
+# One NVIDIA H200 with no MIG, as the GPU node of issue 45 reported it (scripts/emulate-gpu-node).
+H200 = [FakeGPU("GPU-2c5e0f3a-7d41-4b8e-9a6c-1f0e2d3c4b5a", "00000000:19:00.0", 0, name="NVIDIA H200")]
+
+
+def as_module(gpus: list[FakeGPU]) -> None:
+    """Make the calling module (this file run as ``pynvml``) a fake with ``gpus``: its names become the fake's."""
+    globals().update({k: v for k, v in vars(make(gpus)).items() if not k.startswith("__")})
+
+
+def install(monkeypatch: Any, module: types.ModuleType | list[FakeGPU] | None) -> types.ModuleType | None:
+    """Make ``module`` (or a fake of those GPUs; None: no nvidia-ml-py) the ``pynvml`` that slurm_resolver.nvml
+    imports, with NVIDIA's driver loaded, for one test (``monkeypatch``: pytest's)."""
+    from slurm_resolver import nvml
+
+    if isinstance(module, list):
+        module = make(module)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    monkeypatch.setattr(nvml, "driver_present", lambda: True)  # the fake stands for a loaded driver
+    return module

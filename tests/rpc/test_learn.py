@@ -25,7 +25,10 @@ def test_a_het_layout_the_environment_does_not_tell_is_learned_from_every_task()
     def task(i: int) -> None:
         env = {**envs[i], "SLURM_RESOLVER_AUTH": "none"}
         try:
-            provisional = resolve(env, exchange="rendezvous", resolves=lambda name: True)
+            # Slurm's NodeAddr of the test cluster's nodes: the servers bind, and peers call, addresses
+            # that every host has (loopback), never a name that only the test cluster's /etc/hosts knows.
+            provisional = resolve(env, exchange="rendezvous", resolves=lambda name: False,
+                                  node_addresses=lambda nodes: {n: f"127.0.1.{n.removeprefix('node')}" for n in nodes})
             assert not provisional.placement.exact
             results[i] = learn_layout(provisional, env, timeout=20).nodes
         except Exception as exc:  # noqa: BLE001 - collected for the assertion

@@ -44,7 +44,8 @@ def _admitted(gate: Gate, message: bytes, first_round: bool = False) -> Refusal 
     (who_call("5.0", 1, 8001, _keyed()), Refusal.UNAUTHENTICATED),  # made for another server
     (who_call("5.0", 1, 8000), Refusal.UNAUTHENTICATED),  # no seal
     (who_call("5.0", 1, 8000, _keyed(b"x" * 32)), Refusal.UNAUTHENTICATED),  # another launch's key
-])
+], ids=["sealed", "no_envelope", "rank_beyond_the_job", "another_launch", "for_another_server", "no_seal",
+        "another_launchs_key"])  # words: the messages' sealed bytes differ in every process (pytest-xdist)
 def test_every_call_meets_the_same_checks(message: bytes, refusal: Refusal | None) -> None:
     assert _admitted(_gate(), message) is refusal
 
