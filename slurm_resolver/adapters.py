@@ -115,7 +115,8 @@ def jax_env(b: Bootstrapped, environ: Mapping[str, str] | None = None, jax: Jax 
         ConfigurationError: where JAX's detection in this environment (this process's, or ``environ``, which
             the command inherits) would take another count or id than the task's (the batch step, MPICH's
             and PMIx launchers, Open MPI 5 before JAX 0.11.2, workers below srun), or none, or (before JAX
-            0.4.33) another GPU: said once for the job, with the call that is right in every launch.
+            0.4.33) another GPU: said once for the job (a GPU by its task), with the call that is right in
+            every launch.
     """
     env = snapshot(environ)
     jax = installed() if jax is None else jax
