@@ -22,7 +22,7 @@ from . import template_schema
 from .cluster import Task
 from .environment import export, grpc_without_proxy, keep_grpc_off_proxies, snapshot, warn_of_grpc_proxy
 from .gpus import ordinals, parse_devices
-from .jax_detection import refusal
+from .jax_detection import Jax, installed, refusal
 from .optional import import_optional
 from .rpc.bootstrapped import Bootstrapped
 
@@ -103,27 +103,33 @@ def jax_arguments(b: Bootstrapped, environ: Mapping[str, str] | None = None) -> 
     }
 
 
-def jax_env(b: Bootstrapped, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def jax_env(b: Bootstrapped, environ: Mapping[str, str] | None = None, jax: Jax | None = None) -> dict[str, str]:
     """What a bare ``jax.distributed.initialize()`` reads, for ``slurm-resolver env --format jax`` and
     ``bootstrap --format jax``: ``JAX_COORDINATOR_ADDRESS`` (rank 0's spare port), ``JAX_LOCAL_DEVICE_IDS``
-    (`device_ordinals()`, where the task has GPUs), and gRPC's proxy off (as `tensorflow_env()`: JAX's
-    coordination service is gRPC). Nothing else: JAX takes the process count and id only from its own
-    cluster detection (`slurm_resolver.jax_detection`).
+    (`device_ordinals()`, where the task has GPUs and the release reads it: 0.4.33 and later), and gRPC's
+    proxy off (as `tensorflow_env()`: JAX's coordination service is gRPC). Nothing else: JAX takes the
+    process count and id only from its own cluster detection, whose rules are those of ``jax`` (the
+    installed release by default, `slurm_resolver.jax_detection.installed`: never imported).
 
     Raises:
         ConfigurationError: where JAX's detection in this environment (this process's, or ``environ``, which
             the command inherits) would take another count or id than the task's (the batch step, MPICH's
-            and PMIx launchers, Open MPI 5, workers below srun), or none: said once for the job, with the
-            call that is right in every launch.
+            and PMIx launchers, Open MPI 5 before JAX 0.11.2, workers below srun), or none, or (before JAX
+            0.4.33) another GPU: said once for the job (a GPU by its task), with the call that is right in
+            every launch.
     """
     env = snapshot(environ)
-    refused = refusal(env, b.rank, b.world_size, b.launcher)
-    if refused is not None:
-        raise refused
+    jax = installed() if jax is None else jax
     args = jax_arguments(b, env)
     variables = {"JAX_COORDINATOR_ADDRESS": args["coordinator_address"], **grpc_without_proxy(env)}
-    if args["local_device_ids"] is not None:
-        variables["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, args["local_device_ids"]))
+    devices = args["local_device_ids"] or []
+    if devices and "JAX_LOCAL_DEVICE_IDS" in jax.rules.reads:
+        variables["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, devices))
+    launch = b.cluster.launch
+    refused = refusal({**env, **variables}, b.rank, b.world_size, b.launcher, jax, devices,
+                      task=launch.is_task or launch.standalone)
+    if refused is not None:
+        raise refused
     return variables
 
 

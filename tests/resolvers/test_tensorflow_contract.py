@@ -390,6 +390,8 @@ def test_tensorflow_executable_location_is_taken() -> None:
     import tensorflow as tf
 
     assert KubernetesExecutableLocation is ExecutableLocation
+    if not hasattr(tf.distribute.cluster_resolver, "KubernetesExecutableLocation"):  # 2.16 (noxfile.py's oldest)
+        pytest.skip(f"TensorFlow {tf.__version__}'s Kubernetes resolver takes no executable location")
     theirs = tf.distribute.cluster_resolver.KubernetesExecutableLocation.OFF_CLUSTER
     r = KubernetesClusterResolver(executable_location=theirs, override_client=Client({}))
     assert r._executable_location is ExecutableLocation.OFF_CLUSTER
