@@ -26,7 +26,7 @@ import time
 
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
-from slurm_resolver.rpc.diagnosis.stacks_call import encode_stacks
+from slurm_resolver.rpc.diagnosis.stacks_wire import encode_stacks
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.loopback import over_grpc
 from slurm_resolver.rpc.simulation.simulate import srun_environ

@@ -94,7 +94,8 @@ def stacks(args: argparse.Namespace) -> int:
 async def _ask(address: str, node: str, ports: Sequence[int], proof: Authority, key: str, tasks: int,
                timeout: float) -> JobStacks:
     """The answer of the first candidate port whose server is the step's root."""
-    from ..rpc.diagnosis.stacks_call import StacksAsk, StacksRefused, ask_for_stacks
+    from ..rpc.diagnosis.stacks_call import StacksRefused, ask_for_stacks
+    from ..rpc.diagnosis.stacks_wire import StacksAsk
     from ..rpc.messages import WireError
     from ..rpc.network.grpc_network import GrpcNetwork
     from ..rpc.transport import LinkError, Refusal

@@ -22,8 +22,9 @@ benchmarks and tests import the simulation):
   (an uncaught exception as the task's failure), `processes` (what a task sees of its node's
   processes in the kernel);
 - `diagnosis`: where a hung job is: `marks` (sets of ranks and progress marks on the wire), `judge`
-  (a hang said where every task is, and the step failed), and a call's module each
-  (`*_call`: `stacks_call`, every task's stacks down the tree, merged on the way up);
+  (a hang said where every task is, and the step failed), `stacks_wire` (Stacks' messages: the ask, the
+  answer, their bounds), and a call's module each (`*_call`: `stacks_call`, every task's stacks down the
+  tree, merged on the way up);
 - `trust`: `seals` (a secret's, MUNGE's, or none: made and checked), `choice` (which, from ``auth=``
   and the environment: the job's secret read once), `gate` (the checks every call meets), `identity`
   (WhoAreYou's both sides and row), `verify` (the peers found, checked);

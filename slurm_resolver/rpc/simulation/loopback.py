@@ -232,7 +232,7 @@ async def _marking(tasks: list[Any]) -> None:
 
 async def _timed_stacks(b: Any) -> dict[str, Any]:
     """The job's stacks asked by ``b`` (rank 0): how long they took, how many answered, the answer's size."""
-    from ..diagnosis.stacks_call import encode_stacks
+    from ..diagnosis.stacks_wire import encode_stacks
 
     start = time.monotonic()
     found = await b.aio.stacks(30.0)

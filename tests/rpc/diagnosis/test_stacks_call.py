@@ -11,22 +11,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from slurm_resolver.cluster import Cluster
 from slurm_resolver.resolution import resolve
-from slurm_resolver.rpc.diagnosis.stacks_call import (
-    FRESH,
-    MOST_ANSWER,
-    StacksAsk,
-    StacksHandler,
-    decode_ask,
-    decode_stacks,
-    encode_ask,
-    encode_stacks,
-)
-from slurm_resolver.rpc.messages import Identity, WireError
+from slurm_resolver.rpc.diagnosis.stacks_call import FRESH, StacksHandler
+from slurm_resolver.rpc.diagnosis.stacks_wire import StacksAsk, decode_stacks, encode_ask, encode_stacks
+from slurm_resolver.rpc.messages import Identity
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 from slurm_resolver.rpc.transport import Refusal, Refused
 from slurm_resolver.rpc.tree import plan_of
@@ -162,29 +152,6 @@ def test_without_authentication_nobody_outside_the_job_is_answered() -> None:
     assert "SLURM_RESOLVER_AUTH=none" in none.check_outside(Purpose.CALL, b"h", b"").why
 
 
-def test_an_answer_is_bounded_whatever_the_stacks() -> None:
-    from slurm_resolver.stacks.classes import MOST_CLASSES
-
-    deep = tuple(Frame("/very/long/path/" * 40 + f"{i}.py", i, "f" * 300) for i in range(32))
-    stacks = Stacks()
-    for rank in range(MOST_CLASSES + 10):
-        stacks = stacks | Stacks.of_task(rank, [ThreadStack("main", (*deep, Frame("x.py", rank, "odd")))])
-    message = encode_stacks(stacks, b"n" * 16, 0, lambda h: b"")
-    assert len(message) < MOST_ANSWER + 4096
-    read, _, _ = decode_stacks(unwrap(message)[0], 1 << 20)
-    assert len(read.classes) < MOST_CLASSES and len(read.others) == MOST_CLASSES + 10 - len(read.classes)
-
-
-@settings(max_examples=200)
-@given(st.binary(max_size=300))
-def test_hostile_bytes_are_refused_as_malformed_never_raised_otherwise(data: bytes) -> None:
-    for decode in (decode_ask, lambda d, w: decode_stacks(d, w)):
-        try:
-            decode(data, 16)
-        except WireError:
-            pass
-
-
 # Issue 48: an ask good for one server, an answer bounded by its subtree, a task's own stacks capped.
 
 def _refused(handler: StacksHandler, message: bytes) -> str:
@@ -281,21 +248,6 @@ def test_a_task_with_more_distinct_thread_stacks_than_an_answer_holds_still_answ
     assert stacks.dropped == 301 - (MOST_CLASSES - len(main))  # 301 distinct other stacks; room for the rest
     assert not any(c.frames[-1].function == "idle" for c in stacks.classes)  # the commonest (5 threads) dropped
     assert f"and {stacks.dropped} more distinct stacks of other threads, left out" in render(stacks)
-
-
-@settings(max_examples=200)
-@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=6), st.integers(0, 50),
-       st.lists(st.integers(0, 40), max_size=12, unique=True))
-def test_an_answer_fits_its_subtree_only_where_it_counts_and_names_nothing_else(
-        ranges: list[tuple[int, int]], answered: int, subtree: list[int]) -> None:
-    from slurm_resolver.rpc.diagnosis.stacks_call import beyond
-    from slurm_resolver.stacks.classes import Ranks
-
-    ranks = Ranks(tuple((min(a, b), max(a, b)) for a, b in ranges), sum(abs(a - b) + 1 for a, b in ranges))
-    stacks = Stacks(silent=ranks, answered=answered)
-    fits = beyond(stacks, subtree) is None
-    named = {r for first, last in ranks.ranges for r in range(first, last + 1)}
-    assert fits == (answered + len(ranks) <= len(subtree) and named <= set(subtree))
 
 
 def test_before_the_bootstrap_settles_a_task_refuses_asks_as_unready() -> None:
