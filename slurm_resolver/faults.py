@@ -31,7 +31,7 @@ class Cause(enum.Enum):
     CRASHED = "crashed"
     """Its process died (its call broke), or raised an exception nobody caught."""
     SILENT = "silent"
-    """It never answered (missing from a round), or stopped beating."""
+    """It never answered (missing from a round), or stopped answering (its process stopped, its node lost)."""
     LEFT = "left"
     """It stopped because another task failed (a supervised task stops its command)."""
     REPORTED = "reported"
