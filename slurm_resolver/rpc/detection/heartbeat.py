@@ -57,8 +57,8 @@ class Heartbeat:
         link: the link to ``above`` (the rounds' connection), or None to make one.
         network: to reach the tasks it may move to.
         authority: seals the first beat and checks the first event.
-        heartbeat: seconds between two looks at the task above's process (on this node), and between two
-            beats of progress marks; ``patience``: how long the task above may stop before it is dead.
+        heartbeat: seconds between two beats of progress marks; ``patience``: how long the task above may stop
+            before it is dead (its process on this node is looked at every half patience).
         take_over: called with the sources that left when this task becomes the successor.
         progress: the progress marks of this task and the tasks below it, or None where no hang is judged
             (then no beat carries marks).
@@ -172,12 +172,14 @@ class Heartbeat:
             assert cluster.bound_ports is not None
             return await self.network.lost(cluster.hosts[cluster.placement.node_of(above)], cluster.bound_ports[above],
                                            self.patience)
-        if process is None or self.seen(process) is Seen.UNKNOWN:
-            await asyncio.Event().wait()  # not to be seen from here (another pid namespace): forever
+        if process is None or process.pid == self.process.pid or self.seen(process) is Seen.UNKNOWN:
+            # This process itself (tasks that share one: a simulation), or not to be seen from here (another pid
+            # namespace): nothing to look at; its call's end tells its death.
+            await asyncio.Event().wait()
             raise AssertionError  # pragma: no cover - never set
         since: float | None = None
         while True:
-            await asyncio.sleep(self.heartbeat)
+            await asyncio.sleep(self.patience / 2)
             if self.seen(process) is not Seen.STOPPED:
                 since = None
                 continue

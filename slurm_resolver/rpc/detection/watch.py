@@ -115,8 +115,8 @@ class Watch:
     A task below that dies closes its call (the kernel closes a dead process's connections), which
     declares it dead at once. One that stops (SIGSTOP, a debugger, its node without power) says nothing,
     and is found by what this task sees of it, with no message of its own: a task of this node by its
-    process's state in the kernel (read every ``heartbeat`` seconds; stopped for ``patience`` seconds is
-    a death), a child node's leader by the network (`Network.lost`: gRPC's core pings it, and it answers
+    process's state in the kernel (read every half ``patience``; stopped for ``patience`` seconds is a
+    death), a child node's leader by the network (`Network.lost`: gRPC's core pings it, and it answers
     them whatever its Python does). A task holding the GIL in a long C call is neither.
 
     Args:
@@ -124,8 +124,9 @@ class Watch:
         cluster: the bootstrapped cluster (to name tasks, and reach child nodes' leaders).
         plan: this task's place in the tree.
         network: to watch the leaders of its child nodes.
-        heartbeat: seconds between two looks at this node's tasks' processes.
-        patience: seconds a task below may be stopped, or silent, before it is declared dead.
+        heartbeat: seconds between two beats of progress marks (none where hangs are not judged).
+        patience: seconds a task below may be stopped, or silent, before it is declared dead (this node's tasks'
+            processes are looked at every half patience).
     """
 
     seen: Callable[[Process], Seen] = staticmethod(seen)
@@ -175,8 +176,9 @@ class Watch:
         self._holders[source] = first.source
         self._left.discard(source)
         if source.kind is SourceKind.TASK:
-            if first.process is not None and self.seen(first.process) is not Seen.UNKNOWN:
-                self._processes[source] = first.process  # seen from here: its state is watched
+            process = first.process
+            if process is not None and process.pid != Process.own().pid and self.seen(process) is not Seen.UNKNOWN:
+                self._processes[source] = process  # another process, seen from here: its state is looked at
                 self._checks()
         elif source not in self._lost or self._watching.get(source) != first.source:  # a successor, say
             self._lose(source, first.source)
@@ -267,12 +269,13 @@ class Watch:
             self._checking = asyncio.ensure_future(self._check())
 
     async def _check(self) -> None:
-        """Every ``heartbeat`` seconds: declare dead this node's tasks below that are stopped for the patience,
-        and, once the patience passed, the sources that never called here (their process ended before);
-        then, with no process left to look at, stop."""
+        """Every half patience: declare dead this node's tasks below that are stopped for the patience, and,
+        once the grace passed, the sources that never called here (their process ended before); then, with no
+        process left to look at, stop (tasks in this process: nothing to look at, the job at rest costs nothing)."""
         unheard_looked = False
         while not self.deaths.leaving:
-            await asyncio.sleep(self.heartbeat)
+            await asyncio.sleep(self.patience / 2 if unheard_looked or self._processes else
+                                max(0.0, self._since + self.grace - time.monotonic()))
             now = time.monotonic()
             for source, process in list(self._processes.items()):
                 if self.seen(process) is not Seen.STOPPED:

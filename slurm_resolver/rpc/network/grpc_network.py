@@ -55,6 +55,10 @@ def _ipv4(host: str) -> bool:
     return len(parts) == 4 and all(p.isascii() and p.isdigit() and p == str(int(p)) and int(p) < 256 for p in parts)
 
 
+FIRST_CONNECTION = 30.0
+"""Seconds `GrpcNetwork.lost` gives a server to answer at all, at first: a leader that ended right after the
+bootstrap is found then (or at once, by its call's end, where it made one)."""
+
 SPARE_PORTS = (10000, 20000)
 """Where a task's spare port (for a framework's server) is found: below the launches' rendezvous ports
 (20000-32767) and Linux's ephemeral ports (32768-60999). A port bound and released in the ephemeral
@@ -203,23 +207,25 @@ class GrpcNetwork:
         return spare_port(bindable(host).strip("[]"))
 
     async def lost(self, host: str, port: int, patience: float) -> str:
-        """A channel of its own whose core pings the server every third of ``patience`` and gives up on an
-        answer after another third; where the connection ends, it must be made again within the last third (a
-        server also sends an idle connection away after minutes), else the server is lost: about ``patience``
-        in all."""
-        third = max(50, int(patience * 1000 / 3))
+        """A channel of its own whose core pings the server every half ``patience`` and gives up on an answer
+        after another half; where the connection ends, it must be made again within a half more (a server also
+        sends an idle connection away after minutes), else the server is lost: within one and a half patiences.
+        The first connection may take ``FIRST_CONNECTION`` seconds (thousands are made at once on busy cores)."""
+        half = max(50, int(patience * 500))
         channel = self._grpc.aio.insecure_channel(channel_target(host, port), options=(
-            *CHANNEL_OPTIONS, ("grpc.keepalive_time_ms", third), ("grpc.http2.ping_timeout_ms", third),
+            *CHANNEL_OPTIONS, ("grpc.keepalive_time_ms", half), ("grpc.http2.ping_timeout_ms", half),
             ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0),
             ("grpc.client_idle_timeout_ms", 2**31 - 1)))
         ready = self._grpc.ChannelConnectivity.READY
+        allowed = max(FIRST_CONNECTION, patience)
         try:
             while True:
                 try:
-                    with within(third / 1000):
+                    with within(allowed):
                         await channel.channel_ready()
                 except asyncio.TimeoutError:
-                    return f"no answer at {host}:{port} for about {patience:g} s"
+                    return f"no answer at {host}:{port} for {allowed:g} s"
+                allowed = half / 1000
                 await channel.wait_for_state_change(ready)  # the core's pings went unanswered, or it ended
         finally:
             await channel.close()

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from unittest.mock import patch
 
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.detection.processes import Seen
+from slurm_resolver.rpc.detection.heartbeat import Heartbeat
+from slurm_resolver.rpc.detection.processes import Process, Seen
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 
@@ -19,7 +21,15 @@ NODES, PER_NODE = 4, 2  # ranks 0, 2, 4, 6 lead their nodes; 0 is the root
 
 def run(scenario: Callable[[list[Bootstrapped]], Awaitable[object]], heartbeat: float = 0.2,
         patience: float = 1.5, nodes: int = NODES, per_node: int = PER_NODE, fanout: int = 8) -> object:
-    """Bootstrap 4 nodes x 2 tasks with failure detection on, then run ``scenario`` on them."""
+    """Bootstrap 4 nodes x 2 tasks with failure detection on, then run ``scenario`` on them. Each task names a
+    process of its own in its first beat (as in a job: here they share one), so that its leader looks at it
+    (through ``seen``, which a scenario stands in for)."""
+    with patch.object(Heartbeat, "process", property(lambda self: Process(1_000_000 + self.rank, 1))):
+        return _run(scenario, heartbeat, patience, nodes, per_node, fanout)
+
+
+def _run(scenario: Callable[[list[Bootstrapped]], Awaitable[object]], heartbeat: float, patience: float,
+         nodes: int, per_node: int, fanout: int) -> object:
     base = resolve(srun_environ(nodes, per_node), resolves=lambda name: True)
 
     async def every_task() -> object:
