@@ -50,10 +50,12 @@ SERVER_OPTIONS = (
     ("grpc.max_concurrent_streams", 64),  # calls of one connection; a task makes a few at once
     ("grpc.max_connection_idle_ms", 600_000),  # an idle peer's connection closes (its channel reconnects)
     ("grpc.server_handshake_timeout_ms", 10_000),  # a connection that never speaks HTTP/2 is closed
-    # A peer that watches this task from another node pings it (`GrpcNetwork.lost`), as often as every 50 ms
-    # with the shortest patience: pings are answered by gRPC's core (no Python, the GIL not needed); a caller
-    # that pings faster is sent away after two strikes, as gRPC does by default.
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 50),
+    # A peer that watches this task from another node pings it on a connection of its own with no call open
+    # (`GrpcNetwork.lost`), as often as every 50 ms with the shortest patience: pings are answered by gRPC's core
+    # (no Python, the GIL not needed). Without both options a server allows such pings every two hours and
+    # sends the peer away ("too_many_pings"); a caller that pings faster still is sent away after two strikes.
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 50),  # the least time between pings the server takes
 )
 """Options of every task's server: bounded messages and calls, whoever connects."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ import pytest
 
 from slurm_resolver.rpc.calls import TABLE, WHO
 from slurm_resolver.rpc.network.grpc_network import GrpcNetwork, channel_target
+from slurm_resolver.rpc.network.loop import LoopThread
 from slurm_resolver.rpc.transport import LinkError, Refusal
 from slurm_resolver.rpc.trust.identity import decode_identity
 from slurm_resolver.rpc.trust.seals import AuthMode, Authority
@@ -286,3 +288,43 @@ def test_a_tasks_spare_port_is_free_and_below_the_ports_the_kernel_hands_out_for
         held.bind(("127.0.0.1", 0))
         taken = held.getsockname()[1]
         assert all(spare_port("127.0.0.1") != taken for _ in range(20))
+
+
+def test_a_watched_server_takes_the_pings_and_one_that_stops_is_lost() -> None:
+    """A task's server takes the pings of a peer that watches it (`GrpcNetwork.lost`, here every 0.2 s) on a
+    connection with no call open, never sending it away ("too_many_pings": a server allows such pings every two
+    hours unless told otherwise, and each time the watcher had to connect again, a chance of a false death): the
+    connection stays ready through twenty pings; once the server ends, the watcher finds it lost within about its
+    patience."""
+    from slurm_resolver.rpc.network.grpc_network import CHANNEL_OPTIONS
+    from slurm_resolver.rpc.network.server import grpc_module, open_server, stop_server
+
+    async def scenario() -> tuple[list[str], float]:
+        server, port, _ = await open_server("127.0.0.1", [0], None, {})
+        grpc = grpc_module()
+        channel = grpc.aio.insecure_channel(channel_target("127.0.0.1", port), options=(
+            *CHANNEL_OPTIONS, ("grpc.keepalive_time_ms", 200), ("grpc.http2.ping_timeout_ms", 200),
+            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)))
+        await channel.channel_ready()
+        changes: list[str] = []
+        try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(channel.wait_for_state_change(channel.get_state()), 4.0)
+                changes.append(str(channel.get_state()))
+        finally:
+            await channel.close()
+        network = GrpcNetwork()
+        watching = asyncio.ensure_future(network.lost("127.0.0.1", port, 0.4))
+        await asyncio.sleep(0.5)
+        await stop_server(server, 0)
+        stopped = time.monotonic()
+        await asyncio.wait_for(watching, 10)
+        await network.close()
+        return changes, time.monotonic() - stopped
+
+    loop = LoopThread()
+    try:
+        changes, took = loop.run(scenario())
+    finally:
+        loop.close()
+    assert changes == [] and took < 3.0, (changes, took)
