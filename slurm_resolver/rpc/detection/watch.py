@@ -134,8 +134,9 @@ class Watch:
 
     @property
     def grace(self) -> float:
-        """Seconds a task of this node may take to call here at all, once watched (its process ended before it
-        did): two patiences (thousands of tasks make their call at once, on busy cores)."""
+        """Seconds after which a task of this node that never called here is looked for (its process ended
+        before it did): two patiences; one whose server still listens is only slow (thousands of tasks make their
+        call at once, on busy cores), and is looked for again."""
         return 2 * self.patience
 
     def __init__(self, deaths: Deaths, cluster: Cluster, plan: Plan, network: Network, heartbeat: float,
@@ -272,9 +273,9 @@ class Watch:
         """Every half patience: declare dead this node's tasks below that are stopped for the patience, and,
         once the grace passed, the sources that never called here (their process ended before); then, with no
         process left to look at, stop (tasks in this process: nothing to look at, the job at rest costs nothing)."""
-        unheard_looked = False
+        unheard = True  # the tasks that never called are still to be looked for
         while not self.deaths.leaving:
-            await asyncio.sleep(self.patience / 2 if unheard_looked or self._processes else
+            await asyncio.sleep(self.patience / 2 if not unheard or self._processes else
                                 max(0.0, self._since + self.grace - time.monotonic()))
             now = time.monotonic()
             for source, process in list(self._processes.items()):
@@ -287,17 +288,28 @@ class Watch:
                     self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} stopped answering: "
                                                                     f"its process is stopped (SIGSTOP, a debugger) "
                                                                     f"for {now - since:.0f} s"))
-            if not unheard_looked and now - self._since >= self.grace:
-                unheard_looked = True
-                for source in self.unheard():
-                    if source.kind is SourceKind.NODE:
-                        continue  # watched over the network from the start
-                    rank = self._rank(source)
-                    self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} never watched at "
-                                                                    f"rank {self.plan.rank}: nothing for "
-                                                                    f"{now - self._since:.0f} s"))
-            if unheard_looked and not self._processes:
+            if unheard and now - self._since >= self.grace:
+                unheard = await self._never_called(now)
+            if not unheard and not self._processes:
                 return
+
+    async def _never_called(self, now: float) -> bool:
+        """Declare dead this node's tasks that never called here and whose server no longer listens (their process
+        ended right after the bootstrap); whether some that never called still listen (slow to call, on busy
+        cores: looked at again)."""
+        cluster = self.cluster
+        assert cluster.bound_ports is not None
+        waiting = False
+        for source in self.unheard():
+            if source.kind is SourceKind.NODE:
+                continue  # watched over the network from the start
+            rank = self._rank(source)
+            if await self.network.listening(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank]):
+                waiting = True
+                continue
+            self.deaths.declare([rank], Fault(Cause.CRASHED, f"{cluster.label(rank)} ended before it watched at rank "
+                                                             f"{self.plan.rank}: its server is gone"))
+        return waiting
 
     def start(self) -> None:
         """Start watching (on the running event loop), where any task reports here: the leaders of child nodes
