@@ -25,7 +25,7 @@ from ...cluster import Cluster
 from ...faults import Cause, Fault
 from ...stacks.progress import Marks
 from ..messages import HandOver, News, Source, WireError
-from ..transport import CallFailure, Link, LinkError, Network, end_call, within
+from ..transport import CallFailure, Link, LinkError, Network, Refusal, end_call, within
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
 from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
@@ -217,9 +217,13 @@ class Heartbeat:
             except Exception as exc:  # noqa: BLE001 - refused, malformed, silent, broken: the call is over
                 if self.deaths.leaving:
                     return
-                if isinstance(exc, LinkError) and time.monotonic() - moved_at < self.patience:
-                    await asyncio.sleep(0.05)  # a successor that has not taken over yet, or a parent that
-                    continue  # has not yet seen its predecessor leave: ask again
+                if isinstance(exc, LinkError) and (exc.code in (Refusal.BUSY, Refusal.UNREADY)
+                                                   or time.monotonic() - moved_at < self.patience):
+                    # The task above lives and says "call again" (this task's first beat came late: its loop
+                    # stood still), or it is a successor that has not taken over yet, or a parent that has not yet
+                    # seen its predecessor leave: ask again.
+                    await asyncio.sleep(0.05)
+                    continue
                 self.deaths.declare([above], self._why(above, exc))
                 return
             if event is None or event.hand_over is None:

@@ -82,9 +82,10 @@ class WatchHandler:
         try:
             with within(FIRST_BEAT):
                 first = await beats.__anext__()
-        except (StopAsyncIteration, asyncio.TimeoutError) as exc:
-            raise Refused(Refusal.INVALID, f"a watch without a first beat within {FIRST_BEAT:g} s "
-                                           f"({exc.__class__.__name__})") from None
+        except StopAsyncIteration:
+            raise Refused(Refusal.INVALID, "a watch that ended before its first beat") from None
+        except asyncio.TimeoutError:  # the caller's loop stood still (busy cores): it calls again
+            raise Refused(Refusal.BUSY, f"a watch without a first beat within {FIRST_BEAT:g} s: call again") from None
         beat, header, seal = gate.read(first, decode_beat)
         gate.same_launch(beat.job_key)
         gate.sealed("a watch", beat.source, header, seal, beat.port)
