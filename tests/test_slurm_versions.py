@@ -1,0 +1,77 @@
+"""The launches captured on each Slurm the test cluster runs resolve alike: Debian 12's 22.05
+(``tests/data/env``) and Debian 13's 24.11 (``tests/data/env-slurm-24.11``, ``testcluster`` with
+``SR_CLUSTER_SLURM=trixie``). Slurm changes its variables between versions (docs/testcluster.md lists
+what changed); every task must still be where Slurm put it, and the changed variables read as before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slurm_resolver.gpus import bound_per_task
+from slurm_resolver.resolution import resolve
+
+from .conftest import DATA
+from .test_resolution import STEP_CASES, always, exchanged, resolve_all, truth_rank
+
+VERSIONS = {"22.05": DATA / "env", "24.11": DATA / "env-slurm-24.11"}
+"""Each Slurm's captures (tests/e2e/capture_all on a test cluster of that Slurm), by the same case names."""
+
+HET_LEARNED = ["srun_het", "srun_het_cyclic", "srun_het_mixed", "sbatch_hetjob_multi"]
+
+
+def launch(version: str, case: str) -> list[dict[str, str]]:
+    """The environments of every task of a launch captured on ``version``."""
+    lines = (VERSIONS[version] / f"{case}.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_every_version_has_every_case() -> None:
+    cases = {version: sorted(p.stem for p in Path(folder).glob("*.jsonl")) for version, folder in VERSIONS.items()}
+    assert cases["24.11"] == cases["22.05"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("case", STEP_CASES)
+def test_every_task_is_where_slurm_put_it(case: str, version: str) -> None:
+    envs = launch(version, case)
+    clusters = resolve_all(envs)
+    assert len({c.spec().to_json() for c in clusters}) == 1, "tasks disagree on the cluster"
+    for env, cluster in zip(envs, clusters):
+        assert cluster.me is not None and cluster.rank == truth_rank(env)
+        assert cluster.me.node == env["SLURMD_NODENAME"] and cluster.me.local_rank == int(env["SLURM_LOCALID"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("case", HET_LEARNED)
+def test_a_het_layout_is_learned_from_every_task(case: str, version: str) -> None:
+    """24.11 gives a het step's tasks a SLURM_DISTRIBUTION that need not be their component's (srun_het_cyclic:
+    'block' where the component ran cyclic): the layout is learned, never taken from it."""
+    envs = launch(version, case)
+    truth = tuple(e["SLURMD_NODENAME"] for e in envs)
+    assert all(c.nodes == truth and c.placement.exact for c in exchanged(envs))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_mpirun_ranks_exchange_their_nodes(version: str) -> None:
+    """Open MPI 4's mpirun beside 22.05, Open MPI 5's (PRRTE) beside 24.11: the ranks are mpirun's."""
+    envs = launch(version, "salloc_mpirun")
+    clusters = exchanged(envs)
+    assert [c.rank for c in clusters] == [truth_rank(e) for e in envs] == [0, 1, 2, 3]
+    assert [c.me.node for c in clusters if c.me] == [e["SLURMD_NODENAME"] for e in envs]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_batch_step_is_the_jobs_view(version: str) -> None:
+    cluster = resolve(launch(version, "sbatch_batch_step")[0], resolves=always)
+    assert cluster.launcher == "batch" and cluster.rank == 0 and cluster.world_size == 4
+
+
+@pytest.mark.parametrize(("version", "written"), [("22.05", "gpu:per_task:1"), ("24.11", "gres/gpu:per_task:1")])
+def test_gpus_bound_per_task_are_read_in_either_format(version: str, written: str) -> None:
+    """24.11 names the GRES in SLURMD_TRES_BIND (and adds SLURM_TRES_BIND); neither sets it for a node's lone task
+    (node2's here)."""
+    bound = [env for env in launch(version, "srun_gpus_per_task1") if "SLURMD_TRES_BIND" in env]
+    assert len(bound) == 3 and all(env["SLURMD_TRES_BIND"] == written and bound_per_task(env) for env in bound)
