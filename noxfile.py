@@ -11,7 +11,7 @@ from __future__ import annotations
 import nox
 
 
-@nox.session(venv_backend="none")
+@nox.session(venv_backend="none", default=False)  # a few minutes to tens: only when named
 @nox.parametrize("suite", ["trixie", "sid"])
 def newer_slurm(session: nox.Session, suite: str) -> None:
     """Every real-cluster test (-m slurm) on Debian ``suite``'s Slurm, in a cluster of its own."""
