@@ -55,8 +55,9 @@ def test_every_task_is_where_slurm_put_it(case: str, version: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("case", HET_LEARNED)
 def test_a_het_layout_is_learned_from_every_task(case: str, version: str) -> None:
-    """24.11 gives a het step's tasks a SLURM_DISTRIBUTION that need not be their component's (srun_het_cyclic:
-    'block' where the component ran cyclic): the layout is learned, never taken from it."""
+    """No version gives every het step's tasks their component's SLURM_DISTRIBUTION, and each errs in other
+    cases (22.05: 'cyclic' to all of srun_het_mixed; 24.11 and 26.05: 'block' to all of srun_het_cyclic):
+    the layout is learned, never taken from it."""
     envs = launch(version, case)
     truth = tuple(e["SLURMD_NODENAME"] for e in envs)
     assert all(c.nodes == truth and c.placement.exact for c in exchanged(envs))
