@@ -71,7 +71,7 @@ def resolves(name: str) -> bool:
 def address_map(
     nodes: Sequence[str],
     checked: Mapping[str, bool],
-    node_addresses: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
+    node_addresses: Callable[[Sequence[str]], Mapping[str, str]],
 ) -> Mapping[str, str]:
     """Node name to address, by the one rule (the module's docstring).
 
@@ -80,8 +80,8 @@ def address_map(
         checked: nodes whose name was checked, and whether it resolved. Unchecked
             nodes are taken to behave as the checked ones (names of one cluster
             follow one scheme); if any checked name failed, they are looked up too.
-        node_addresses: asks Slurm for ``NodeAddr`` (called at most once; default
-            `slurm_addresses`).
+        node_addresses: asks Slurm for ``NodeAddr`` (called at most once; the caller's seam to
+            Slurm's commands, ``slurmctl.node_addresses``, a level above this module).
     """
     if all(checked.values()):
         return OwnNames(nodes)
@@ -90,7 +90,7 @@ def address_map(
         failed = [n for n in dict.fromkeys(nodes) if checked.get(n) is not True]
     if not failed:
         return OwnNames(nodes)
-    found = (node_addresses or slurm_addresses)(failed)
+    found = node_addresses(failed)
     missing = [n for n in failed if not found.get(n) or found[n] == n]
     if missing:
         others = f" (also {abridged(missing[1:])})" if len(missing) > 1 else ""
@@ -104,26 +104,18 @@ def address_map(
 
 def node_address(
     node: str,
+    node_addresses: Callable[[Sequence[str]], Mapping[str, str]],
     resolves: Callable[[str], bool] = resolves,
-    node_addresses: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
 ) -> str:
     """The address of one node, by the rule the job's tasks follow (`address_map`), its name checked here:
     where a client outside the job (``slurm-resolver stacks``) finds a task's server.
 
-    >>> node_address("node1", resolves=lambda name: True)
+    >>> node_address("node1", node_addresses=lambda names: {}, resolves=lambda name: True)
     'node1'
     >>> node_address("node1", resolves=lambda name: False, node_addresses=lambda names: {"node1": "10.1.0.1"})
     '10.1.0.1'
     """
     return address_map([node], {node: resolves(node)}, node_addresses)[node]
-
-
-def slurm_addresses(names: Sequence[str]) -> Mapping[str, str]:
-    """Slurm's ``NodeAddr`` of ``names``, asked only where a name does not resolve: the seam to
-    Slurm's commands (subprocess, shutil, a thread pool) loads then, not in every task's start."""
-    from .slurmctl import node_addresses
-
-    return node_addresses(names)
 
 
 def port_in_use(host: str, port: int) -> bool:

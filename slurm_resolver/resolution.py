@@ -276,9 +276,17 @@ def resolve(
         raise EnvironmentVariableError("rank", str(rank), f"a rank below the job's {where.world_size} tasks")
     packing = pack(jobs, where.world_size, launch.components, alone=launch.standalone)
     check_port_base(port_base, where.most)
-    hosts = addresses.address_map(where.nodes, checked, node_addresses)
+    hosts = addresses.address_map(where.nodes, checked, node_addresses or _ask_slurm)
     plan = GpuPlan(_visible_gpus(env, gpu_devices, launch), rank, where, packing, gpus_per_task, gpus_per_node)
     return Cluster(launch, rank, where, packing, hosts, port_base, plan)
+
+
+def _ask_slurm(names: Sequence[str]) -> Mapping[str, str]:
+    """Slurm's ``NodeAddr`` of ``names``, asked only where a name does not resolve: the seam to
+    Slurm's commands (subprocess, shutil, a thread pool) loads then, not in every task's start."""
+    from .slurmctl import node_addresses
+
+    return node_addresses(names)
 
 
 def _visible_gpus(env: Mapping[str, str], gpu_devices: Callable[[], Sequence[str] | None] | None,

@@ -81,7 +81,7 @@ def stacks(args: argparse.Namespace) -> int:
     except (ValueError, IndexError):
         raise ResolutionError(f"scontrol's record of step {key} names no tasks or nodes: {dict(record)}",
                               "ask again once the step runs") from None
-    address = node_address(first)  # the job's tasks' rule: its name where it resolves, else Slurm's NodeAddr
+    address = node_address(first, slurmctl.node_addresses)  # the tasks' rule: its name, else Slurm's NodeAddr
     ports = list(args.ports) if args.ports else candidates_of(env, key, None, 0)
     proof = authority(None, env, key)
     found = asyncio.run(_ask(address, first, ports, proof, key, tasks, args.timeout))
