@@ -1,5 +1,6 @@
-"""The contract tests against the oldest release of each framework setup.cfg supports and the newest the
-registry has: ``nox -s jax`` (both), ``nox -s "jax(oldest)"``, ``nox -l`` lists them. Each session makes a
+"""Sessions beside CI (scripts/test). The contract tests against the oldest release of each framework setup.cfg
+supports and the newest the registry has: ``nox -s jax`` (both), ``nox -s "jax(oldest)"``, ``nox -l`` lists them;
+and every real-cluster test on a newer Slurm, only when named: ``nox -s "newer_slurm(suite='trixie')"``. Each session makes a
 fresh virtual environment, installs the package (``pip install -e .``), the framework at that release and the
 test tools, prints what it installed, and runs the framework's contract tests. docs/frameworks.md lists the
 releases checked, when, and what each session costs; CI (scripts/test) keeps its one environment.
@@ -82,3 +83,13 @@ def torchrun(session: nox.Session, end: str) -> None:
 def submitit(session: nox.Session, end: str) -> None:
     """submitit's job environment and PyTorch helper beside slurm_resolver's answers."""
     _contract(session, "submitit", end)
+
+
+@nox.session(venv_backend="none", default=False)  # a few minutes to tens: only when named
+@nox.parametrize("suite", ["trixie", "sid"])
+def newer_slurm(session: nox.Session, suite: str) -> None:
+    """Every real-cluster test (-m slurm) on Debian ``suite``'s Slurm (trixie: 24.11, sid: Debian's newest), in a
+    test cluster of its own (scripts/test-newer-slurm, docs/testcluster.md), in the project's own environment
+    (``.venv``, or ``PYTHON``: the real-cluster tests need all of its frameworks); root is needed (debootstrap,
+    chroot, bind mounts). Arguments after ``--`` go to pytest."""
+    session.run("scripts/test-newer-slurm", suite, *session.posargs, external=True)

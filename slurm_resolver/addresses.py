@@ -1,8 +1,15 @@
-"""An address every peer can reach, for each node, without a lookup storm.
+"""An address every peer can reach, for each node, without a lookup storm: one rule for every caller.
 
-Each task checks only its own node's name (one ``getaddrinfo``); an exchange carries
-what every task found. Names that do not resolve are replaced by Slurm's ``NodeAddr``,
-asked once for all of them; a node with neither is an error that names it.
+The rule (`address_map`): a node whose name resolves is reached by its name; a node whose name
+does not resolve, by Slurm's ``NodeAddr``, asked once for all of them; a node with neither is an
+error that names it. The job's tasks bind their servers by it and reach each other by it, and a
+client outside the job (``slurm-resolver stacks``) finds a task by it (`node_address`): where
+slurm.conf's ``NodeAddr`` differs from the name's address (a site that gives Slurm's daemons one
+network and its nodes' names another), the tasks are on the name's. Names first, because that is
+the network a site names its nodes on for its users' programs (``MASTER_ADDR`` from ``scontrol
+show hostnames``), and because each task checks only its own node's name (one ``getaddrinfo``;
+an exchange carries what every task found), where ``NodeAddr`` needs slurmctld. A slurmd itself
+is reached at its ``NodeAddr`` (`slurmctl.node_health`): that address is Slurm's, for Slurm's daemon.
 """
 
 from __future__ import annotations
@@ -66,14 +73,15 @@ def address_map(
     checked: Mapping[str, bool],
     node_addresses: Callable[[Sequence[str]], Mapping[str, str]],
 ) -> Mapping[str, str]:
-    """Node name to address.
+    """Node name to address, by the one rule (the module's docstring).
 
     Args:
         nodes: every node of the job.
         checked: nodes whose name was checked, and whether it resolved. Unchecked
             nodes are taken to behave as the checked ones (names of one cluster
             follow one scheme); if any checked name failed, they are looked up too.
-        node_addresses: asks Slurm for ``NodeAddr`` (called at most once).
+        node_addresses: asks Slurm for ``NodeAddr`` (called at most once; the caller's seam to
+            Slurm's commands, ``slurmctl.node_addresses``, a level above this module).
     """
     if all(checked.values()):
         return OwnNames(nodes)
@@ -92,6 +100,22 @@ def address_map(
             "add the node names to DNS or /etc/hosts on every node, or set NodeAddr in slurm.conf",
         )
     return {n: found.get(n, n) for n in nodes}
+
+
+def node_address(
+    node: str,
+    node_addresses: Callable[[Sequence[str]], Mapping[str, str]],
+    resolves: Callable[[str], bool] = resolves,
+) -> str:
+    """The address of one node, by the rule the job's tasks follow (`address_map`), its name checked here:
+    where a client outside the job (``slurm-resolver stacks``) finds a task's server.
+
+    >>> node_address("node1", node_addresses=lambda names: {}, resolves=lambda name: True)
+    'node1'
+    >>> node_address("node1", resolves=lambda name: False, node_addresses=lambda names: {"node1": "10.1.0.1"})
+    '10.1.0.1'
+    """
+    return address_map([node], {node: resolves(node)}, node_addresses)[node]
 
 
 def port_in_use(host: str, port: int) -> bool:

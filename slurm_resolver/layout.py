@@ -26,17 +26,43 @@ Layout = tuple[tuple[str, ...], tuple[int, ...]]
 
 STEP_VARIABLES = ("SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS",
                   "SLURM_STEP_TASKS_PER_NODE")
-"""Variables only an srun step sets: with ``SLURM_PROCID``, any of them makes the process an srun task."""
+"""Variables only an srun step sets: with ``SLURM_PROCID``, any of them makes the process an srun task (a step id
+only where it is an srun step's: `step_id`)."""
+
+_MOST_NORMAL_STEP = 0xFFFFFFF0
+"""Slurm's ids from here up name its special steps (the batch script 0xfffffffb, the extern step 0xfffffffc, an
+interactive step 0xfffffffa): written signed (-5, -4, -6), as Slurm 26.05 writes them into the batch step."""
+
+
+def step_id(env: Mapping[str, str]) -> str | None:
+    """The srun step's id (``SLURM_STEP_ID``, else the older ``SLURM_STEPID``); None outside one, and in a
+    special step: Slurm 26.05 sets ``SLURM_STEP_ID=-5`` in the batch step, where earlier Slurms set none.
+
+    >>> step_id({"SLURM_STEP_ID": "3"}), step_id({"SLURM_STEP_ID": "-5", "SLURM_STEPID": "-5"}), step_id({})
+    ('3', None, None)
+    """
+    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
+    if step is None:
+        return None
+    try:
+        special = not 0 <= int(step) < _MOST_NORMAL_STEP
+    except ValueError:
+        return step  # malformed: the launcher that reads it names it
+    return None if special else step
 
 
 def in_srun_step(env: Mapping[str, str]) -> bool:
-    """Whether ``env`` is a task of an srun step: ``SLURM_PROCID`` and a step variable are set (a step
-    id, or the step's layout alone, as TensorFlow's tests give it).
+    """Whether ``env`` is a task of an srun step: ``SLURM_PROCID`` and a step variable are set (an srun
+    step's id, or the step's layout alone, as TensorFlow's tests give it); the batch step is none, even
+    where Slurm 26.05 gives it a (special) step id.
 
     >>> in_srun_step({"SLURM_PROCID": "1", "SLURM_STEP_NODELIST": "a,b"}), in_srun_step({"SLURM_PROCID": "0"})
     (True, False)
+    >>> in_srun_step({"SLURM_PROCID": "0", "SLURM_STEP_ID": "-5", "SLURM_STEPID": "-5"})
+    False
     """
-    return "SLURM_PROCID" in env and any(name in env for name in STEP_VARIABLES)
+    layout = (name for name in STEP_VARIABLES if name not in ("SLURM_STEP_ID", "SLURM_STEPID"))
+    return "SLURM_PROCID" in env and (step_id(env) is not None or any(name in env for name in layout))
 
 
 def step_layout(env: Mapping[str, str]) -> tuple[Layout, tuple[str, ...]]:
@@ -69,8 +95,8 @@ def launch_key(env: Mapping[str, str]) -> str:
     >>> launch_key({})
     'local'
     """
-    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID", "")
-    parts = [env.get("SLURM_JOB_ID", ""), step, env.get("PMIX_NAMESPACE", ""), env.get("OMPI_MCA_ess_base_jobid", "")]
+    parts = [env.get("SLURM_JOB_ID", ""), step_id(env) or "", env.get("PMIX_NAMESPACE", ""),
+             env.get("OMPI_MCA_ess_base_jobid", "")]
     return ".".join(p for p in parts if p) or "local"
 
 

@@ -3,7 +3,8 @@
 Every call to ``scontrol`` or ``sbatch`` and every use of pyslurm goes through this module.
 pyslurm (which needs Slurm 25.11) is tried first for what it can do; any failure of it
 falls back to the command line, which is the tested path. Nothing here runs on the
-start-up path of a task, except `node_addresses()` where a node name does not resolve.
+start-up path of a task, except `node_addresses()` where a node name does not resolve (the address
+rule is `slurm_resolver.addresses`'s, for every caller).
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def _addresses_from_pyslurm(names: Sequence[str]) -> dict[str, str] | None:
 
 
 def node_addresses(names: Sequence[str], timeout: float = 10.0) -> dict[str, str]:
-    """The ``NodeAddr`` of each of ``names`` (one call for all of them)."""
+    """The ``NodeAddr`` of each of ``names`` (one call for all of them): what `addresses.address_map` asks
+    where a name does not resolve; a task's address is that rule's, never this alone."""
     found = _addresses_from_pyslurm(names)
     if found is not None and all(n in found for n in names):
         return found
@@ -199,7 +201,8 @@ def _probe(record: dict[str, str], timeout: float) -> str | None:
     completes it, and holds it unaccepted. So the probe sends an empty message (it ends its side at
     once) and waits for the slurmd to end the connection, which a living slurmd does at once (it reads
     the empty message and closes: one "Zero Bytes were transmitted" error line in its log); a dead
-    node refuses the connection or never completes it.
+    node refuses the connection or never completes it. The slurmd is asked at its ``NodeAddr``, where Slurm
+    itself reaches it (a task's server is at the address `addresses.address_map` gives, which may differ).
     """
     address, port = record.get("NodeAddr") or record.get("NodeName", ""), record.get("Port", "6818")
     deadline = time.monotonic() + timeout

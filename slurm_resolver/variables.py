@@ -32,7 +32,7 @@ class Variable:
 
 VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_JOB_ID", "Slurm", "job id; its presence means the process runs in a Slurm job", launched_with="SLURM_JOB_NODELIST"),
-    Variable("SLURM_STEP_ID", "Slurm (srun)", "step id; present in srun steps, absent in the batch step and salloc shell", launched_with="SLURM_PROCID"),
+    Variable("SLURM_STEP_ID", "Slurm (srun)", "step id; present in srun steps, absent in the salloc shell and (before Slurm 26.05, which writes -5 there) the batch step: a negative id is a special step's, no srun step", launched_with="SLURM_PROCID"),
     Variable("SLURM_STEPID", "Slurm (srun)", "older name of SLURM_STEP_ID", launched_with="SLURM_PROCID"),
     Variable("SLURM_PROCID", "Slurm", "rank of the task in its step (the batch step is rank 0)", launched_with="SLURM_STEP_NODELIST"),
     Variable("SLURM_LOCALID", "Slurm (srun)", "rank of the task among the step's tasks on its node", launched_with="SLURM_PROCID"),
@@ -65,7 +65,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_STEP_GPUS", "Slurm (GRES)", "GPU indices bound to the step on this node"),
     Variable("SLURM_JOB_GPUS", "Slurm (GRES)", "GPU indices bound to the job on this node"),
     Variable("GPU_DEVICE_ORDINAL", "Slurm (GRES)", "GPU indices bound to the task"),
-    Variable("SLURMD_TRES_BIND", "Slurm (--gpus-per-task)", "gpu:per_task:N means Slurm bound each task's GPUs"),
+    Variable("SLURMD_TRES_BIND", "Slurm (--gpus-per-task)", "gpu:per_task:N (gres/gpu:per_task:N in Slurm 24.11 and later) means Slurm bound each task's GPUs"),
     Variable("SLURM_GPU_BIND", "Slurm (--gpu-bind)", "single, map_gpu or mask_gpu mean Slurm bound each task's GPUs"),
     Variable("SLURM_GPUS_PER_TASK", "Slurm (--gpus-per-task)", "GPUs bound to each task"),
     Variable("SLURM_DIST_PLANESIZE", "Slurm (-m plane=N)", "plane size of the plane distribution"),

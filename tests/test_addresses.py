@@ -1,4 +1,5 @@
-"""Node addresses: a node's own name where names resolve, Slurm's NodeAddr (asked once) where they do not."""
+"""Node addresses: a node's own name where names resolve, Slurm's NodeAddr (asked once) where they do not;
+the same rule for a task of the job and for a client outside it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from slurm_resolver.addresses import abridged, address_map
+from slurm_resolver.addresses import abridged, address_map, node_address
 from slurm_resolver.errors import AddressError
 
 NODES = ["node1", "node1", "node2", "node3"]
@@ -46,3 +47,26 @@ def test_a_node_without_any_address_is_named_with_the_fix(known: dict[str, str])
 
 def test_messages_show_a_bounded_number_of_items() -> None:
     assert abridged([f"n{i}" for i in range(10_000)]) == "n0, n1, n2, n3, n4, n5, n6, n7 and 9992 more"
+
+
+# A site whose Slurm reaches its nodes on one network (NodeAddr) while their names resolve to another.
+ELSEWHERE = {"node1": "10.1.0.1", "node2": "10.1.0.2", "node3": "10.1.0.3"}
+
+
+@pytest.mark.parametrize(("resolving", "expected"), [
+    (True, "node1"),  # the name: the tasks bind its address, whatever NodeAddr says
+    (False, "10.1.0.1"),  # Slurm's NodeAddr, where the name does not resolve
+], ids=["name resolves", "name does not resolve"])
+def test_a_client_outside_the_job_finds_a_node_where_the_jobs_tasks_are(resolving: bool, expected: str) -> None:
+    """``slurm-resolver stacks`` (node_address) and the bootstrap's map (address_map, from the tasks' checks)
+    give the same address: one rule."""
+    slurm = Slurm(ELSEWHERE)
+    outside = node_address("node1", resolves=lambda name: resolving, node_addresses=slurm)
+    inside = address_map(NODES, {"node1": resolving, "node2": resolving}, Slurm(ELSEWHERE))
+    assert outside == inside["node1"] == expected
+    assert slurm.asked == ([] if resolving else [["node1"]])
+
+
+def test_a_client_is_told_of_a_node_without_any_address() -> None:
+    with pytest.raises(AddressError, match=r"node node9 has no reachable address"):
+        node_address("node9", resolves=lambda name: False, node_addresses=Slurm(ELSEWHERE))

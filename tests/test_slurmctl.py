@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from pathlib import Path
@@ -48,7 +49,11 @@ def test_a_missing_command_says_where_to_run(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.slurm
 def test_node_addresses_come_from_slurm_in_one_call(slurm_cluster: dict[str, str]) -> None:
-    assert slurmctl.node_addresses(["node1", "node3"]) == {"node1": "127.0.1.1", "node3": "127.0.1.3"}
+    """Each node's NodeAddr as slurm.conf sets it (127.0.1.N; one address for all where SR_CLUSTER_NODEADDR is set)."""
+    conf = Path(slurm_cluster["SLURM_CONF"]).read_text()
+    written = dict(re.findall(r"(?m)^NodeName=(\S+) NodeAddr=(\S+)", conf))
+    assert slurmctl.node_addresses(["node1", "node3"]) == {"node1": written["node1"], "node3": written["node3"]}
+    assert written["node3"] in ("127.0.1.3", os.environ.get("SR_CLUSTER_NODEADDR"))
 
 
 @pytest.mark.slurm

@@ -66,6 +66,7 @@ def chosen_step(records: Sequence[Mapping[str, str]], job: str, step: str | None
 def stacks(args: argparse.Namespace) -> int:
     """Print the merged stacks of a running step (and draw them with ``--svg``)."""
     from .. import slurmctl
+    from ..addresses import node_address
     from ..hostlists import expand
     from ..rpc.network.ports import candidates_of
     from ..rpc.trust.choice import authority
@@ -80,7 +81,7 @@ def stacks(args: argparse.Namespace) -> int:
     except (ValueError, IndexError):
         raise ResolutionError(f"scontrol's record of step {key} names no tasks or nodes: {dict(record)}",
                               "ask again once the step runs") from None
-    address = slurmctl.node_addresses([first]).get(first, first)
+    address = node_address(first, slurmctl.node_addresses)  # the tasks' rule: its name, else Slurm's NodeAddr
     ports = list(args.ports) if args.ports else candidates_of(env, key, None, 0)
     proof = authority(None, env, key)
     found = asyncio.run(_ask(address, first, ports, proof, key, tasks, args.timeout))

@@ -109,7 +109,7 @@ class BatchStep(Launcher):
     """The batch script of an sbatch job: the job's view before any srun; it is rank 0."""
 
     name = "batch"
-    description = "the batch step of sbatch (SLURM_JOB_ID and SLURMD_NODENAME, no SLURM_STEP_ID)"
+    description = "the batch step of sbatch (SLURM_JOB_ID and SLURMD_NODENAME, no srun step's SLURM_STEP_ID)"
     outside = "batch script"
 
     @classmethod

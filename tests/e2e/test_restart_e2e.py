@@ -112,6 +112,11 @@ def test_a_task_killed_mid_training_is_restarted_on_the_same_nodes(slurm_cluster
     assert took <= GOAL, text
 
 
+def node2_address() -> str:
+    """Where Slurm (and run's probe) reaches node2's slurmd: its NodeAddr (testcluster's SR_CLUSTER_NODEADDR)."""
+    return os.environ.get("SR_CLUSTER_NODEADDR") or "127.0.1.2"
+
+
 def slurmd_timeout() -> int:
     out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
     return int(next(line.split("=")[1].split()[0] for line in out.splitlines() if line.startswith("SlurmdTimeout")))
@@ -160,7 +165,8 @@ def test_a_node_that_loses_power_is_replaced_by_the_spare_at_once(lose_node2: Ca
           f"tasks bootstrapped on the spare (SlurmdTimeout {slurmd_timeout()} s)")
     wait_until(said(out, "slurm-resolver run: completed"), 120, "the second attempt's end")
     text = out.read_text()
-    assert "node2 (its slurmd does not answer at 127.0.1.2:" in text and "left behind, with spare node3" in text
+    assert f"node2 (its slurmd does not answer at {node2_address()}:" in text, text
+    assert "left behind, with spare node3" in text, text
     assert "run 1, attempt 2: resuming at step" in text, text
     assert "finished: 250 steps, model 31125 (expected 31125), after 0 requeue(s) and 1 restart(s)" in text, text
     assert "step creation temporarily disabled" not in text, text
@@ -202,8 +208,9 @@ def test_a_node_lost_during_the_bootstrap_is_replaced_by_the_spare(lose_node2: C
     wait_until(said(out, "slurm-resolver run: completed"), 120, "the second attempt's end")
     text = out.read_text()
     assert "worker:2 (rank 2) on node2 never answered in the bootstrap" in text, text
-    assert re.search(r"restart 1 of 3 on node\[1,3\]: node2 \((its slurmd does not answer at 127\.0\.1\.2:|Slurm "
-                     r"marks it [\w+]+NOT_RESPONDING).* left behind, with spare node3", text), text
+    assert re.search(rf"restart 1 of 3 on node\[1,3\]: node2 \((its slurmd does not answer at "
+                     rf"{re.escape(node2_address())}:|Slurm marks it [\w+]+NOT_RESPONDING).* left behind, with spare "
+                     r"node3", text), text
     assert "step creation temporarily disabled" not in text and "cannot cancel" not in text, text
     assert text.rstrip().splitlines()[-1].startswith("slurm-resolver run: completed: attempt 2 on node[1,3] (")
     assert took <= BOOTSTRAP_TIMEOUT + LOST_GOAL, text
