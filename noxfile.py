@@ -1,7 +1,7 @@
 """Sessions beside CI (scripts/test). The contract tests against the oldest release of each framework setup.cfg
 supports and the newest the registry has: ``nox -s jax`` (both), ``nox -s "jax(oldest)"``, ``nox -l`` lists them;
-and every real-cluster test on a newer Slurm, only when named: ``nox -s "newer_slurm(suite='trixie')"``. Each session makes a
-fresh virtual environment, installs the package (``pip install -e .``), the framework at that release and the
+and every real-cluster test on a newer Slurm, only when named: ``nox -s "newer_slurm(suite='trixie')"``.
+A contract session makes a fresh virtual environment, installs the package (``pip install -e .``), the framework at that release and the
 test tools, prints what it installed, and runs the framework's contract tests. docs/frameworks.md lists the
 releases checked, when, and what each session costs; CI (scripts/test) keeps its one environment.
 
