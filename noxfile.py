@@ -1,9 +1,10 @@
 """Sessions beside CI (scripts/test). The contract tests against the oldest release of each framework setup.cfg
 supports and the newest the registry has: ``nox -s jax`` (both), ``nox -s "jax(oldest)"``, ``nox -l`` lists them;
 and every real-cluster test on a newer Slurm, only when named: ``nox -s "newer_slurm(suite='trixie')"``.
-A contract session makes a fresh virtual environment, installs the package (``pip install -e .``), the framework at that release and the
-test tools, prints what it installed, and runs the framework's contract tests. docs/frameworks.md lists the
-releases checked, when, and what each session costs; CI (scripts/test) keeps its one environment.
+A contract session makes a fresh virtual environment, installs the package (``pip install -e .``), the
+framework at that release and the test tools, prints what it installed, and runs the framework's contract
+tests. docs/frameworks.md lists the releases checked, when, and what each session costs; CI (scripts/test)
+keeps its one environment.
 
 The newest is what pip resolves unpinned on the day (JAX 0.11 and later need Python 3.12: its sessions run
 there). Interpreters are found on PATH as ``python3.11``/``python3.12`` (pyenv: ``PYENV_VERSION=3.11.7:3.12.1``).
