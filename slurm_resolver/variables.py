@@ -39,7 +39,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_NODEID", "Slurm (srun)", "index of the task's node in the step's node list (the tree's position)", launched_with="SLURM_PROCID"),
     Variable("SLURM_GTIDS", "Slurm (srun)", "the ranks on the task's node: its node's part of a het layout to learn", launched_with="SLURM_PROCID"),
     Variable("SLURMD_NODENAME", "Slurm", "name of the node the task runs on", launched_with="SLURM_JOB_ID"),
-    Variable("SLURM_NTASKS", "Slurm", "number of tasks of the job (or step, inside srun)", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_NTASKS", "Slurm (also srun's input: -n)", "number of tasks of the job (or step, inside srun); like srun's other input variables (SLURM_NPROCS, SLURM_NNODES, SLURM_NTASKS_PER_NODE) a shell may export it before srun, so alone it is no launch"),
     Variable("SLURM_STEP_NUM_TASKS", "Slurm (srun)", "number of tasks of the step", launched_with="SLURM_PROCID"),
     Variable("SLURM_STEP_NODELIST", "Slurm (srun)", "hostlist of the step's nodes, in Slurm's order", launched_with="SLURM_PROCID"),
     Variable("SLURM_JOB_NODELIST", "Slurm", "hostlist of the job's nodes, in Slurm's order", launched_with="SLURM_JOB_ID"),
@@ -147,8 +147,8 @@ def launch_variables(env: Mapping[str, str]) -> list[tuple[str, Variable]]:
     """The variables of ``env`` that only a launch sets (`Variable.launched_with`), each with its row, in the
     table's order (a row's ``<n>`` stands for any component number).
 
-    >>> [name for name, _ in launch_variables({"SLURM_NTASKS": "4", "HOME": "/", "SLURM_NTASKS_HET_GROUP_1": "2"})]
-    ['SLURM_NTASKS', 'SLURM_NTASKS_HET_GROUP_1']
+    >>> [name for name, _ in launch_variables({"SLURM_PROCID": "4", "HOME": "/", "SLURM_NTASKS_HET_GROUP_1": "2"})]
+    ['SLURM_PROCID', 'SLURM_NTASKS_HET_GROUP_1']
     """
     found = []
     for row in _LAUNCH:
