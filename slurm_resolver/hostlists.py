@@ -21,7 +21,7 @@ import hostlist as _hostlist
 
 from .errors import EnvironmentVariableError
 
-__all__ = ["expand", "collapse", "expand_counts", "collapse_counts"]
+__all__ = ["expand", "collapse", "expand_counts", "collapse_counts", "DistinctHosts"]
 
 _COUNT = re.compile(r"^([0-9]{1,9})(?:\(x([0-9]{1,9})\))?$")
 _MAX_HOSTS = 1_000_000
@@ -36,8 +36,16 @@ _HOST = re.compile(r"(.*?)([0-9]+)")
 """A host name as Slurm splits one: a prefix and its numeric suffix (``r1n`` and ``01``)."""
 
 
-def _expand_one_bracket(text: str) -> list[str] | None:
-    """``prefix[ranges]suffix``, the form of nearly every large job, expanded in C-level passes.
+class DistinctHosts(tuple[str, ...]):
+    """Names [`expand()`][slurm_resolver.hostlists.expand] made from one bracket of increasing numbers
+    (``node[1-4096]``): no two alike, known without hashing them (a plain tuple where that is not known)."""
+
+    __slots__ = ()
+
+
+def _expand_one_bracket(text: str) -> tuple[list[str], bool] | None:
+    """``prefix[ranges]suffix``, the form of nearly every large job, expanded in C-level passes, and whether
+    its numbers increase (then no two names are alike).
 
     Returns None for any other form (and for anything python-hostlist would refuse), which
     python-hostlist then expands: it stays the authority on the grammar, and a property
@@ -48,19 +56,22 @@ def _expand_one_bracket(text: str) -> list[str] | None:
         return None
     prefix, ranges, suffix = match.groups()
     hosts: list[str] = []
+    increasing, before = True, -1
     for part in ranges.split(","):
         low, _, high = part.partition("-")
+        first = int(low)
+        increasing, before = increasing and first > before, first
         if not high:
             hosts.append(prefix + low + suffix)
             continue
-        first, last = int(low), int(high)
+        last = before = int(high)
         if last < first or last - first > _hostlist.MAX_SIZE or len(hosts) + last - first >= _hostlist.MAX_SIZE:
             return None
         # One format of the whole range, split on commas (names hold none): C-level passes only.
         number = f"%0{len(low)}d" if len(low) > 1 and low[0] == "0" else "%d"  # zero-padded to the low bound
         name = prefix.replace("%", "%%") + number + suffix.replace("%", "%%") + ","
         hosts.extend((name * (last - first + 1) % tuple(range(first, last + 1)))[:-1].split(","))
-    return hosts
+    return hosts, increasing
 
 
 def _words(text: str) -> list[str]:
@@ -132,15 +143,19 @@ def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
     given = text.strip()
     if any(char in given for char in _SPACE):
         given = _as_slurm_reads(given, variable)
-    try:
-        hosts = _expand_one_bracket(given) or _hostlist.expand_hostlist(given, allow_duplicates=True)
-    except (_hostlist.BadHostlist, ValueError, TypeError, RecursionError, OverflowError) as exc:
-        raise EnvironmentVariableError(
-            variable, text, f"a host list such as node[1-4],gpu[01-02] ({exc})"
-        ) from None
-    if not hosts or len(hosts) > _MAX_HOSTS or "" in hosts:
+    fast = _expand_one_bracket(given)  # one name or more, none empty
+    if fast is not None:
+        hosts, distinct = fast
+    else:
+        try:
+            hosts, distinct = _hostlist.expand_hostlist(given, allow_duplicates=True), False
+        except (_hostlist.BadHostlist, ValueError, TypeError, RecursionError, OverflowError) as exc:
+            raise EnvironmentVariableError(
+                variable, text, f"a host list such as node[1-4],gpu[01-02] ({exc})"
+            ) from None
+    if not hosts or len(hosts) > _MAX_HOSTS or (fast is None and "" in hosts):
         raise EnvironmentVariableError(variable, text, f"between 1 and {_MAX_HOSTS} host names")
-    return tuple(hosts)
+    return DistinctHosts(hosts) if distinct else tuple(hosts)
 
 
 def _runs(hosts: Sequence[str]) -> list[tuple[str, int, int, int] | str]:
