@@ -57,7 +57,8 @@ def _expand_one_bracket(text: str) -> tuple[list[str], bool] | None:
     prefix, ranges, suffix = match.groups()
     hosts: list[str] = []
     increasing, before = True, -1
-    for part in ranges.split(","):
+    parts = ranges.split(",")
+    for part in parts:
         low, _, high = part.partition("-")
         first = int(low)
         increasing, before = increasing and first > before, first
@@ -70,7 +71,11 @@ def _expand_one_bracket(text: str) -> tuple[list[str], bool] | None:
         # One format of the whole range, split on commas (names hold none): C-level passes only.
         number = f"%0{len(low)}d" if len(low) > 1 and low[0] == "0" else "%d"  # zero-padded to the low bound
         name = prefix.replace("%", "%%") + number + suffix.replace("%", "%%") + ","
-        hosts.extend((name * (last - first + 1) % tuple(range(first, last + 1)))[:-1].split(","))
+        names = (name * (last - first + 1) % tuple(range(first, last + 1))).split(",")
+        names.pop()  # the empty word after the last comma
+        if len(parts) == 1:
+            return names, increasing
+        hosts += names
     return hosts, increasing
 
 
