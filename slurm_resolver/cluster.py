@@ -62,7 +62,7 @@ class Task:
         return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)  # its own __repr__ and __eq__: none compiled for it
 class Cluster:
     """The resolved cluster: every task by rank, and which of them the caller is.
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import hostlist as _hostlist
-
 from .errors import EnvironmentVariableError
 
 __all__ = ["expand", "collapse", "expand_counts", "collapse_counts", "DistinctHosts"]
 
 _COUNT = re.compile(r"^([0-9]{1,9})(?:\(x([0-9]{1,9})\))?$")
 _MAX_HOSTS = 1_000_000
+_MOST_IN_RANGE = 100_000
+"""python-hostlist's ``MAX_SIZE``: the most names one range of the fast path makes (beyond, python-hostlist says)."""
 _RANGES = r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*"
 _ONE_BRACKET = re.compile(rf"([^,\[\]]*)\[({_RANGES})\]([^,\[\]]*)")
 _SPACE = " \t\n"
@@ -66,7 +66,7 @@ def _expand_one_bracket(text: str) -> tuple[list[str], bool] | None:
             hosts.append(prefix + low + suffix)
             continue
         last = before = int(high)
-        if last < first or last - first > _hostlist.MAX_SIZE or len(hosts) + last - first >= _hostlist.MAX_SIZE:
+        if last < first or last - first > _MOST_IN_RANGE or len(hosts) + last - first >= _MOST_IN_RANGE:
             return None
         # One format of the whole range, split on commas (names hold none): C-level passes only.
         number = f"%0{len(low)}d" if len(low) > 1 and low[0] == "0" else "%d"  # zero-padded to the low bound
@@ -152,6 +152,8 @@ def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
     if fast is not None:
         hosts, distinct = fast
     else:
+        import hostlist as _hostlist  # here: the fast path takes nearly every job's list
+
         try:
             hosts, distinct = _hostlist.expand_hostlist(given, allow_duplicates=True), False
         except (_hostlist.BadHostlist, ValueError, TypeError, RecursionError, OverflowError) as exc:

@@ -11,7 +11,6 @@ guessed: the ranks exchange their nodes
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -121,6 +120,8 @@ class Placement:
         if self._uniform:
             return rank // self._uniform
         if self.hosts is None:
+            from bisect import bisect_right  # here: only a block layout of unequal counts needs it
+
             return bisect_right(self._starts, rank) - 1
         return self._index[self.hosts[rank]]
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .environment import PREFIXES
+
 __all__ = ["Variable", "VARIABLES", "PREFIXES", "HET_PATTERN", "reference_markdown", "launch_variables"]
 
 
@@ -126,16 +128,6 @@ VARIABLES: tuple[Variable, ...] = (
 """Every variable slurm_resolver reads or writes, with who sets it and what is taken from it: the
 [environment variable reference][environment-variable-reference] lists them."""
 
-PREFIXES: tuple[str, ...] = (
-    "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
-    "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
-    "OMPI_MCA_orte_hnp_uri", "KUBERNETES_SERVICE_HOST",
-    "grpc_proxy", "no_grpc_proxy", "https_proxy", "http_proxy",
-    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-    "CROSS_RANK", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT",
-)
-"""Names (or prefixes of names) copied into the environment snapshot."""
 
 _LAUNCH = tuple(v for v in VARIABLES if v.launched_with)
 

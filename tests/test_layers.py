@@ -42,15 +42,14 @@ LEVELS: list[set[str]] = [
     # 0
     {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.detection",
      "rpc.detection.crashes", "rpc.messages", "rpc.network", "rpc.network.loop", "rpc.network.sockets", "rpc.rounds",
-     "rpc.simulation", "rpc.transport", "rpc.trust", "stacks", "stacks.capture", "training", "training.delivery",
-     "variables"},
+     "rpc.simulation", "rpc.transport", "rpc.trust", "stacks", "stacks.capture", "training", "training.delivery"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
      "rpc.network.callers", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits", "stacks.classes",
      "stacks.dumped", "supervise.speakers", "template_schema"},
     # 2
     {"cluster_spec", "layout", "mpi", "outcome", "rpc.network.connections", "rpc.trust.seals", "slurmctl",
-     "stacks.command", "stacks.progress", "stacks.render", "templates", "training.native_logs"},
+     "stacks.command", "stacks.progress", "stacks.render", "templates", "training.native_logs", "variables"},
     # 3
     {"attempts", "cli.completion", "exchange", "launchers.base", "preemption", "rpc.wire", "stacks.picture",
      "submission", "supervise.command"},

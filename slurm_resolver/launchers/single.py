@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError, ResolutionError
-from ..variables import launch_variables
 from .base import Launch, Launcher
 
 __all__ = ["SingleProcess"]
@@ -46,6 +45,8 @@ def _short(value: str) -> str:
 
 def _partial_launch(env: Mapping[str, str]) -> EnvironmentVariableError | None:
     """The error naming what a partial launch lacks; None where there is no launch at all."""
+    from ..variables import launch_variables  # here: the table loads where no other launcher took the process
+
     present = launch_variables(env)
     if not present:
         return None
