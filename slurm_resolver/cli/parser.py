@@ -370,7 +370,7 @@ def _tools(command: Command) -> None:
                        "  slurm-resolver collapse node1 node2 node3     node[1-3]")
     collapse.add_argument("hosts", nargs="*", help="names, separated by spaces or commas (default: standard input)")
     collapse.add_argument("--sort", action="store_true",
-                          help="sorted by prefix and number first, like scontrol show hostlistsorted")
+                          help="sorted first, in the order of scontrol show hostlistsorted (Slurm 22.05's)")
     completion = command("completion", tools.completion, "a shell completion script",
                          "  eval \"$(slurm-resolver completion bash)\"")
     completion.add_argument("shell", choices=("bash", "zsh"))
