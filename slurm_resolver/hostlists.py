@@ -6,10 +6,8 @@ inside brackets a bound may be preceded by whitespace, which Slurm counts in its
 (``1.2.3.[089, 100-110]`` is ``1.2.3.089``, then ``1.2.3.0100`` to ``1.2.3.0110``). The expansion
 itself is python-hostlist's, in Slurm's order (never sorted). [`collapse()`][slurm_resolver.hostlists.collapse]
 is its inverse, in the given order as ``scontrol show hostlist``, or sorted as ``scontrol show hostlistsorted``
-(Slurm 22.05's hostlist.c: its comparison, glibc's merge sort, then its split of overlaps and join of
-neighbours, reproduced step by step, since Slurm's order depends on how the names group). Task counts use
-Slurm's compressed form (``4,1(x2)`` is ``4, 1, 1``). Errors name the variable the text came from and quote
-the part at fault.
+(``hostlist_order``). Task counts use Slurm's compressed form (``4,1(x2)`` is ``4, 1, 1``). Errors name
+the variable the text came from and quote the part at fault.
 """
 
 from __future__ import annotations
@@ -185,157 +183,6 @@ def _runs(hosts: Sequence[str]) -> list[tuple[str, int, int, int] | str]:
     return runs
 
 
-def _natcmp(left: str, right: str) -> int:
-    """Slurm's ``strnatcmp`` (hostlist.c compares prefixes with it): digit runs compared as numbers, or digit by
-    digit where either starts with ``0``; whitespace skipped; bytes as C's signed ``char``.
-
-    >>> _natcmp("b2x", "b10x"), _natcmp("a01x", "a1x"), _natcmp("n", "n")
-    (-1, -1, 0)
-    """
-    a, b = left.encode(errors="surrogateescape"), right.encode(errors="surrogateescape")
-    i = j = 0
-    while True:
-        while i < len(a) and a[i] in _C_SPACE:
-            i += 1
-        while j < len(b) and b[j] in _C_SPACE:
-            j += 1
-        x, y = a[i] if i < len(a) else 0, b[j] if j < len(b) else 0
-        if 48 <= x <= 57 and 48 <= y <= 57:
-            p, q = _DIGITS.match(a, i).group(), _DIGITS.match(b, j).group()  # type: ignore[union-attr]
-            if p != q:  # digit by digit where either starts with 0, else the longer run is the larger number
-                lower = p < q if x == 48 or y == 48 else (len(p), p) < (len(q), q)
-                return -1 if lower else 1
-            i, j = i + len(p), j + len(q)
-            continue
-        if not x and not y:
-            return 0
-        x, y = x - 256 if x > 127 else x, y - 256 if y > 127 else y
-        if x != y:
-            return -1 if x < y else 1
-        i, j = i + 1, j + 1
-
-
-_C_SPACE = b" \t\n\v\f\r"
-_DIGITS = re.compile(rb"[0-9]+")
-
-
-class _Range:
-    """One of Slurm's ``hostrange_t``: ``prefix`` and the numbers ``low`` to ``high`` written ``width`` wide, or
-    one name without a number (``single``); changed in place as Slurm changes its own."""
-
-    __slots__ = ("prefix", "low", "high", "width", "single")
-
-    def __init__(self, prefix: str, low: int, high: int, width: int, single: int = 0) -> None:
-        self.prefix, self.low, self.high, self.width, self.single = prefix, low, high, width, single
-
-
-def _padding(number: int, width: int) -> int:
-    """The zeros Slurm writes before ``number`` at ``width``."""
-    return max(width - len(str(number)), 0)
-
-
-def _widths_agree(h: _Range, g: _Range) -> bool:
-    """Slurm's ``_width_equiv`` of two ranges' low numbers: whether one width writes both as they were written
-    (each keeps its zeros); where it does, the width of one is set to the other's, as Slurm does."""
-    if h.width == g.width:
-        return True
-    keeps_h = _padding(h.low, h.width) == _padding(h.low, g.width)
-    if not keeps_h and _padding(g.low, g.width) != _padding(g.low, h.width):
-        return False
-    if keeps_h:
-        h.width = g.width
-    else:
-        g.width = h.width
-    return True
-
-
-def _prefix_cmp(h: _Range, g: _Range) -> int:
-    """Slurm's order of two ranges' prefixes; a name without a number before the same prefix with one."""
-    return _natcmp(h.prefix, g.prefix) or g.single - h.single
-
-
-def _range_cmp(h: _Range, g: _Range) -> int:
-    """Slurm's ``hostrange_cmp``: by prefix, then by low number where the widths agree, else by width. (Slurm
-    takes the numbers' difference as a C ``int``: numbers 2**31 apart compare the wrong way there, and
-    ``n0,n3000000000`` loses ``n0``; here they compare as numbers, so every name is read back.)"""
-    order = _prefix_cmp(h, g)
-    if order:
-        return order
-    if not _widths_agree(h, g):
-        return h.width - g.width
-    return (h.low > g.low) - (h.low < g.low)
-
-
-def _merge_sort(ranges: list[_Range]) -> list[_Range]:
-    """glibc's ``qsort`` (a top-down merge sort, the left half first on ties) with ``_range_cmp``: Slurm's
-    comparison is no order of names (it depends on how the names were grouped), so the sort's own sequence
-    of comparisons decides."""
-    if len(ranges) <= 1:
-        return ranges
-    left, right = _merge_sort(ranges[:len(ranges) // 2]), _merge_sort(ranges[len(ranges) // 2:])
-    merged: list[_Range] = []
-    i = j = 0
-    while i < len(left) and j < len(right):
-        if _range_cmp(left[i], right[j]) <= 0:
-            merged.append(left[i])
-            i += 1
-        else:
-            merged.append(right[j])
-            j += 1
-    return merged + left[i:] + right[j:]
-
-
-def _split_overlaps(ranges: list[_Range]) -> None:
-    """Slurm's ``hostlist_coalesce``: two neighbours that overlap become the part of each outside the other and
-    single hosts for the part in both; then the list is scanned again from the end."""
-    i = len(ranges) - 1
-    while i > 0:
-        before, after = ranges[i - 1], ranges[i]
-        if before.single or after.single or before.high <= after.low or _prefix_cmp(before, after) \
-                or not _widths_agree(before, after):
-            i -= 1
-            continue
-        low, high, j = after.low, min(before.high, after.high), i
-        after.high = max(after.high, before.high)
-        before.high, after.low = low, high
-        if before.high < before.low:
-            del ranges[i]
-        for number in range(low, high + 1):
-            for wanted in (number > before.high, number < after.low):
-                if wanted:
-                    ranges.insert(j, _Range(before.prefix, number, number, before.width))
-                    j += 1
-        i = len(ranges) - 1
-
-
-def _join_neighbours(ranges: list[_Range]) -> None:
-    """Slurm's ``hostlist_collapse``: from the end, a range that goes on where the one before stops joins it."""
-    for i in range(len(ranges) - 1, 0, -1):
-        before, after = ranges[i - 1], ranges[i]
-        if before.high == after.low - 1 and not _prefix_cmp(before, after) and _widths_agree(before, after):
-            before.high = after.high
-            del ranges[i]
-
-
-def _slurm_sorted(hosts: Sequence[str]) -> list[tuple[str, int, int, int] | str]:
-    """``hosts`` as ``scontrol show hostlistsorted`` orders them (Slurm 22.05's ``hostlist_sort``): the names
-    grouped into ranges as given, the ranges sorted, overlaps split and neighbours joined."""
-    ranges: list[_Range] = []
-    for host in hosts:
-        match = _HOST.fullmatch(host)
-        new = _Range(match.group(1), int(match.group(2)), int(match.group(2)), len(match.group(2))) if match \
-            else _Range(host, 0, 0, 0, single=1)
-        tail = ranges[-1] if ranges else None
-        if tail and tail.high == new.low - 1 and not _prefix_cmp(tail, new) and _widths_agree(tail, new):
-            tail.high = new.high
-        else:
-            ranges.append(new)
-    ranges = _merge_sort(ranges)
-    _split_overlaps(ranges)
-    _join_neighbours(ranges)
-    return [r.prefix if r.single else (r.prefix, r.low, r.high, r.width) for r in ranges]
-
-
 def collapse(hosts: Sequence[str], sort: bool = False) -> str:
     """Collapse host names into a host list in their order, as ``scontrol show hostlist`` does: the inverse of
     [`expand()`][slurm_resolver.hostlists.expand] (duplicates kept). ``sort``: in the order of ``scontrol show
@@ -349,8 +196,11 @@ def collapse(hosts: Sequence[str], sort: bool = False) -> str:
     >>> collapse(["n09", "n9"], sort=True), collapse(["n009", "n10"], sort=True)
     ('n[9,09]', 'n[10,009]')
     """
+    if sort:
+        from .hostlist_order import slurm_sorted  # here: a task never sorts
+
     groups: list[tuple[str, list[str]]] = []  # consecutive runs of one prefix share a bracket
-    for run in _slurm_sorted(hosts) if sort else _runs(hosts):
+    for run in slurm_sorted(hosts) if sort else _runs(hosts):
         if isinstance(run, str):
             groups.append((run, []))
             continue

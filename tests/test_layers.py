@@ -20,8 +20,8 @@ PACKAGE = ROOT / "slurm_resolver"
 
 LAYERS: list[set[str]] = [
     # Values, parsing, and the one reader of the environment.
-    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "template_schema", "jax_detection",
-     "frameworks", "stacks", "stacks.*"},
+    {"errors", "environment", "variables", "parsing", "optional", "hostlists", "hostlist_order", "template_schema",
+     "jax_detection", "frameworks", "stacks", "stacks.*"},
     # The parts of resolution, and the seams to outside systems.
     {"launchers", "launchers.*", "layout", "placement", "packing", "gpus", "nvml", "mpi", "munge", "slurmctl",
      "addresses", "exchange", "cluster_spec", "outcome", "attempts"},
@@ -42,7 +42,8 @@ LEVELS: list[set[str]] = [
     # 0
     {"errors", "frameworks", "nvml", "rpc", "rpc.coordination_descriptor", "rpc.coordination_pb2", "rpc.detection",
      "rpc.detection.crashes", "rpc.messages", "rpc.network", "rpc.network.loop", "rpc.network.sockets", "rpc.rounds",
-     "rpc.simulation", "rpc.transport", "rpc.trust", "stacks", "stacks.capture", "training", "training.delivery"},
+     "rpc.simulation", "rpc.transport", "rpc.trust", "stacks", "stacks.capture", "training", "training.delivery",
+     "hostlist_order"},
     # 1
     {"addresses", "environment", "hostlists", "jax_detection", "munge", "optional", "packing", "parsing",
      "rpc.network.callers", "rpc.network.ports", "rpc.protos", "rpc.tree", "rpc.waits", "stacks.classes",
