@@ -28,10 +28,13 @@ it (``--source``: not compiled, and ``PYTHONDONTWRITEBYTECODE=1``: every task co
 as an editable checkout does where bytecode is not written); its tasks import it from there
 (``PYTHONPATH``), which every task checks. Runs alternate: floor, then every tree, ``--rounds`` times.
 Prints one Markdown table of CPU milliseconds a task (median over every task of every round, and the
-max), then ``--json`` rows of every task if asked. Needs the test cluster and SLURM_CONF.
+max), each round's total above the floor's and its ratio to it, then ``--json`` rows of every task if
+asked. ``--instructions`` runs every task under callgrind (about 50 times slower) and adds the
+instructions of its whole process: repeatable where CPU time on a shared machine is not. Needs the
+test cluster and SLURM_CONF.
 
     SLURM_CONF=... .venv/bin/python benchmarks/task_start.py --code before=/tmp/old/slurm_resolver \
-        --code after=slurm_resolver --rounds 5
+        --code after=slurm_resolver --rounds 5 [--instructions]
 """
 
 from __future__ import annotations
@@ -153,6 +156,21 @@ FLOOR = PREAMBLE + textwrap.dedent("""
 PHASES = ("interpreter", "grpc import", "our import", "resolve", "grpc", "server", "exchange", "verify", "barrier",
           "total", "children")
 
+# --instructions: each task runs under callgrind, which counts the instructions of its whole process (its JSON
+# line gets them): repeatable where CPU time is not, on a machine shared with others. Slow (about 50 times).
+COUNTED = textwrap.dedent("""
+    import json, re, subprocess, sys
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                           *sys.argv[1:]], capture_output=True, text=True)
+    count = re.search(r"Collected : ([0-9]+)", done.stderr)
+    for line in done.stdout.splitlines():
+        print(json.dumps({**json.loads(line), "instructions": int(count[1])}) if line.startswith("{") and count
+              else line)
+    if done.returncode:
+        print(done.stderr[-3000:], file=sys.stderr)
+    sys.exit(done.returncode)
+""")
+
 
 def _floor_values() -> str:
     """The bootstrap's gRPC settings as literals for the floor's script (which imports nothing of ours)."""
@@ -198,14 +216,15 @@ def _prepare(label: str, tree: Path, into: Path, source: bool) -> Path:
     return root
 
 
-def _srun(code: str, nodes: list[str], per_node: int, env: dict[str, str]) -> tuple[list[dict[str, Any]], float]:
+def _srun(code: str, nodes: list[str], per_node: int, env: dict[str, str],
+          counted: str | None = None) -> tuple[list[dict[str, Any]], float]:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(code)
     start = time.perf_counter()
     try:
         out = subprocess.run(["srun", f"-N{len(nodes)}", "-w", ",".join(nodes), f"--ntasks-per-node={per_node}",
-                              sys.executable, f.name],
-                             capture_output=True, text=True, timeout=600, env=env, cwd="/")
+                              sys.executable, *([counted] if counted else []), f.name],
+                             capture_output=True, text=True, timeout=1800 if counted else 600, env=env, cwd="/")
     finally:
         os.unlink(f.name)
     wall = time.perf_counter() - start
@@ -233,6 +252,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--source", action="store_true", help="no bytecode: every task compiles our modules")
     parser.add_argument("--json", action="store_true", help="then every task's row")
+    parser.add_argument("--instructions", action="store_true",
+                        help="each task under callgrind: the instructions of its whole process too (slow)")
     args = parser.parse_args()
     trees = dict(c.split("=", 1) for c in args.code or [f"slurm_resolver={REPOSITORY / 'slurm_resolver'}"])
     nodes = _nodes(args.nodes)
@@ -244,11 +265,15 @@ def main() -> None:
     walls: dict[str, list[float]] = {label: [] for label in results}
     with tempfile.TemporaryDirectory() as scratch:
         roots = {label: _prepare(label, Path(tree), Path(scratch), args.source) for label, tree in trees.items()}
+        counted = None
+        if args.instructions:
+            counted = str(Path(scratch) / "counted.py")
+            Path(counted).write_text(COUNTED)
         for _ in range(args.rounds):
             runs = [("floor", floor, base)] + [(label, OURS, {**base, "PYTHONPATH": str(root)})
                                                for label, root in roots.items()]
             for label, code, env in runs:
-                rows, wall = _srun(code, nodes, args.per_node, env)
+                rows, wall = _srun(code, nodes, args.per_node, env, counted)
                 if label != "floor" and any(not r["code"].startswith(str(roots[label])) for r in rows):
                     raise SystemExit(f"{label}: a task imported {rows[0]['code']}, not the tree given")
                 results[label] += rows
@@ -264,15 +289,25 @@ def main() -> None:
         print(f"| {label} | " + " | ".join(_cells(rows)) + f" | {'-' if modules is None else f'{modules:.0f}'} | "
               f"{statistics.median(r['wall'] for r in rows):.2f} ({max(r['wall'] for r in rows):.2f}) | "
               f"{statistics.median(walls[label]):.2f} |")
-    print("\ntotal CPU ms a task, median of each round (the machine's speed drifts within a run), and above the "
-          "floor's of the same round:")
+    print("\ntotal CPU ms a task, median of each round (the machine's speed drifts within a run), above the "
+          "floor's of the same round, and its ratio to it:")
     tasks = args.nodes * args.per_node
     totals = {label: [1000 * statistics.median(r["total"] for r in rows[i:i + tasks])
                       for i in range(0, len(rows), tasks)] for label, rows in results.items()}
     for label, medians in totals.items():
         above = [m - f for m, f in zip(medians, totals["floor"])]
+        ratios = [m / f for m, f in zip(medians, totals["floor"])]
         print(f"- {label}: " + ", ".join(f"{m:.0f}" for m in medians) + ("" if label == "floor" else
-              f"; above the floor: {statistics.median(above):.0f} (" + ", ".join(f"{a:.0f}" for a in above) + ")"))
+              f"; above the floor: {statistics.median(above):.0f} (" + ", ".join(f"{a:.0f}" for a in above) + ")"
+              f"; of the floor: {statistics.median(ratios):.2f} (" + ", ".join(f"{x:.2f}" for x in ratios) + ")"))
+    if args.instructions:
+        print("\ninstructions a task (whole process, millions), median of each round, and its ratio to the floor's:")
+        counts = {label: [statistics.median(r["instructions"] for r in rows[i:i + tasks]) / 1e6
+                          for i in range(0, len(rows), tasks)] for label, rows in results.items()}
+        for label, medians in counts.items():
+            ratios = [m / f for m, f in zip(medians, counts["floor"])]
+            print(f"- {label}: " + ", ".join(f"{m:.0f}" for m in medians) + ("" if label == "floor" else
+                  f"; of the floor: {statistics.median(ratios):.2f} (" + ", ".join(f"{x:.2f}" for x in ratios) + ")"))
     proofs = {r["auth"] for rows in results.values() for r in rows if "auth" in r}
     print(f"\ncalls proven by: {', '.join(sorted(proofs))}")
     if args.json:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
-from itertools import repeat
-from operator import add, attrgetter
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from .addresses import OwnNames
@@ -63,7 +62,7 @@ class Task:
         return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)  # its own __repr__ and __eq__: none compiled for it
 class Cluster:
     """The resolved cluster: every task by rank, and which of them the caller is.
 
@@ -135,12 +134,18 @@ class Cluster:
     @cached_property
     def addresses(self) -> tuple[str, ...]:
         """``host:port`` of every rank, in rank order."""
+        return tuple(self._address_list)
+
+    @cached_property
+    def _address_list(self) -> list[str]:
+        """`addresses` as a list, which the spec holds where one job has every rank (neither changes it): each
+        address string is made once and held once (at 16,384 tasks, each copy touches a megabyte of them)."""
         p = self.placement
         if self.bound_ports is None and p.is_block:
             node_hosts = p.nodes if isinstance(self.hosts, OwnNames) else [self.hosts[n] for n in p.nodes]
-            return _block_addresses(node_hosts, p.counts, self.port_base)
+            return _block_addresses(node_hosts, p.counts, self.port_base, p.tasks_per_node)
         hosts = self.hosts
-        return tuple(f"{hosts[n]}:{port}" for n, port in zip(p.all_hosts, self.ports))
+        return [f"{hosts[n]}:{port}" for n, port in zip(p.all_hosts, self.ports)]
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -225,7 +230,10 @@ class Cluster:
 
     @cached_property
     def _spec(self) -> ClusterSpec:
-        return ClusterSpec._trusted(self.packing.grouped(self.addresses))
+        runs = self.packing.runs
+        if len(runs) == 1:
+            return ClusterSpec._trusted({runs[0][0]: self._address_list})
+        return ClusterSpec._trusted(self.packing.grouped(self._address_list))
 
     def as_rank(self, rank: int) -> Cluster:
         """The same cluster as task ``rank`` sees it (simulations run many tasks in one process)."""
@@ -277,16 +285,24 @@ class Cluster:
         }
 
 
-def _block_addresses(node_hosts: Sequence[str], counts: Sequence[int], port_base: int) -> tuple[str, ...]:
-    """Addresses of a block layout in C-level passes: no per-task Python work."""
-    most = max(counts)
-    suffixes = [f":{port_base + i}" for i in range(most)]
-    if min(counts) == most:  # uniform: one strided slice per local index
-        result: list[str] = [""] * (len(node_hosts) * most)
-        for i, suffix in enumerate(suffixes):
-            result[i::most] = map(add, node_hosts, repeat(suffix, len(node_hosts)))
-        return tuple(result)
-    return tuple(h + p for h, c in zip(node_hosts, counts) for p in suffixes[:c])
+def _block_addresses(node_hosts: Sequence[str], counts: Sequence[int], port_base: int,
+                     per_node: int) -> list[str]:
+    """Addresses of a block layout in C-level passes: no per-task Python work. Where every node has
+    ``per_node`` tasks, the addresses of local rank ``i`` are one join of the hosts and one split (a host
+    holds no comma: where one does, the split would tell, and each address is made alone)."""
+    if per_node:
+        result: list[str] = [""] * (len(node_hosts) * per_node)
+        for i in range(per_node):
+            suffix = f":{port_base + i}"
+            column = (suffix + ",").join(node_hosts).split(",")
+            if len(column) != len(node_hosts):
+                break
+            column[-1] += suffix
+            result[i::per_node] = column
+        else:
+            return result
+    suffixes = [f":{port_base + i}" for i in range(max(counts))]
+    return [h + p for h, c in zip(node_hosts, counts) for p in suffixes[:c]]
 
 
 def _copied(value: _Value, names: tuple[str, ...], values: Callable[[Any], tuple[Any, ...]], **changes: Any) -> _Value:

@@ -13,10 +13,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .errors import ConfigurationError
-from .variables import PREFIXES
 
 __all__ = ["Snapshot", "snapshot", "export", "export_defaults", "for_child", "grpc_without_proxy",
            "keep_grpc_off_proxies", "warn_of_grpc_proxy"]
+
+PREFIXES: tuple[str, ...] = (
+    "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
+    "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
+    "OMPI_MCA_orte_hnp_uri", "OMPI_VERSION", "KUBERNETES_SERVICE_HOST",
+    "grpc_proxy", "no_grpc_proxy", "https_proxy", "http_proxy",
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+    "CROSS_RANK", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT",
+)
+"""Names (or prefixes of names) copied into the environment snapshot (`slurm_resolver.variables` exports it
+beside its table; it is here so that a task's start does not load the table)."""
 
 
 @dataclass(frozen=True)

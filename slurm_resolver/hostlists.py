@@ -5,8 +5,9 @@ commas and by whitespace (space, tab, newline) outside brackets, and empty items
 inside brackets a bound may be preceded by whitespace, which Slurm counts in its width
 (``1.2.3.[089, 100-110]`` is ``1.2.3.089``, then ``1.2.3.0100`` to ``1.2.3.0110``). The expansion
 itself is python-hostlist's, in Slurm's order (never sorted). [`collapse()`][slurm_resolver.hostlists.collapse]
-is its inverse, in the given order as ``scontrol show hostlist``. Task counts use Slurm's compressed
-form (``4,1(x2)`` is ``4, 1, 1``). Errors name the variable the text came from and quote the part at fault.
+is its inverse, in the given order as ``scontrol show hostlist``, or sorted as ``scontrol show hostlistsorted``
+(``hostlist_order``). Task counts use Slurm's compressed form (``4,1(x2)`` is ``4, 1, 1``). Errors name
+the variable the text came from and quote the part at fault.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import hostlist as _hostlist
-
 from .errors import EnvironmentVariableError
 
-__all__ = ["expand", "collapse", "expand_counts", "collapse_counts"]
+__all__ = ["expand", "collapse", "expand_counts", "collapse_counts", "DistinctHosts"]
 
 _COUNT = re.compile(r"^([0-9]{1,9})(?:\(x([0-9]{1,9})\))?$")
 _MAX_HOSTS = 1_000_000
+_MOST_IN_RANGE = 100_000
+"""python-hostlist's ``MAX_SIZE``: the most names one range of the fast path makes (beyond, python-hostlist says)."""
 _RANGES = r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*"
 _ONE_BRACKET = re.compile(rf"([^,\[\]]*)\[({_RANGES})\]([^,\[\]]*)")
 _SPACE = " \t\n"
@@ -33,8 +34,16 @@ _HOST = re.compile(r"(.*?)([0-9]+)")
 """A host name as Slurm splits one: a prefix and its numeric suffix (``r1n`` and ``01``)."""
 
 
-def _expand_one_bracket(text: str) -> list[str] | None:
-    """``prefix[ranges]suffix``, the form of nearly every large job, expanded in C-level passes.
+class DistinctHosts(tuple[str, ...]):
+    """Names [`expand()`][slurm_resolver.hostlists.expand] made from one bracket of increasing numbers
+    (``node[1-4096]``): no two alike, known without hashing them (a plain tuple where that is not known)."""
+
+    __slots__ = ()
+
+
+def _expand_one_bracket(text: str) -> tuple[list[str], bool] | None:
+    """``prefix[ranges]suffix``, the form of nearly every large job, expanded in C-level passes, and whether
+    its numbers increase (then no two names are alike).
 
     Returns None for any other form (and for anything python-hostlist would refuse), which
     python-hostlist then expands: it stays the authority on the grammar, and a property
@@ -45,19 +54,27 @@ def _expand_one_bracket(text: str) -> list[str] | None:
         return None
     prefix, ranges, suffix = match.groups()
     hosts: list[str] = []
-    for part in ranges.split(","):
+    increasing, before = True, -1
+    parts = ranges.split(",")
+    for part in parts:
         low, _, high = part.partition("-")
+        first = int(low)
+        increasing, before = increasing and first > before, first
         if not high:
             hosts.append(prefix + low + suffix)
             continue
-        first, last = int(low), int(high)
-        if last < first or last - first > _hostlist.MAX_SIZE or len(hosts) + last - first >= _hostlist.MAX_SIZE:
+        last = before = int(high)
+        if last < first or last - first > _MOST_IN_RANGE or len(hosts) + last - first >= _MOST_IN_RANGE:
             return None
         # One format of the whole range, split on commas (names hold none): C-level passes only.
         number = f"%0{len(low)}d" if len(low) > 1 and low[0] == "0" else "%d"  # zero-padded to the low bound
         name = prefix.replace("%", "%%") + number + suffix.replace("%", "%%") + ","
-        hosts.extend((name * (last - first + 1) % tuple(range(first, last + 1)))[:-1].split(","))
-    return hosts
+        names = (name * (last - first + 1) % tuple(range(first, last + 1))).split(",")
+        names.pop()  # the empty word after the last comma
+        if len(parts) == 1:
+            return names, increasing
+        hosts += names
+    return hosts, increasing
 
 
 def _words(text: str) -> list[str]:
@@ -129,15 +146,21 @@ def expand(text: str, variable: str = "hostlist") -> tuple[str, ...]:
     given = text.strip()
     if any(char in given for char in _SPACE):
         given = _as_slurm_reads(given, variable)
-    try:
-        hosts = _expand_one_bracket(given) or _hostlist.expand_hostlist(given, allow_duplicates=True)
-    except (_hostlist.BadHostlist, ValueError, TypeError, RecursionError, OverflowError) as exc:
-        raise EnvironmentVariableError(
-            variable, text, f"a host list such as node[1-4],gpu[01-02] ({exc})"
-        ) from None
-    if not hosts or len(hosts) > _MAX_HOSTS or "" in hosts:
+    fast = _expand_one_bracket(given)  # one name or more, none empty
+    if fast is not None:
+        hosts, distinct = fast
+    else:
+        import hostlist as _hostlist  # here: the fast path takes nearly every job's list
+
+        try:
+            hosts, distinct = _hostlist.expand_hostlist(given, allow_duplicates=True), False
+        except (_hostlist.BadHostlist, ValueError, TypeError, RecursionError, OverflowError) as exc:
+            raise EnvironmentVariableError(
+                variable, text, f"a host list such as node[1-4],gpu[01-02] ({exc})"
+            ) from None
+    if not hosts or len(hosts) > _MAX_HOSTS or (fast is None and "" in hosts):
         raise EnvironmentVariableError(variable, text, f"between 1 and {_MAX_HOSTS} host names")
-    return tuple(hosts)
+    return DistinctHosts(hosts) if distinct else tuple(hosts)
 
 
 def _runs(hosts: Sequence[str]) -> list[tuple[str, int, int, int] | str]:
@@ -160,24 +183,24 @@ def _runs(hosts: Sequence[str]) -> list[tuple[str, int, int, int] | str]:
     return runs
 
 
-def _natural(host: str) -> tuple[str, int, str]:
-    """The order of ``scontrol show hostlistsorted``: by prefix, then by number."""
-    match = _HOST.fullmatch(host)
-    return (match.group(1), int(match.group(2)), host) if match else (host, -1, host)
-
-
 def collapse(hosts: Sequence[str], sort: bool = False) -> str:
     """Collapse host names into a host list in their order, as ``scontrol show hostlist`` does: the inverse of
-    [`expand()`][slurm_resolver.hostlists.expand] (duplicates kept). ``sort``: sorted by prefix and number first,
-    as ``scontrol show hostlistsorted``.
+    [`expand()`][slurm_resolver.hostlists.expand] (duplicates kept). ``sort``: in the order of ``scontrol show
+    hostlistsorted`` (Slurm 22.05), which sorts the ranges the names make as given, so a number written with
+    zeros comes after the plain numbers of fewer digits (``n[9,09]``, ``n[10,009]``).
 
     >>> collapse(["node10", "node9", "node11"]), collapse(["node10", "node9", "node11"], sort=True)
     ('node[10,9,11]', 'node[9-11]')
     >>> collapse(["b1", "a1", "a2", "b2"]), collapse(["gpu08", "gpu09", "gpu10"])
     ('b1,a[1-2],b2', 'gpu[08-10]')
+    >>> collapse(["n09", "n9"], sort=True), collapse(["n009", "n10"], sort=True)
+    ('n[9,09]', 'n[10,009]')
     """
+    if sort:
+        from .hostlist_order import slurm_sorted  # here: a task never sorts
+
     groups: list[tuple[str, list[str]]] = []  # consecutive runs of one prefix share a bracket
-    for run in _runs(sorted(hosts, key=_natural) if sort else hosts):
+    for run in slurm_sorted(hosts) if sort else _runs(hosts):
         if isinstance(run, str):
             groups.append((run, []))
             continue

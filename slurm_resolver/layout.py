@@ -18,7 +18,7 @@ from .parsing import optional_int, read_int, require
 
 __all__ = ["Layout", "Distribution", "Spread", "layout_of", "het_size", "job_layout", "het_components", "het_groups",
            "distribution", "in_srun_step", "step_layout", "STEP_VARIABLES", "launch_key", "gtids", "array_element",
-           "host_file"]
+           "host_file", "total_tasks"]
 
 Layout = tuple[tuple[str, ...], tuple[int, ...]]
 """Nodes in Slurm's order and the number of tasks on each."""
@@ -49,6 +49,18 @@ def step_id(env: Mapping[str, str]) -> str | None:
     except ValueError:
         return step  # malformed: the launcher that reads it names it
     return None if special else step
+
+
+def total_tasks(counts: tuple[int, ...]) -> int:
+    """The tasks of a layout's counts: one product where every node has as many (a pass of identity tests over
+    the tuple, as ``expand_counts`` shares one number for ``4(x4096)``), else their sum.
+
+    >>> total_tasks((4,) * 4096), total_tasks((3, 1)), total_tasks(())
+    (16384, 4, 0)
+    """
+    if counts and counts.count(counts[0]) == len(counts):
+        return counts[0] * len(counts)
+    return sum(counts)
 
 
 def in_srun_step(env: Mapping[str, str]) -> bool:

@@ -11,16 +11,15 @@ guessed: the ranks exchange their nodes
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate, chain, repeat
 
 from .errors import PlacementError
-from .hostlists import collapse, collapse_counts
+from .hostlists import DistinctHosts, collapse, collapse_counts
 from .launchers.base import Launch
-from .layout import Spread
+from .layout import Spread, total_tasks
 
 __all__ = ["Placement", "compute", "provisional", "block", "cyclic", "plane", "check_own", "describe", "unknown"]
 
@@ -70,19 +69,29 @@ class Placement:
     @cached_property
     def world_size(self) -> int:
         """Number of ranks."""
-        return sum(self.counts) if self.hosts is None else len(self.hosts)
+        return total_tasks(self.counts) if self.hosts is None else len(self.hosts)
+
+    @cached_property
+    def _same(self) -> int:
+        """Tasks on every node where all nodes have as many (one pass of identity tests); else 0."""
+        counts = self.counts
+        return counts[0] if counts and counts.count(counts[0]) == len(counts) else 0
 
     @cached_property
     def most(self) -> int:
         """The most ranks on one node."""
-        return max(self.counts)
+        return self._same or max(self.counts)
 
     @cached_property
     def _uniform(self) -> int:
         """Tasks on every node of a block layout where all nodes have as many; else 0."""
-        if self.hosts is None and self.counts and min(self.counts) == self.most:
-            return self.counts[0]
-        return 0
+        return self._same if self.hosts is None else 0
+
+    @property
+    def tasks_per_node(self) -> int:
+        """Tasks on every node of a block layout where all nodes have as many (ranks ``n * k`` to ``n * k + k - 1``
+        on node ``n``); 0 for any other layout."""
+        return self._uniform
 
     @property
     def is_block(self) -> bool:
@@ -111,6 +120,8 @@ class Placement:
         if self._uniform:
             return rank // self._uniform
         if self.hosts is None:
+            from bisect import bisect_right  # here: only a block layout of unequal counts needs it
+
             return bisect_right(self._starts, rank) - 1
         return self._index[self.hosts[rank]]
 
@@ -172,7 +183,7 @@ def block(nodes: Sequence[str], counts: Sequence[int]) -> tuple[str, ...]:
     >>> block(["n1", "n2"], [2, 1])
     ('n1', 'n1', 'n2')
     """
-    if counts and min(counts) == max(counts):  # uniform: one C-level slice per local index
+    if counts and counts.count(counts[0]) == len(counts):  # uniform: one C-level slice per local index
         hosts: list[str] = [""] * (len(nodes) * counts[0])
         for i in range(counts[0]):
             hosts[i::counts[0]] = nodes
@@ -229,7 +240,8 @@ def compute(launch: Launch) -> Placement | None:
         return Placement(launch.nodes, launch.counts, _het(launch, provisional=False))
     nodes, counts = launch.nodes, launch.counts
     spread = launch.distribution.spread
-    if (spread is Spread.BLOCK or max(counts) == 1 or len(nodes) == 1) and len(set(nodes)) == len(nodes):
+    if (spread is Spread.BLOCK or max(counts) == 1 or len(nodes) == 1) and \
+            (isinstance(nodes, DistinctHosts) or len(set(nodes)) == len(nodes)):
         return Placement(nodes, counts)
     if spread is Spread.BLOCK:
         return Placement.from_hosts(block(nodes, counts))

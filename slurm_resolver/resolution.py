@@ -257,8 +257,9 @@ def resolve(
     own = launch.node or (hostname().split(".")[0] if rank is not None else None)
     computed = placement.compute(launch)
     if computed is not None:
-        placement.check_own(launch, computed)
-        probe = own if own in launch.nodes else launch.nodes[0]
+        placement.check_own(launch, computed)  # a task's node is the one computed for its rank: one of the nodes
+        probe = launch.node if launch.node is not None and rank is not None else \
+            own if own in launch.nodes else launch.nodes[0]
         checked = {probe: resolves(probe)}
         where = computed
     else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .environment import PREFIXES
+
 __all__ = ["Variable", "VARIABLES", "PREFIXES", "HET_PATTERN", "reference_markdown", "launch_variables"]
 
 
@@ -39,7 +41,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("SLURM_NODEID", "Slurm (srun)", "index of the task's node in the step's node list (the tree's position)", launched_with="SLURM_PROCID"),
     Variable("SLURM_GTIDS", "Slurm (srun)", "the ranks on the task's node: its node's part of a het layout to learn", launched_with="SLURM_PROCID"),
     Variable("SLURMD_NODENAME", "Slurm", "name of the node the task runs on", launched_with="SLURM_JOB_ID"),
-    Variable("SLURM_NTASKS", "Slurm", "number of tasks of the job (or step, inside srun)", launched_with="SLURM_JOB_ID"),
+    Variable("SLURM_NTASKS", "Slurm (also srun's input: -n)", "number of tasks of the job (or step, inside srun); like srun's other input variables (SLURM_NPROCS, SLURM_NNODES, SLURM_NTASKS_PER_NODE) a shell may export it before srun, so alone it is no launch"),
     Variable("SLURM_STEP_NUM_TASKS", "Slurm (srun)", "number of tasks of the step", launched_with="SLURM_PROCID"),
     Variable("SLURM_STEP_NODELIST", "Slurm (srun)", "hostlist of the step's nodes, in Slurm's order", launched_with="SLURM_PROCID"),
     Variable("SLURM_JOB_NODELIST", "Slurm", "hostlist of the job's nodes, in Slurm's order", launched_with="SLURM_JOB_ID"),
@@ -127,16 +129,6 @@ VARIABLES: tuple[Variable, ...] = (
 """Every variable slurm_resolver reads or writes, with who sets it and what is taken from it: the
 [environment variable reference][environment-variable-reference] lists them."""
 
-PREFIXES: tuple[str, ...] = (
-    "SLURM_", "SLURMD_", "OMPI_COMM_WORLD_", "PMI_RANK", "PMI_SIZE", "PMI_FD",
-    "PMIX_RANK", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "CUDA_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL", "TF_CONFIG", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "TF_CPP_MIN_LOG_LEVEL",
-    "OMPI_MCA_orte_hnp_uri", "OMPI_VERSION", "KUBERNETES_SERVICE_HOST",
-    "grpc_proxy", "no_grpc_proxy", "https_proxy", "http_proxy",
-    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-    "CROSS_RANK", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT",
-)
-"""Names (or prefixes of names) copied into the environment snapshot."""
 
 _LAUNCH = tuple(v for v in VARIABLES if v.launched_with)
 
@@ -148,8 +140,8 @@ def launch_variables(env: Mapping[str, str]) -> list[tuple[str, Variable]]:
     """The variables of ``env`` that only a launch sets (`Variable.launched_with`), each with its row, in the
     table's order (a row's ``<n>`` stands for any component number).
 
-    >>> [name for name, _ in launch_variables({"SLURM_NTASKS": "4", "HOME": "/", "SLURM_NTASKS_HET_GROUP_1": "2"})]
-    ['SLURM_NTASKS', 'SLURM_NTASKS_HET_GROUP_1']
+    >>> [name for name, _ in launch_variables({"SLURM_PROCID": "4", "HOME": "/", "SLURM_NTASKS_HET_GROUP_1": "2"})]
+    ['SLURM_PROCID', 'SLURM_NTASKS_HET_GROUP_1']
     """
     found = []
     for row in _LAUNCH:

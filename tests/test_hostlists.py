@@ -59,6 +59,63 @@ COLLAPSE = [  # as `scontrol show hostlist` (the given order) and `scontrol show
 ]
 
 
+MIXED_PADDING = [  # (names, `scontrol show hostlist`, `scontrol show hostlistsorted`), captured from Slurm 22.05.8
+    ("n09,n9", "n[09,9]", "n[9,09]"),
+    ("n009,n10", "n[009,10]", "n[10,009]"),
+    ("n9,n09", "n[9,09]", "n[9,09]"),
+    ("n09,n10", "n[09-10]", "n[09-10]"),
+    ("n08,n10", "n[08,10]", "n[08,10]"),
+    ("n10,n08", "n[10,08]", "n[08,10]"),
+    ("n08,n9", "n[08,9]", "n[9,08]"),
+    ("n08,n9,n10", "n[08,9-10]", "n[9-10,08]"),
+    ("n9,n10,n08", "n[9-10,08]", "n[9-10,08]"),
+    ("n10,n9,n08", "n[10,9,08]", "n[9,08,10]"),
+    ("n10,n09,n9,n8", "n[10,09,9,8]", "n[8-9,09-10]"),
+    ("n08,n9,n10,n010", "n[08,9-10,010]", "n[9-10,08,010]"),
+    ("n08,n010,n10", "n[08,010,10]", "n[08,10,010]"),
+    ("n10,n010", "n[10,010]", "n[10,010]"),
+    ("n1,n01,n001,n2,n02", "n[1,01,001,2,02]", "n[1-2,01-02,001]"),
+    ("n001,n01,n1", "n[001,01,1]", "n[1,01,001]"),
+    ("n0,n00,n000", "n[0,00,000]", "n[0,00,000]"),
+    ("n00,n0,n1,n01", "n[00,0-1,01]", "n[0-1,00-01]"),
+    ("n99,n099,n100", "n[99,099-100]", "n[99,099-100]"),
+    ("n099,n100,n0100", "n[099-100,0100]", "n[099-100,0100]"),
+    ("n1,n1,n01", "n[1,1,01]", "n[1,1,01]"),
+    ("n01,n1,n01", "n[01,1,01]", "n[1,01,01]"),
+    ("n1,n2,n3,n2", "n[1-3,2]", "n[1-2,2-3]"),
+    ("n1,n2,n3,n4,n5,n1,n2,n3", "n[1-5,1-3]", "n[1,1-2,2-3,3-5]"),
+    ("n5,n1,n2,n3,n4,n3", "n[5,1-4,3]", "n[1-3,3-5]"),
+    ("a1,a01,b,a", "a[1,01],b,a", "a,a[1,01],b"),
+    ("x,x1,x,x2", "x,x1,x,x2", "x,x,x[1-2]"),
+    ("b10x1,b2x1", "b10x1,b2x1", "b2x1,b10x1"),
+    ("a01x1,a1x1,a1x2", "a01x1,a1x[1-2]", "a01x1,a1x[1-2]"),
+    ("a1x1,a01x1,a01x2", "a1x1,a01x[1-2]", "a01x[1-2],a1x1"),
+    ("n1-ib,n2-ib,n10-ib", "n1-ib,n2-ib,n10-ib", "n1-ib,n2-ib,n10-ib"),
+    ("n10-ib,n9-ib,n09-ib", "n10-ib,n9-ib,n09-ib", "n09-ib,n9-ib,n10-ib"),
+    ("r1n09,r1n9,r01n9", "r1n[09,9],r01n9", "r01n9,r1n[9,09]"),
+    ("1,01,001,10", "[1,01,001,10]", "[1,01,10,001]"),
+    ("09,9,10,010", "[09,9-10,010]", "[9-10,09,010]"),
+    ("n7,n07,n007,n0007,n8", "n[7,07,007,0007,8]", "n[7-8,07,007,0007]"),
+    ("n08,n08,n9,n09", "n[08,08,9,09]", "n[9,08,08-09]"),
+    ("n9,n10,n11,n09,n010,n011", "n[9-11,09,010-011]", "n[9-11,09,010-011]"),
+]
+"""Names written with and without zeros, duplicates, prefixes with numbers: Slurm sorts the ranges the names make
+as given (``n9,n10,n08`` is ``n[9-10]`` and ``n08``), so the sorted order depends on the names' order."""
+
+
+def _random_names(seed: int) -> list[str]:
+    """A few names of mixed zero-padding, as the live comparison below draws them."""
+    import random
+
+    rng = random.Random(seed)
+    prefixes, numbers = ["n", "n", "a", "b10x", "b2x", "", "r1n"], ["0", "00", "1", "01", "001", "8", "08", "9", "09",
+                                                                  "009", "10", "010", "99", "099", "100", "0100"]
+    names = [rng.choice(["n", "x", "n1-ib", "n10-ib"]) if rng.random() < 0.1 else rng.choice(prefixes) +
+             rng.choice(numbers) for _ in range(rng.randint(1, 8))]
+    low, width = rng.randint(0, 11), rng.randint(1, 3)
+    return names + [f"n{number:0{width}d}" for number in range(low, low + rng.randint(0, 4))]
+
+
 @pytest.mark.parametrize(("text", "hosts"), EXPAND)
 def test_expand(text: str, hosts: tuple[str, ...]) -> None:
     assert expand(text) == hosts
@@ -109,6 +166,19 @@ def test_collapse_keeps_the_order_as_scontrol_show_hostlist(hosts: list[str], or
     assert expand(ordered) == tuple(hosts)
 
 
+@pytest.mark.parametrize(("names", "ordered", "sorted_"), MIXED_PADDING)
+def test_mixed_zero_padding_collapses_as_slurm_writes_it(names: str, ordered: str, sorted_: str) -> None:
+    hosts = names.split(",")
+    assert (collapse(hosts), collapse(hosts, sort=True)) == (ordered, sorted_)
+    assert expand(ordered) == tuple(hosts) and sorted(expand(sorted_)) == sorted(hosts)
+
+
+def test_numbers_far_apart_keep_every_name() -> None:
+    """Slurm compares two numbers by their difference as a C ``int`` (``n0,n3000000000`` loses ``n0``
+    there); here every name is read back."""
+    assert collapse(["n3000000000", "n0"], sort=True) == "n[0,3000000000]"
+
+
 @given(st.lists(st.integers(0, 64), min_size=1, max_size=30))
 def test_counts_round_trip_property(counts: list[int]) -> None:
     assert expand_counts(collapse_counts(counts)) == tuple(counts)
@@ -140,9 +210,13 @@ def test_slurm_agrees(slurm_cluster: dict[str, str]) -> None:
         assert tuple(scontrol("hostnames", text).stdout.split()) == hosts, text
     for text in SLURM_REFUSES:
         assert "Invalid hostlist" in scontrol("hostnames", text).stderr, text
-    for hosts, ordered, sorted_ in COLLAPSE:
+    for hosts, ordered, sorted_ in [*COLLAPSE, *((names.split(","), o, s) for names, o, s in MIXED_PADDING)]:
         assert scontrol("hostlist", ",".join(hosts)).stdout.strip() == ordered
         assert scontrol("hostlistsorted", ",".join(hosts)).stdout.strip() == sorted_
+    for seed in range(100):  # and names drawn at random, compared live
+        hosts = _random_names(seed)
+        assert scontrol("hostlist", ",".join(hosts)).stdout.strip() == collapse(hosts), hosts
+        assert scontrol("hostlistsorted", ",".join(hosts)).stdout.strip() == collapse(hosts, sort=True), hosts
 
 
 @given(st.text(max_size=40))
@@ -170,7 +244,9 @@ def test_the_fast_path_agrees_with_python_hostlist(text: str) -> None:
     fast = _expand_one_bracket(text)
     if fast is None:
         return
-    assert fast == hostlist.expand_hostlist(text, allow_duplicates=True)
+    hosts, increasing = fast
+    assert hosts == hostlist.expand_hostlist(text, allow_duplicates=True)
+    assert not increasing or len(set(hosts)) == len(hosts)  # increasing numbers: no two names alike
 
 
 def test_the_fast_path_takes_the_common_forms_only() -> None:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from ..errors import SlurmResolverError
 from ..speakers import Speaker
-from .parser import build_parser
+from .parser import build_parser, command_named
 from .usage import parse
 
 __all__ = ["main", "build_parser"]
@@ -58,7 +58,8 @@ def _logging(verbose: bool, quiet: bool, debug: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (``sys.argv[1:]`` by default); returns the exit code."""
-    args = parse(build_parser(), argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = parse(build_parser(command_named(words)), words)
     from ..template_schema import TemplateParameterError
 
     try:

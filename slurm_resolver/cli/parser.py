@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import math
 import textwrap
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 from ..template_schema import FORMATS
 from .usage import Parser
@@ -122,9 +122,37 @@ Command = Callable[..., argparse.ArgumentParser]
 _GROUPS = {"cluster": "in a job (srun ... slurm-resolver COMMAND runs it in every task)",
            "templates": "submitting a job", "running": "a running job (from the login node)", "tools": "tools"}
 
+_GROUP_OF = {"show": "cluster", "env": "cluster", "bootstrap": "cluster", "run": "cluster", "check": "cluster",
+             "submit": "templates", "render": "templates", "templates": "templates", "stacks": "running",
+             "expand": "tools", "collapse": "tools", "completion": "tools", "launchers": "tools", "variables": "tools"}
+"""Each command's group (``tests/cli/test_parser.py`` holds it to the commands the groups declare)."""
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``slurm-resolver``."""
+_FLAGS = {"-v", "--verbose", "-q", "--quiet", "--debug"}
+"""The options that may come before the command (none takes a value)."""
+
+
+def command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs, where its own parser alone can read the command line: every task of
+    ``srun slurm-resolver bootstrap -- ...`` then declares one command's options, not every command's.
+    None where the whole parser is needed (help, a misspelt command, ``completion``).
+
+    >>> command_named(["-v", "bootstrap", "--", "python", "train.py"]), command_named(["shwo"])
+    ('bootstrap', None)
+    """
+    word = next((w for w in argv if w not in _FLAGS), None)
+    return word if word in _GROUP_OF and word != "completion" else None
+
+
+class _Unbuilt:
+    """A command of a parser built for another command: what it declares is not kept."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        """Declares nothing."""
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of ``slurm-resolver``; with ``only`` (a command, see `command_named`), a parser
+    of that command alone."""
     from .. import __version__
 
     parser = Parser(
@@ -147,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     def adder(group: str) -> Command:
         def command(name: str, func: Callable[[argparse.Namespace], int], summary: str, examples: str = "",
                     per_task: bool = False) -> argparse.ArgumentParser:
+            if only is not None and name != only:
+                return cast(argparse.ArgumentParser, _Unbuilt())
             epilog = f"examples:\n{examples}" if examples else None
             p = sub.add_parser(name, description=summary, epilog=epilog, formatter_class=_Formatter)
             _global_options(p, top=False)
@@ -156,10 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
             return p
         return command
 
-    _cluster_commands(adder("cluster"))
-    _template_commands(adder("templates"))
-    _running_commands(adder("running"))
-    _tools(adder("tools"))
+    for group, commands in (("cluster", _cluster_commands), ("templates", _template_commands),
+                            ("running", _running_commands), ("tools", _tools)):
+        if only is None or _GROUP_OF[only] == group:
+            commands(adder(group))
+    if only is not None:
+        return parser
     parser.description = "\n\n".join([str(parser.description), *(f"{_GROUPS[g]}:\n" + "\n".join(lines)
                                                                    for g, lines in listed.items())])
     return parser
@@ -263,6 +295,8 @@ def _port_or_any(text: str) -> int:
 
 def _bootstrap_options(parser: argparse.ArgumentParser) -> None:
     """Every option of the bootstrap (``BootstrapOptions``), with the help, default and unit it documents."""
+    if isinstance(parser, _Unbuilt):
+        return
     from ..rpc.options import FIELDS
     from ..rpc.tree import VERIFY_WORDS
 
@@ -336,7 +370,7 @@ def _tools(command: Command) -> None:
                        "  slurm-resolver collapse node1 node2 node3     node[1-3]")
     collapse.add_argument("hosts", nargs="*", help="names, separated by spaces or commas (default: standard input)")
     collapse.add_argument("--sort", action="store_true",
-                          help="sorted by prefix and number first, like scontrol show hostlistsorted")
+                          help="sorted first, in the order of scontrol show hostlistsorted (Slurm 22.05's)")
     completion = command("completion", tools.completion, "a shell completion script",
                          "  eval \"$(slurm-resolver completion bash)\"")
     completion.add_argument("shell", choices=("bash", "zsh"))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..layout import BLOCK, Distribution, Spread
+from ..layout import BLOCK, Distribution, Spread, total_tasks
 
 __all__ = ["Launch", "Launcher"]
 
@@ -102,7 +102,7 @@ class Launch:
     @property
     def needs_exchange(self) -> bool:
         """Whether the node of every rank is unknown without an exchange between the ranks."""
-        if not self.nodes or self.world_size is None or self.world_size != sum(self.counts):
+        if not self.nodes or self.world_size is None or self.world_size != total_tasks(self.counts):
             return True
         if self.groups:  # each het component is laid out on its own, with a distribution nobody is told
             return not all(len(g) == 1 or max(self.counts[p] for p in g) == 1 for g in self.groups)

@@ -4,13 +4,17 @@
 that tell a place in a launch (`slurm_resolver.variables.Variable.launched_with`: Slurm's rank, node
 and job variables, MPI's, torchrun's and DeepSpeed's markers) is one process alone. A process that
 holds any of them, and that no launcher plugin recognised, holds part of a launch (``SLURM_PROCID``
-without the step's layout, ``SLURM_NTASKS`` or ``SLURM_LOCALID`` alone, ``SLURM_NODELIST`` without
-``SLURM_JOB_ID``): it is refused, naming the first partner that is missing, since answering "one
-process" would be a silently wrong cluster. So is a process whose ``RANK``/``LOCAL_RANK`` or
+without the step's layout, ``SLURM_LOCALID`` alone, ``SLURM_NODELIST`` without ``SLURM_JOB_ID``): it is
+refused, naming the first partner that is missing, since answering "one process" would be a silently wrong
+cluster. So is a process whose ``RANK``/``LOCAL_RANK`` or
 ``WORLD_SIZE``/``LOCAL_WORLD_SIZE`` say it is one of several workers, started by a launcher none of the
 plugins knows (``torch.multiprocessing``, Lightning spawning its devices on a workstation, the legacy
 ``torch.distributed.launch``); with the values of a process alone (``RANK=0``...) they are PyTorch's
 convention, not a launch.
+
+srun's input variables (``SLURM_NTASKS``, ``SLURM_NPROCS``, ``SLURM_NNODES``, ``SLURM_NTASKS_PER_NODE``:
+srun(1) reads them as ``-n``, ``-N`` and ``--ntasks-per-node``) tell no place in a launch: a user may export
+them in a shell before ``srun``, and a process started by hand in that shell is one process alone.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import EnvironmentVariableError, ResolutionError
-from ..variables import launch_variables
 from .base import Launch, Launcher
 
 __all__ = ["SingleProcess"]
@@ -42,6 +45,8 @@ def _short(value: str) -> str:
 
 def _partial_launch(env: Mapping[str, str]) -> EnvironmentVariableError | None:
     """The error naming what a partial launch lacks; None where there is no launch at all."""
+    from ..variables import launch_variables  # here: the table loads where no other launcher took the process
+
     present = launch_variables(env)
     if not present:
         return None

@@ -20,6 +20,7 @@ from ..layout import (
     job_layout,
     launch_key,
     step_layout,
+    total_tasks,
 )
 from ..parsing import optional_int, read_int
 from .base import Launch, Launcher
@@ -71,7 +72,7 @@ class SrunStep(Launcher):
     def resolve(cls, env: Mapping[str, str]) -> Launch:
         rank = read_int(env, "SLURM_PROCID")
         layout, missing = step_layout(env)
-        total = sum(layout[1])
+        total = total_tasks(layout[1])
         world = optional_int(env, "SLURM_STEP_NUM_TASKS", 1)
         if missing:  # tasks_per_node= may stand in for the counts: resolution decides
             return Launch(launcher=cls.name, world_size=world, rank=rank, nodes=layout[0], counts=layout[1],
@@ -120,7 +121,7 @@ class BatchStep(Launcher):
     def resolve(cls, env: Mapping[str, str]) -> Launch:
         layout, components = job_layout(env)
         return Launch(
-            launcher=cls.name, world_size=sum(layout[1]), rank=0, nodes=layout[0], counts=layout[1],
+            launcher=cls.name, world_size=total_tasks(layout[1]), rank=0, nodes=layout[0], counts=layout[1],
             node=env.get("SLURMD_NODENAME"), local_rank=0, distribution=BLOCK,
             components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env), key=launch_key(env),
         )
@@ -141,7 +142,7 @@ class SallocShell(Launcher):
     def resolve(cls, env: Mapping[str, str]) -> Launch:
         layout, components = job_layout(env)
         return Launch(
-            launcher=cls.name, world_size=sum(layout[1]), rank=None, nodes=layout[0], counts=layout[1],
+            launcher=cls.name, world_size=total_tasks(layout[1]), rank=None, nodes=layout[0], counts=layout[1],
             distribution=BLOCK, components=components, job_id=env.get("SLURM_JOB_ID"), array=array_element(env),
             key=launch_key(env),
         )

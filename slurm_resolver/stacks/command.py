@@ -16,7 +16,6 @@ import mmap
 import os
 import signal
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -100,6 +99,8 @@ class Watched:
     """
 
     def __init__(self, directory: str | None = None) -> None:
+        import tempfile  # here: with shutil, bz2, lzma and random, which a task without a command never needs
+
         where = directory or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
         handle, self.path = tempfile.mkstemp(prefix="slurm-resolver-progress-", dir=where)
         os.write(handle, bytes(_LAYOUT.size))

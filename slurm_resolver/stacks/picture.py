@@ -4,7 +4,6 @@ number of tasks that take it, the branches off the commonest path coloured (the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from xml.sax.saxutils import escape
 
 from .classes import Stacks
 from .render import Node, ranks_label, tree
@@ -26,6 +25,8 @@ def _rows(node: Node, depth: int, common: bool, out: list[tuple[Node, int, bool]
 
 def svg(stacks: Stacks, where: Callable[[int], str] | None = None, title: str = "the job") -> str:
     """An SVG picture of the main threads' tree of call paths of ``stacks``."""
+    from xml.sax.saxutils import escape  # here: it loads urllib, http and email, which a task's start never needs
+
     rows: list[tuple[Node, int, bool]] = []
     _rows(tree([c for c in stacks.classes if c.main]), 0, True, rows)
     lines = [f"{title}: {stacks.tasks:,} tasks, main threads"]

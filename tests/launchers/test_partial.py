@@ -43,7 +43,6 @@ def test_any_other_variable_alone_is_one_process_alone(row: object) -> None:
 PARTIAL = [  # the issue's cases, and what each lacks
     ({"SLURM_NODELIST": "node[1-2]"}, "SLURM_JOB_ID"),
     ({"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)"}, "SLURM_JOB_ID"),
-    ({"SLURM_NTASKS": "4"}, "SLURM_JOB_ID"),
     ({"SLURM_LOCALID": "1"}, "SLURM_PROCID"),
     ({"SLURM_NODEID": "1"}, "SLURM_PROCID"),
     ({"SLURMD_NODENAME": "node2"}, "SLURM_JOB_ID"),
@@ -70,3 +69,21 @@ def test_no_launch_variable_at_all_is_one_process() -> None:
     env = {"SLURM_CONF": "/etc/slurm/slurm.conf", "SLURM_RESOLVER_JOBS": "worker=1", "CUDA_VISIBLE_DEVICES": "0",
            "SLURM_DISTRIBUTION": "cyclic", "SLURM_NTASKS_PER_NODE": "2", "https_proxy": "http://proxy:3128"}
     assert launch_of(env).standalone  # what a user's shell may export for srun or pip: no launch
+
+
+SRUN_INPUT = [{"SLURM_NTASKS": "4"}, {"SLURM_NPROCS": "4"}, {"SLURM_NNODES": "2"}, {"SLURM_NTASKS_PER_NODE": "2"},
+              {"SLURM_NTASKS": "8", "SLURM_NPROCS": "8", "SLURM_NNODES": "2", "SLURM_NTASKS_PER_NODE": "4"}]
+"""srun's input variables (srun(1): ``-n``, ``-N``, ``--ntasks-per-node``), which a shell may export before
+``srun``: alone, or all together, they tell no place in a launch."""
+
+
+@pytest.mark.parametrize("env", SRUN_INPUT, ids=lambda env: ",".join(env))
+def test_sruns_input_variables_exported_in_a_shell_are_one_process(env: dict[str, str]) -> None:
+    launch = launch_of(env)
+    assert launch.standalone and (launch.rank, launch.world_size) == (0, 1)
+
+
+def test_sruns_input_variables_beside_a_partial_launch_are_refused_naming_what_is_missing() -> None:
+    with pytest.raises(EnvironmentVariableError) as info:
+        launch_of({"SLURM_NTASKS": "4", "SLURM_PROCID": "1"})
+    assert info.value.variable == "SLURM_STEP_NODELIST"
