@@ -159,7 +159,10 @@ def test_a_peer_death_stops_the_commands_whole_process_group(tmp_path: Path, scr
     pids = tmp_path / "pids"
     died: list[float] = []
 
-    def die() -> None:
+    def die() -> None:  # once the script's traps are set (it wrote its child's pid): a loaded machine starts bash late
+        deadline = time.monotonic() + 30
+        while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         died.append(time.monotonic())
         task.callbacks[0](5, peer_died("worker:5 (rank 5) on node3 died"))
 
