@@ -352,23 +352,20 @@ class GpuPlan:
         return share, f"{seen}: this task gets {mine}, {how} among {tasks}"
 
     def ids(self, rank: int) -> tuple[str, ...] | None:
-        """The GPU ids of ``rank``; None where only the count is known."""
-        found = self._ids(rank)
-        if rank == self.caller and not self._told:
-            self._told = True
-            share, words = self.decision()
-            _say_once(f"{words} ({ASK_SLURM})" if share is Share.UNASKED else words)
-        return found
-
-    def _ids(self, rank: int) -> tuple[str, ...] | None:
-        if not self.node_gpus and not self.per_task:  # no GPU, none asked for: nothing to split
+        """The GPU ids of ``rank``; None where only the count is known. The caller's own, once worked
+        out, are said once a process where the log says INFO (``-v``): which rule gave them, and why."""
+        if not self.node_gpus and not self.per_task:  # no GPU, none asked for: nothing to split (nor to say)
             self._placement.node_index(rank)  # a rank outside the job is still an error
             return ()
         job = self._job(rank)
         if self.visible.bound:
             if _wanted(self.per_task, job) == 0:
                 return ()
-            return self.visible.ids if rank == self.caller else None
+            if rank != self.caller:
+                return None
+            if not self._told:
+                self._tell()
+            return self.visible.ids
         node, group = self._placement.group(rank)
         jobs = tuple(map(self._job, group))
         if jobs not in self._cache:
@@ -378,7 +375,16 @@ class GpuPlan:
                 if self.caller is not None and self.caller in group:
                     raise  # the caller's own node is exact
                 self._cache[jobs] = [None] * len(jobs)  # another node that does not look like the caller's
+            if not self._told and self.caller is not None and self.caller in group:
+                self._tell()
         return self._cache[jobs][self._placement.local_rank(rank)]
+
+    def _tell(self) -> None:
+        """Say the caller's GPUs and the rule that gave them, once (the words made only where they are said)."""
+        self._told = True
+        if log.isEnabledFor(logging.INFO):
+            share, words = self.decision()
+            _say_once(f"{words} ({ASK_SLURM})" if share is Share.UNASKED else words)
 
     def count(self, rank: int) -> int:
         """How many GPUs ``rank`` has; where unknown, as many as the calling task."""

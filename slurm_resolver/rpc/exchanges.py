@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from array import array
 from collections import Counter
 from typing import NamedTuple, Protocol
 
@@ -69,7 +70,7 @@ class TreeRendezvous:
         gpus = _gpus(cluster, me)
         told = not cluster.placement.exact or cluster.launch.arbitrary  # each task tells its node where some may
         nodes = [plan.position] if told else []                          # not know the layout (their host file)
-        own = Records([plan.rank], [port], [spare], {plan.rank: gpus} if gpus else {}, nodes)
+        own = Records([plan.rank], array("H", (port,)), array("H", (spare,)), {plan.rank: gpus} if gpus else {}, nodes)
         _, table = await self._member.round(TABLE_ROUND, Contribution(own), timeout)
         return table
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import enum
 from array import array
-from collections.abc import Iterable, Mapping, MutableSequence, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..faults import Cause
 
@@ -191,14 +192,15 @@ class Source:
         return f"rank {self.number}" if self.kind is SourceKind.TASK else f"the leader of node position {self.number}"
 
 
-def _column() -> MutableSequence[int]:
-    """An empty column of ports: 2 bytes each, extended from a chunk's columns in C (never a number at a time)."""
-    return array("H")
+_column: Callable[[], MutableSequence[int]] = partial(array, "H")
+"""An empty column of ports: 2 bytes each, extended from a chunk's columns in C (never a number at a time);
+made in C too (no Python frame a record)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Records:
-    """Ports, spare ports and (where not computable) GPUs of some ranks, as columns."""
+    """Ports, spare ports and (where not computable) GPUs of some ranks, as columns (ports: `array` of
+    2-byte numbers, as every maker gives them: converted by nobody on the way)."""
 
     ranks: list[int] = field(default_factory=list)
     ports: MutableSequence[int] = field(default_factory=_column)
@@ -207,11 +209,12 @@ class Records:
     nodes: list[int] = field(default_factory=list)
     """Each task's node position, only where the layout does not tell (then one per rank)."""
 
-    def __post_init__(self) -> None:
-        if type(self.ports) is not array:  # one kind of column, whoever made it (a task's own record: a list)
-            self.ports = array("H", self.ports)
-        if type(self.spares) is not array:
-            self.spares = array("H", self.spares)
+    def __eq__(self, other: object) -> bool:
+        """The same records, whatever kind of sequence holds each column."""
+        if not isinstance(other, Records):
+            return NotImplemented
+        return (self.ranks, list(self.ports), list(self.spares), self.gpus, self.nodes) == \
+            (other.ranks, list(other.ports), list(other.spares), other.gpus, other.nodes)
 
     def extend(self, other: Records) -> None:
         """Add ``other``'s records to these."""

@@ -54,10 +54,12 @@ def test_a_failure_stays_bounded_when_merged() -> None:
 
 
 def test_records_extend_column_by_column() -> None:
-    records = Records([0], [9000], [9001])
+    records = Records()
+    records.extend(Records([0], [9000], [9001]))
     records.extend(Records([1], [9002], [9003], {1: "0"}))
     assert (records.ranks, list(records.ports), list(records.spares)) == ([0, 1], [9000, 9002], [9001, 9003])
     assert type(records.ports).__name__ == "array"  # columns of 2 bytes a port, extended in C (the table's read)
+    assert records == Records([0, 1], [9000, 9002], [9001, 9003], {1: "0"})  # whatever holds the columns
     assert records.gpus == {1: "0"}
 
 

@@ -17,6 +17,7 @@ from typing import Any, Generic
 
 from ..shapes import Answering, Call, RoundCall, Stream, Unary, announced
 from ..transport import A, CallFailure, Link, LinkError, Refused, Served, end_call
+from ..waits import Flag
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -49,7 +50,9 @@ class _LocalServed(Generic[A]):
 
     async def stop(self, grace: float | None = None) -> None:
         self._network._servers.pop(self._address, None)
-        self._network._lost.setdefault(self._address, asyncio.Event()).set()  # who watches it finds it gone
+        lost = self._network._lost.get(self._address)
+        if lost is not None:
+            lost.set()  # who watches it finds it gone (where nobody does, `lost` sees no server)
         for broken in self._network._watches.pop(self._address, set()):
             broken.set()  # as a process's death breaks its calls
 
@@ -144,7 +147,7 @@ class LocalNetwork:
     def __init__(self) -> None:
         self._servers: dict[tuple[str, int], _LocalServed[Any]] = {}
         self._watches: dict[tuple[str, int], set[asyncio.Event]] = {}  # what breaks each server's watch calls
-        self._lost: dict[tuple[str, int], asyncio.Event] = {}  # set where a server stopped answering (frozen)
+        self._lost: dict[tuple[str, int], Flag] = {}  # set where a watched server stopped answering (frozen)
         self._next: dict[str, int] = {}
         self.stats: dict[tuple[str, int], ServerStats] = {}
 
@@ -185,7 +188,7 @@ class LocalNetwork:
     async def lost(self, host: str, port: int, patience: float) -> str:
         """Once the server at ``host:port`` is frozen (`freeze`: a stopped process) for ``patience`` seconds, or a
         third of it after it stopped (or where none listens: a process ended; a gRPC channel is refused)."""
-        lost = self._lost.setdefault((host, port), asyncio.Event())
+        lost = self._lost.setdefault((host, port), Flag())
         if (host, port) in self._servers:
             await lost.wait()
         frozen = (host, port) in self._servers
@@ -195,7 +198,7 @@ class LocalNetwork:
     def freeze(self, host: str, port: int) -> None:
         """The server at ``host:port`` stops answering as a stopped process does: its calls stay open, and who
         watches it (`lost`) finds it lost after its patience. For tests."""
-        self._lost.setdefault((host, port), asyncio.Event()).set()
+        self._lost.setdefault((host, port), Flag()).set()
 
     async def close(self) -> None:
         """Nothing to close: links hold no connection."""

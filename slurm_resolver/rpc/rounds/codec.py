@@ -257,7 +257,7 @@ def decision(failure: Failure, table: Table | None = None, key: bytes = b"", vot
     """A round's outcome: its failure, the table in rank order (where it has one), the yes votes."""
     if table is None or not table.ports:
         return Decision(failure, key=key, votes=votes)
-    records = Records([], list(table.ports), list(table.spares), dict(table.gpus), list(table.nodes))
+    records = Records([], array("H", table.ports), array("H", table.spares), dict(table.gpus), list(table.nodes))
     chunks = tuple(_records_pb(records, s, e, False).SerializeToString() for s, e in _spans(records))
     return Decision(failure, chunks, len(table.ports), key, votes, tuple(map(_digest, chunks)))
 
