@@ -100,16 +100,9 @@ def _logging_as_it_was() -> Iterator[None]:
 
 
 def _daemons_stopped() -> list[str]:
-    """The test cluster's daemons whose process is gone (by testcluster's pid files)."""
-    run = Path(os.environ.get("SR_CLUSTER_DIR", "/tmp/slurm-resolver-cluster")) / "run"
-    nodes = int(os.environ.get("SR_CLUSTER_NODES", "4"))
-    stopped = []
-    for name in ["munged", "slurmctld", *(f"slurmd-node{i}" for i in range(1, nodes + 1))]:
-        try:
-            os.kill(int((run / f"{name}.pid").read_text()), 0)
-        except (OSError, ValueError):
-            stopped.append(name)
-    return stopped
+    """The test cluster's daemons that no longer run, as ``testcluster status`` says (its pid files)."""
+    status = subprocess.run([str(TESTCLUSTER), "status"], capture_output=True, text=True)
+    return [line.split()[0] for line in status.stdout.splitlines() if line.endswith(" stopped")]
 
 
 @pytest.fixture(autouse=True)
