@@ -253,3 +253,12 @@ def test_the_fast_path_takes_the_common_forms_only() -> None:
     assert _expand_one_bracket("node[1-4096]") is not None and _expand_one_bracket("n[001-010]x") is not None
     for other in ("node1", "a[1-2],b", "r[1-2]n[1-2]", "n[2-1]", "n[a-b]", "n[1-200000]"):
         assert _expand_one_bracket(other) is None
+
+
+def test_the_fast_paths_bound_on_a_range_is_python_hostlists() -> None:
+    """The fast path keeps python-hostlist unimported, so it holds a copy of its bound: the two must agree."""
+    import hostlist
+
+    from slurm_resolver import hostlists
+
+    assert hostlists._MOST_IN_RANGE == hostlist.MAX_SIZE
