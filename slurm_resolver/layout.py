@@ -18,7 +18,7 @@ from .parsing import optional_int, read_int, require
 
 __all__ = ["Layout", "Distribution", "Spread", "layout_of", "het_size", "job_layout", "het_components", "het_groups",
            "distribution", "in_srun_step", "step_layout", "STEP_VARIABLES", "launch_key", "gtids", "array_element",
-           "host_file", "total_tasks"]
+           "host_file", "same_count", "total_tasks"]
 
 Layout = tuple[tuple[str, ...], tuple[int, ...]]
 """Nodes in Slurm's order and the number of tasks on each."""
@@ -51,16 +51,24 @@ def step_id(env: Mapping[str, str]) -> str | None:
     return None if special else step
 
 
+def same_count(counts: tuple[int, ...]) -> int:
+    """The tasks of every node where all nodes have as many (a pass of identity tests over the tuple, as
+    ``expand_counts`` shares one number for ``4(x4096)``); else 0.
+
+    >>> same_count((4,) * 4096), same_count((3, 1)), same_count(())
+    (4, 0, 0)
+    """
+    return counts[0] if counts and counts.count(counts[0]) == len(counts) else 0
+
+
 def total_tasks(counts: tuple[int, ...]) -> int:
-    """The tasks of a layout's counts: one product where every node has as many (a pass of identity tests over
-    the tuple, as ``expand_counts`` shares one number for ``4(x4096)``), else their sum.
+    """The tasks of a layout's counts: one product where every node has as many (`same_count`), else their sum.
 
     >>> total_tasks((4,) * 4096), total_tasks((3, 1)), total_tasks(())
     (16384, 4, 0)
     """
-    if counts and counts.count(counts[0]) == len(counts):
-        return counts[0] * len(counts)
-    return sum(counts)
+    same = same_count(counts)
+    return same * len(counts) if same else sum(counts)
 
 
 def in_srun_step(env: Mapping[str, str]) -> bool:

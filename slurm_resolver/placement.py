@@ -19,7 +19,7 @@ from itertools import accumulate, chain, repeat
 from .errors import PlacementError
 from .hostlists import DistinctHosts, collapse, collapse_counts
 from .launchers.base import Launch
-from .layout import Spread, total_tasks
+from .layout import Spread, same_count
 
 __all__ = ["Placement", "compute", "provisional", "block", "cyclic", "plane", "check_own", "describe", "unknown"]
 
@@ -69,13 +69,14 @@ class Placement:
     @cached_property
     def world_size(self) -> int:
         """Number of ranks."""
-        return total_tasks(self.counts) if self.hosts is None else len(self.hosts)
+        if self.hosts is not None:
+            return len(self.hosts)
+        return self._same * len(self.counts) if self._same else sum(self.counts)  # the one pass `_same` made
 
     @cached_property
     def _same(self) -> int:
-        """Tasks on every node where all nodes have as many (one pass of identity tests); else 0."""
-        counts = self.counts
-        return counts[0] if counts and counts.count(counts[0]) == len(counts) else 0
+        """Tasks on every node where all nodes have as many; else 0."""
+        return same_count(self.counts)
 
     @cached_property
     def most(self) -> int:
