@@ -44,6 +44,7 @@ import gc
 import json
 import multiprocessing
 import resource
+import threading
 import time
 from typing import Any
 
@@ -166,6 +167,9 @@ def _measure(tasks: int, per_node: int, design: str, procs: int, index: int, syn
     gc.disable()
     try:
         out.put(asyncio.run(_run(tasks, per_node, design, procs, index, sync)))
+    except threading.BrokenBarrierError:  # another process failed: its report says why
+        out.put({"error": f"process {index}: stopped waiting at a barrier ({TIMEOUT} s, or another process failed)",
+                 "consequence": True})
     except BaseException as exc:
         sync.abort()
         out.put({"error": f"process {index}: {exc!r}"[:500]})
@@ -189,9 +193,9 @@ def _run_design(args: argparse.Namespace, design: str) -> dict[str, Any]:
         for process in processes:  # servers and channels are not stopped one by one: the processes end
             process.kill()
             process.join()
-    failed = [row["error"] for row in rows if "error" in row]
+    failed = sorted((row.get("consequence", False), row["error"]) for row in rows if "error" in row)
     if failed:
-        raise SystemExit(f"{design}: {failed[0]}")
+        raise SystemExit(f"{design}: {failed[0][1]}")  # a cause before its consequences
     cpu = sum(row["cpu"] for row in rows)
     return {"design": design, "tasks": args.tasks, "procs": args.procs,
             "cpu_ms_per_task": round(1000 * cpu / args.tasks, 2),
