@@ -20,9 +20,10 @@ from .conftest import ROOT
 PACKAGE = ROOT / "slurm_resolver"
 
 LAYERS: list[set[str]] = [
-    # Values, parsing, and the one reader of the environment; failures, typed, and who says them.
-    {"faults", "speakers", "errors", "environment", "variables", "parsing", "optional", "hostlists", "hostlist_order",
-     "template_schema", "jax_detection", "frameworks", "stacks", "stacks.*"},
+    # Values (and `Value`, the frozen class of the bootstrap's), parsing, and the one reader of the environment;
+    # failures, typed, and who says them.
+    {"values", "faults", "speakers", "errors", "environment", "variables", "parsing", "optional", "hostlists",
+     "hostlist_order", "template_schema", "jax_detection", "frameworks", "stacks", "stacks.*"},
     # The parts of resolution, and the seams to outside systems.
     {"launchers", "launchers.*", "layout", "placement", "packing", "gpus", "nvml", "mpi", "munge", "slurmctl",
      "addresses", "exchange", "cluster_spec", "outcome", "attempts"},

@@ -13,10 +13,10 @@ from __future__ import annotations
 import enum
 from array import array
 from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 
 from ..faults import Cause
+from ..values import Value, fill
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -35,30 +35,36 @@ class WireError(ValueError):
     """A message that is malformed, too large, or names what cannot exist in this job."""
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(Value):
     """What a kind of round does: the only place where kinds differ (the code that runs rounds asks
     these, and never which kind a round is)."""
 
-    verb: str = "reach"
+    __slots__ = ("verb", "named", "counted", "first", "carries_table", "asks_above", "kept", "to_root")
+
+    verb: str
     """What a task does in such a round, for errors: ``did not <verb> <round> within ...``."""
-    named: bool = True
+    named: bool
     """Whether rounds of this kind carry a user's name."""
-    counted: bool = False
+    counted: bool
     """Whether rounds of this kind are numbered (every task's n-th call meets the n-th)."""
-    first: bool = False
+    first: bool
     """Whether this is the first round, before anyone knows the launch's key: its calls and answers are
     sealed as the first round's (MUNGE credentials), and a leader checks who joins it."""
-    carries_table: bool = False
+    carries_table: bool
     """Whether its result carries the table (the root builds it from the records, and a leader goes on
     as soon as it has the result: its server keeps serving it)."""
-    asks_above: bool = False
+    asks_above: bool
     """Whether it is waited for, not gathered: a leader asks the task above once for all its waiters,
     and the round is decided when someone announces it."""
-    kept: bool = False
+    kept: bool
     """Whether a server keeps a finished round of this kind (a task may ask for it long after)."""
-    to_root: bool = False
+    to_root: bool
     """Whether a call of this kind goes straight to the root of the tree (not to the task above)."""
+
+    def __init__(self, verb: str = "reach", named: bool = True, counted: bool = False, first: bool = False,
+                 carries_table: bool = False, asks_above: bool = False, kept: bool = False,
+                 to_root: bool = False) -> None:
+        fill(self, verb, named, counted, first, carries_table, asks_above, kept, to_root)
 
 
 class RoundKind(enum.Enum):
@@ -103,22 +109,22 @@ _KINDS = {kind.value: kind for kind in RoundKind}
 """Every kind by its name on the wire (read for every message: a dict, not a walk of the enum)."""
 
 
-@dataclass(frozen=True)
-class Round:
+class Round(Value):
     """One round: its kind, and for named kinds a name and (barriers, votes) a count.
 
     >>> Round.barrier("epoch", 2).label, Round(RoundKind.TABLE).label
     ("'epoch'", 'the bootstrap')
     """
 
+    __slots__ = ("kind", "name", "count")
     kind: RoundKind
-    name: str = ""
-    count: int = 0
+    name: str
+    count: int
 
-    def __post_init__(self) -> None:
-        if self.kind.policy.named != bool(self.name) or len(self.name) > NAME or self.count < 0 \
-                or (self.count and not self.kind.policy.counted):
-            raise WireError(f"a round that cannot be: {self.kind.value} {self.name[:64]!r} #{self.count}")
+    def __init__(self, kind: RoundKind, name: str = "", count: int = 0) -> None:
+        if kind.policy.named != bool(name) or len(name) > NAME or count < 0 or (count and not kind.policy.counted):
+            raise WireError(f"a round that cannot be: {kind.value} {name[:64]!r} #{count}")
+        fill(self, kind, name, count)
 
     @classmethod
     def barrier(cls, name: str, count: int) -> Round:
@@ -166,16 +172,31 @@ class SourceKind(str, enum.Enum):
     """The leader of a child node, known by the node's position (its rank may be unknown yet)."""
 
 
-@dataclass(frozen=True, order=True)
-class Source:
+class Source(Value):
     """One of the contributors a leader waits for in every round.
 
     >>> Source.task(5), Source.node(3).describe()
     (Source(kind=<SourceKind.TASK: 'task'>, number=5), 'the leader of node position 3')
     """
 
+    __slots__ = ("kind", "number")
     kind: SourceKind
     number: int
+
+    def __init__(self, kind: SourceKind, number: int) -> None:
+        fill(self, kind, number)
+
+    def __lt__(self, other: Source) -> bool:
+        return (self.kind, self.number) < (other.kind, other.number)
+
+    def __le__(self, other: Source) -> bool:
+        return (self.kind, self.number) <= (other.kind, other.number)
+
+    def __gt__(self, other: Source) -> bool:
+        return (self.kind, self.number) > (other.kind, other.number)
+
+    def __ge__(self, other: Source) -> bool:
+        return (self.kind, self.number) >= (other.kind, other.number)
 
     @classmethod
     def task(cls, rank: int) -> Source:
@@ -197,17 +218,31 @@ _column: Callable[[], MutableSequence[int]] = partial(array, "H")
 made in C too (no Python frame a record)."""
 
 
-@dataclass(eq=False)
 class Records:
     """Ports, spare ports and (where not computable) GPUs of some ranks, as columns (ports: `array` of
-    2-byte numbers, as every maker gives them: converted by nobody on the way)."""
+    2-byte numbers, as every maker gives them: converted by nobody on the way). Its columns grow in place
+    (`extend`); the record is never hashed."""
 
-    ranks: list[int] = field(default_factory=list)
-    ports: MutableSequence[int] = field(default_factory=_column)
-    spares: MutableSequence[int] = field(default_factory=_column)
-    gpus: dict[int, str] = field(default_factory=dict)
-    nodes: list[int] = field(default_factory=list)
+    __slots__ = ("ranks", "ports", "spares", "gpus", "nodes")
+    ranks: list[int]
+    ports: MutableSequence[int]
+    spares: MutableSequence[int]
+    gpus: dict[int, str]
+    nodes: list[int]
     """Each task's node position, only where the layout does not tell (then one per rank)."""
+
+    def __init__(self, ranks: list[int] | None = None, ports: MutableSequence[int] | None = None,
+                 spares: MutableSequence[int] | None = None, gpus: dict[int, str] | None = None,
+                 nodes: list[int] | None = None) -> None:
+        self.ranks = [] if ranks is None else ranks
+        self.ports = _column() if ports is None else ports
+        self.spares = _column() if spares is None else spares
+        self.gpus = {} if gpus is None else gpus
+        self.nodes = [] if nodes is None else nodes
+
+    def __repr__(self) -> str:
+        return (f"Records(ranks={self.ranks!r}, ports={self.ports!r}, spares={self.spares!r}, gpus={self.gpus!r}, "
+                f"nodes={self.nodes!r})")
 
     def __eq__(self, other: object) -> bool:
         """The same records, whatever kind of sequence holds each column."""
@@ -225,16 +260,20 @@ class Records:
         self.nodes.extend(other.nodes)
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(Value):
     """A round's result records, in rank order (shared and read-only: the columns as they were read, not a
     tuple of every entry)."""
 
-    ports: Sequence[int] = ()
-    spares: Sequence[int] = ()
-    gpus: Mapping[int, str] = field(default_factory=dict)
-    nodes: tuple[int, ...] = ()
+    __slots__ = ("ports", "spares", "gpus", "nodes")
+    ports: Sequence[int]
+    spares: Sequence[int]
+    gpus: Mapping[int, str]
+    nodes: tuple[int, ...]
     """Each rank's node position, where the tasks exchanged it; else ()."""
+
+    def __init__(self, ports: Sequence[int] = (), spares: Sequence[int] = (), gpus: Mapping[int, str] | None = None,
+                 nodes: tuple[int, ...] = ()) -> None:
+        fill(self, ports, spares, {} if gpus is None else gpus, nodes)
 
 
 def cause_on_wire(cause: Cause) -> str:
@@ -254,22 +293,26 @@ def read_cause(value: str) -> Cause:
         raise WireError(f"a cause that cannot be ({value[:32]!r})") from None
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(Value):
     """What went wrong: the lowest missing ranks (at most `SHOWN`), their count, one reason and its cause.
 
     >>> Failure.missing_ranks(range(20)).merge(Failure.of("rank 3 failed")).missing_count
     20
     """
 
-    missing: tuple[int, ...] = ()
-    missing_count: int = 0
-    reason: str = ""
-    failed_count: int = 0
-    cause: Cause = Cause.REPORTED
+    __slots__ = ("missing", "missing_count", "reason", "failed_count", "cause", "status")
+    missing: tuple[int, ...]
+    missing_count: int
+    reason: str
+    failed_count: int
+    cause: Cause
     """The reason's cause (missing ranks alone: `Cause.SILENT`)."""
-    status: int = 0
+    status: int
     """An exit status, where the cause is `Cause.EXITED`."""
+
+    def __init__(self, missing: tuple[int, ...] = (), missing_count: int = 0, reason: str = "", failed_count: int = 0,
+                 cause: Cause = Cause.REPORTED, status: int = 0) -> None:
+        fill(self, missing, missing_count, reason, failed_count, cause, status)
 
     @classmethod
     def missing_ranks(cls, ranks: Iterable[int], count: int | None = None) -> Failure:
@@ -301,43 +344,53 @@ NO_FAILURE = Failure()
 """Nothing went wrong: one shared instance (a `Failure` is frozen), as most rounds of most tasks end."""
 
 
-@dataclass(frozen=True)
-class Contribution:
+class Contribution(Value):
     """What a task (or a leader, for its subtree) brings to a round."""
 
-    records: Records = field(default_factory=Records)
-    failure: Failure = NO_FAILURE
-    votes: int = 0
+    __slots__ = ("records", "failure", "votes")
+    records: Records
+    failure: Failure
+    votes: int
     """A vote: how many of the tasks it stands for vote yes."""
 
+    def __init__(self, records: Records | None = None, failure: Failure = NO_FAILURE, votes: int = 0) -> None:
+        fill(self, Records() if records is None else records, failure, votes)
 
-@dataclass(frozen=True)
-class News:
+
+class News(Value):
     """What a beat up carries besides being alive: deaths found below (at most `SHOWN` ranks) and why,
     or that this task ends normally."""
 
-    failed: tuple[int, ...] = ()
-    reason: str = ""
-    leaving: bool = False
-    cause: Cause = Cause.REPORTED
+    __slots__ = ("failed", "reason", "leaving", "cause", "status")
+    failed: tuple[int, ...]
+    reason: str
+    leaving: bool
+    cause: Cause
     """The reason's cause."""
-    status: int = 0
+    status: int
     """An exit status, where the cause is `Cause.EXITED`."""
+
+    def __init__(self, failed: tuple[int, ...] = (), reason: str = "", leaving: bool = False,
+                 cause: Cause = Cause.REPORTED, status: int = 0) -> None:
+        fill(self, failed, reason, leaving, cause, status)
 
     def __bool__(self) -> bool:
         return bool(self.failed) or self.leaving
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(Value):
     """Who a server belongs to: its launch and task (what it answers WhoAreYou with, and what its gate
     guards)."""
 
+    __slots__ = ("job_key", "rank", "node", "job", "index")
     job_key: str
     rank: int
     node: str
     job: str
     index: int
+
+    def __init__(self, job_key: str, rank: int, node: str, job: str, index: int) -> None:
+        fill(self, job_key, rank, node, job, index)
 
     @property
     def label(self) -> str:
@@ -345,12 +398,15 @@ class Identity:
         return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
-@dataclass(frozen=True)
-class HandOver:
+class HandOver(Value):
     """A leader that leaves normally: who watches in its place, on whom, and who left before it."""
 
+    __slots__ = ("successor", "above", "gone")
     successor: int
     above: int | None
     """The rank the successor watches on; None at the top of the tree."""
-    gone: frozenset[Source] = frozenset()
+    gone: frozenset[Source]
     """Its sources that left normally already (they will not call the successor)."""
+
+    def __init__(self, successor: int, above: int | None, gone: frozenset[Source] = frozenset()) -> None:
+        fill(self, successor, above, gone)

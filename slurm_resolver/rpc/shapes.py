@@ -27,9 +27,9 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from ..values import Value, fill
 from .refusals import CallFailure, LinkError, Refusal, Refused
 from .wire import MAX_MESSAGE
 
@@ -123,8 +123,7 @@ class Answering(Protocol):
         ...
 
 
-@dataclass(frozen=True, eq=False)
-class Call(Generic[P]):
+class Call(Value, Generic[P]):
     """One row of the table: a call of the service.
 
     Attributes:
@@ -133,9 +132,16 @@ class Call(Generic[P]):
         part: the class of the part of a task's server that answers it.
     """
 
+    __slots__ = ("name", "shape", "part", "__dict__")  # __dict__: for the cached properties
     name: str
     shape: Shape
     part: type[P]
+
+    __eq__ = object.__eq__  # a row is equal to itself only (its subclasses too)
+    __hash__ = object.__hash__
+
+    def __init__(self, name: str, shape: Shape, part: type[P]) -> None:
+        fill(self, name, shape, part)
 
     @functools.cached_property
     def method(self) -> str:
@@ -149,7 +155,6 @@ class Call(Generic[P]):
         return answer.__name__ if answer is not None else ""
 
 
-@dataclass(frozen=True, eq=False)
 class Unary(Call[P]):
     """A call of one message each way.
 
@@ -159,9 +164,14 @@ class Unary(Call[P]):
         most_answer: the most bytes its answer may hold (a longer one fails the caller's call).
     """
 
+    __slots__ = ("answer", "most_request", "most_answer")
     answer: Callable[[P, bytes, float], Awaitable[bytes]]
-    most_request: int = MAX_MESSAGE
-    most_answer: int = MAX_MESSAGE
+    most_request: int
+    most_answer: int
+
+    def __init__(self, name: str, shape: Shape, part: type[P], answer: Callable[[P, bytes, float], Awaitable[bytes]],
+                 most_request: int = MAX_MESSAGE, most_answer: int = MAX_MESSAGE) -> None:
+        fill(self, name, shape, part, answer, most_request, most_answer)
 
     def handler(self, parts: Parts) -> UnaryHandler:
         """Its server side, on this server's parts (the part's method of the row's name)."""
@@ -181,7 +191,6 @@ class Unary(Call[P]):
         return answer
 
 
-@dataclass(frozen=True, eq=False)
 class Stream(Call[P]):
     """A call of messages both ways, held for as long as either side wants.
 
@@ -189,7 +198,12 @@ class Stream(Call[P]):
         answer: the part's method that answers it (``WatchHandler.watch``).
     """
 
+    __slots__ = ("answer",)
     answer: Callable[[P, AsyncIterator[bytes]], AsyncIterator[bytes]]
+
+    def __init__(self, name: str, shape: Shape, part: type[P],
+                 answer: Callable[[P, AsyncIterator[bytes]], AsyncIterator[bytes]]) -> None:
+        fill(self, name, shape, part, answer)
 
     def handler(self, parts: Parts) -> StreamHandler:
         """Its server side, on this server's parts (the part's method of the row's name)."""
@@ -197,7 +211,6 @@ class Stream(Call[P]):
         return found
 
 
-@dataclass(frozen=True, eq=False)
 class RoundCall(Call[P]):
     """Join: a round, answered in three steps by its part (a `RoundHandler`).
 
@@ -205,7 +218,11 @@ class RoundCall(Call[P]):
         bundled: the method's name for a call sent in one message each way (a `Bundle`; most calls).
     """
 
-    bundled: str = ""
+    __slots__ = ("bundled",)
+    bundled: str
+
+    def __init__(self, name: str, shape: Shape, part: type[P], bundled: str = "") -> None:
+        fill(self, name, shape, part, bundled)
 
     @functools.cached_property
     def bundled_method(self) -> str:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import resource
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..cluster import Cluster
 from ..errors import alone
 from ..exchange import Exchange, ExchangeMode, mpi_exchange
+from ..values import Value, fill
 from . import calls
 from .exchanges import Exchanging, MpiExchange, TreeRendezvous
 from .handlers import TaskHandlers
@@ -40,8 +40,7 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 log = logging.getLogger("slurm_resolver")
 
 
-@dataclass
-class Started:
+class Started(Value):
     """One task once started: its place, its server, and how it exchanges.
 
     Attributes:
@@ -51,6 +50,8 @@ class Started:
             the verdict.
     """
 
+    __slots__ = ("cluster", "plan", "network", "authority", "served", "member", "exchange", "inspection",
+                 "checks_later")
     cluster: Cluster
     plan: Plan
     network: Network
@@ -60,6 +61,11 @@ class Started:
     exchange: Exchanging
     inspection: Inspection | None
     checks_later: bool
+
+    def __init__(self, cluster: Cluster, plan: Plan, network: Network, authority: Authority,
+                 served: Served[TaskHandlers], member: Member, exchange: Exchanging, inspection: Inspection | None,
+                 checks_later: bool) -> None:
+        fill(self, cluster, plan, network, authority, served, member, exchange, inspection, checks_later)
 
     @property
     def handlers(self) -> TaskHandlers:

@@ -15,11 +15,11 @@ before it gives up on its own.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
+from ..values import Value, fill
 from .messages import Source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,8 +30,7 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 DEFAULT_FANOUT = 8
 
 
-@dataclass(frozen=True)
-class Tree:
+class Tree(Value):
     """A k-ary tree over ``size`` node positions.
 
     >>> t = Tree(10, 3)
@@ -39,10 +38,12 @@ class Tree:
     (1, [4, 5, 6], 2, 2)
     """
 
+    __slots__ = ("size", "fanout")
     size: int
-    fanout: int = DEFAULT_FANOUT
+    fanout: int
 
-    def __post_init__(self) -> None:
+    def __init__(self, size: int, fanout: int = DEFAULT_FANOUT) -> None:
+        fill(self, size, fanout)
         if self.size < 1 or self.fanout < 1:
             raise ValueError(f"a tree needs at least one node and a fan-out of 1 or more, not {self}")
 
@@ -110,10 +111,10 @@ class Tree:
         return 0.85 + 0.1 * self.depth(position) / max(1, self.height)
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(Value):
     """Where one task sits in the tree."""
 
+    __slots__ = ("tree", "position", "leader", "sources", "rank")
     tree: Tree
     position: int
     """Its node's position in Slurm's node order."""
@@ -124,6 +125,9 @@ class Plan:
     leaders (known by their node's position)."""
     rank: int
     """The task itself."""
+
+    def __init__(self, tree: Tree, position: int, leader: int, sources: frozenset[Source], rank: int) -> None:
+        fill(self, tree, position, leader, sources, rank)
 
     @property
     def is_leader(self) -> bool:
@@ -175,16 +179,19 @@ VERIFY_WORDS = tuple(how.value for how in Checking if how is not Checking.NEXT)
 _WORDS = {**{word: Checking(word) for word in VERIFY_WORDS}, "ring": Checking.ONCE}  # once's older name
 
 
-@dataclass(frozen=True)
-class Verify:
+class Verify(Value):
     """``verify=``: how servers are checked, and for `Checking.NEXT` how many next ranks.
 
     >>> Verify.parse("ring"), str(Verify.parse(3)), Verify.parse("all").after_table
     (Verify(how=<Checking.ONCE: 'once'>, count=0), '3', True)
     """
 
+    __slots__ = ("how", "count")
     how: Checking
-    count: int = 0
+    count: int
+
+    def __init__(self, how: Checking, count: int = 0) -> None:
+        fill(self, how, count)
 
     @classmethod
     def parse(cls, value: object, source: str = "verify") -> Verify:

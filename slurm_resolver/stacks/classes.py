@@ -10,8 +10,8 @@ class, `capture.MOST_FRAMES` frames a stack), never with the job's size.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
+from ..values import Value, fill
 from .capture import Frame, ThreadStack
 
 __all__ = ["Ranks", "StackClass", "Stacks", "MOST_CLASSES", "MOST_RANGES"]
@@ -22,8 +22,7 @@ MOST_RANGES = 64
 """Ranges of ranks kept a class (the lowest); its count stays exact."""
 
 
-@dataclass(frozen=True)
-class Ranks:
+class Ranks(Value):
     """A set of ranks as ranges, ``(first, last)`` inclusive, in order: at most `MOST_RANGES` kept
     (``count`` is exact whatever was left out).
 
@@ -31,8 +30,13 @@ class Ranks:
     ('0-2,5,7-8', 6)
     """
 
-    ranges: tuple[tuple[int, int], ...] = ()
-    count: int = 0
+    __slots__ = ("ranges", "count")
+
+    ranges: tuple[tuple[int, int], ...]
+    count: int
+
+    def __init__(self, ranges: tuple[tuple[int, int], ...] = (), count: int = 0) -> None:
+        fill(self, ranges, count)
 
     @classmethod
     def of(cls, ranks: Iterable[int]) -> Ranks:
@@ -81,17 +85,25 @@ class Ranks:
         return text if self.complete else f"{text},..."
 
 
-@dataclass(frozen=True)
-class StackClass:
+_NO_RANKS = Ranks()
+"""No ranks: the default of a field of ranks (one shared: a `Ranks` is immutable)."""
+
+
+class StackClass(Value):
     """One distinct stack, and the ranks whose thread holds it (``main``: the task's main thread)."""
+
+    __slots__ = ("frames", "main", "thread", "ranks", "skipped")
 
     frames: tuple[Frame, ...]
     main: bool
     thread: str
     """The name of the thread (as the lowest rank of the class calls it)."""
     ranks: Ranks
-    skipped: int = 0
+    skipped: int
     """Outer frames left out (the stack was deeper than `capture.MOST_FRAMES`)."""
+
+    def __init__(self, frames: tuple[Frame, ...], main: bool, thread: str, ranks: Ranks, skipped: int = 0) -> None:
+        fill(self, frames, main, thread, ranks, skipped)
 
     @property
     def key(self) -> tuple[bool, tuple[Frame, ...]]:
@@ -99,8 +111,7 @@ class StackClass:
         return self.main, self.frames
 
 
-@dataclass(frozen=True)
-class Stacks:
+class Stacks(Value):
     """Every class of a set of tasks, the tasks that did not answer, and those left out.
 
     Attributes:
@@ -114,11 +125,17 @@ class Stacks:
             the commonest beyond a merge's or an answer's bound).
     """
 
-    classes: tuple[StackClass, ...] = ()
-    silent: Ranks = field(default_factory=Ranks)
-    answered: int = 0
-    others: Ranks = field(default_factory=Ranks)
-    dropped: int = 0
+    __slots__ = ("classes", "silent", "answered", "others", "dropped")
+
+    classes: tuple[StackClass, ...]
+    silent: Ranks
+    answered: int
+    others: Ranks
+    dropped: int
+
+    def __init__(self, classes: tuple[StackClass, ...] = (), silent: Ranks = _NO_RANKS, answered: int = 0,
+                 others: Ranks = _NO_RANKS, dropped: int = 0) -> None:
+        fill(self, classes, silent, answered, others, dropped)
 
     @classmethod
     def of_task(cls, rank: int, threads: Iterable[ThreadStack]) -> Stacks:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
+from ..values import Value, fill
 from .classes import Ranks, StackClass, Stacks
 from .picture import svg
 from .render import render
@@ -12,8 +12,7 @@ from .render import render
 __all__ = ["JobStacks"]
 
 
-@dataclass(frozen=True)
-class JobStacks:
+class JobStacks(Value):
     """Every task's stacks at one moment, merged (``print()`` shows the tree of call paths, the rarest
     first; `svg()` draws it).
 
@@ -23,9 +22,14 @@ class JobStacks:
         title: what the stacks are of (the job, or a step).
     """
 
+    __slots__ = ("stacks", "nodes", "title")
+
     stacks: Stacks
-    nodes: Mapping[int, str] = field(default_factory=dict)
-    title: str = "the job"
+    nodes: Mapping[int, str]
+    title: str
+
+    def __init__(self, stacks: Stacks, nodes: Mapping[int, str] | None = None, title: str = "the job") -> None:
+        fill(self, stacks, {} if nodes is None else nodes, title)
 
     def where(self, rank: int) -> str:
         """The node of ``rank``, as far as known."""

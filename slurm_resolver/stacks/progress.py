@@ -12,26 +12,33 @@ mark stood still that long while others advanced (those tasks lag: they are name
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 
+from ..values import Value, fill
 from .classes import Ranks
 
 __all__ = ["Marks", "Hang", "HangKind", "HangWatch"]
 
+_NO_RANKS = Ranks()
+"""No ranks: the default of `Marks.behind` (one shared: a `Ranks` is immutable)."""
 
-@dataclass(frozen=True)
-class Marks:
+
+class Marks(Value):
     """The progress marks of a set of tasks (those that marked; ``tasks`` of them).
 
     >>> str(Marks.of_task(3, 7) | Marks.of_task(5, 9) | Marks.of_task(4, 7))
     '7 (ranks 3-4) to 9 (3 tasks)'
     """
 
-    lowest: int = 0
-    behind: Ranks = field(default_factory=Ranks)
+    __slots__ = ("lowest", "behind", "highest", "tasks")
+
+    lowest: int
+    behind: Ranks
     """The ranks whose mark is ``lowest``."""
-    highest: int = 0
-    tasks: int = 0
+    highest: int
+    tasks: int
+
+    def __init__(self, lowest: int = 0, behind: Ranks = _NO_RANKS, highest: int = 0, tasks: int = 0) -> None:
+        fill(self, lowest, behind, highest, tasks)
 
     @classmethod
     def of_task(cls, rank: int, mark: int) -> Marks:
@@ -66,14 +73,18 @@ class HangKind(enum.Enum):
     """The lowest mark stood still while the highest advanced: the tasks at it lag."""
 
 
-@dataclass(frozen=True)
-class Hang:
+class Hang(Value):
     """A hang, as `HangWatch` saw it."""
+
+    __slots__ = ("kind", "seconds", "marks")
 
     kind: HangKind
     seconds: float
     """How long nothing advanced (the lowest mark, where ``kind`` is LAGGING)."""
     marks: Marks
+
+    def __init__(self, kind: HangKind, seconds: float, marks: Marks) -> None:
+        fill(self, kind, seconds, marks)
 
     def __str__(self) -> str:
         if self.kind is HangKind.LAGGING:

@@ -8,7 +8,6 @@ with the fewest ranks first: the odd ones out are the news. Tasks that did not a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from .capture import Frame
 from .classes import Ranks, StackClass, Stacks
@@ -28,15 +27,19 @@ def ranks_label(ranks: Ranks, where: Callable[[int], str] | None = None) -> str:
     return f"ranks {ranks} ({len(ranks):,} tasks)"
 
 
-@dataclass
 class Node:
-    """One frame of the tree of call paths, the ranks whose stack passes through it, and what follows."""
+    """One frame of the tree of call paths, the ranks whose stack passes through it, and what follows (built
+    in place by `add`: a plain class, made at no cost at import)."""
 
+    __slots__ = ("frame", "ranks", "children", "ends")
     frame: Frame | None
-    ranks: Ranks = field(default_factory=Ranks)
-    children: dict[Frame, Node] = field(default_factory=dict)
-    ends: list[StackClass] = field(default_factory=list)
+    ranks: Ranks
+    children: dict[Frame, Node]
+    ends: list[StackClass]
     """The classes whose innermost frame this is (where their thread waits)."""
+
+    def __init__(self, frame: Frame | None) -> None:
+        self.frame, self.ranks, self.children, self.ends = frame, Ranks(), {}, []
 
     def add(self, stack: StackClass) -> None:
         """Add ``stack``'s path below this node."""

@@ -9,10 +9,10 @@ a task that leaves and who takes over, the progress marks of a subtree.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ...faults import Cause, Fault
 from ...stacks.progress import Marks
+from ...values import Value, fill
 from .. import protos as pb
 from ..diagnosis.marks import progress_pb, read_progress
 from ..messages import REASON, SHOWN, HandOver, Source, SourceKind, WireError, cause_on_wire, read_cause
@@ -22,24 +22,30 @@ from .processes import Process
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 
-@dataclass(frozen=True)
-class Beat:
+class Beat(Value):
     """A heartbeat: the first of a call says who beats; later ones may carry news."""
 
-    job_key: str = ""
-    source: int = 0
-    node: int = 0
-    nonce: bytes = b""
-    port: int = 0
-    failed: tuple[int, ...] = ()
-    reason: str = ""
-    leaving: bool = False
-    cause: Cause = Cause.REPORTED
-    status: int = 0
-    progress: Marks | None = None
+    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status",
+                 "progress", "process")
+    job_key: str
+    source: int
+    node: int
+    nonce: bytes
+    port: int
+    failed: tuple[int, ...]
+    reason: str
+    leaving: bool
+    cause: Cause
+    status: int
+    progress: Marks | None
     """The progress marks of the beating task and every task below it (None: none marked)."""
-    process: Process | None = None
+    process: Process | None
     """The first beat: the beating task's process (None: another version's, or not said)."""
+
+    def __init__(self, job_key: str = "", source: int = 0, node: int = 0, nonce: bytes = b"", port: int = 0,
+                 failed: tuple[int, ...] = (), reason: str = "", leaving: bool = False, cause: Cause = Cause.REPORTED,
+                 status: int = 0, progress: Marks | None = None, process: Process | None = None) -> None:
+        fill(self, job_key, source, node, nonce, port, failed, reason, leaving, cause, status, progress, process)
 
     @property
     def fault(self) -> Fault:
@@ -47,20 +53,25 @@ class Beat:
         return Fault(self.cause, self.reason, self.status)
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(Value):
     """What the task above tells: the first of a call answers the first beat; later ones carry news."""
 
-    nonce: bytes = b""
-    source: int = 0
-    failed: tuple[int, ...] = ()
-    reason: str = ""
-    leaving: bool = False
-    hand_over: HandOver | None = None
-    cause: Cause = Cause.REPORTED
-    status: int = 0
-    process: Process | None = None
+    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over", "cause", "status", "process")
+    nonce: bytes
+    source: int
+    failed: tuple[int, ...]
+    reason: str
+    leaving: bool
+    hand_over: HandOver | None
+    cause: Cause
+    status: int
+    process: Process | None
     """The first event: the watching task's process (None: not said)."""
+
+    def __init__(self, nonce: bytes = b"", source: int = 0, failed: tuple[int, ...] = (), reason: str = "",
+                 leaving: bool = False, hand_over: HandOver | None = None, cause: Cause = Cause.REPORTED,
+                 status: int = 0, process: Process | None = None) -> None:
+        fill(self, nonce, source, failed, reason, leaving, hand_over, cause, status, process)
 
     @property
     def fault(self) -> Fault:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from ...stacks.capture import Frame
 from ...stacks.classes import MOST_CLASSES, Ranks, StackClass, Stacks
+from ...values import Value, fill
 from .. import protos as pb
 from ..messages import WireError
 from ..wire import MAX_MESSAGE, MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
@@ -22,9 +22,11 @@ MOST_FILE = 200
 """Characters of a frame's file kept (its end); of its function, `MOST_FUNCTION`."""
 MOST_FUNCTION = 128
 
-@dataclass(frozen=True)
-class StacksAsk:
+
+class StacksAsk(Value):
     """One ask for the stacks of a subtree."""
+
+    __slots__ = ("job_key", "source", "nonce", "port", "within", "time", "node", "rank")
 
     job_key: str
     source: int
@@ -39,6 +41,10 @@ class StacksAsk:
     """The node of the server asked (its name)."""
     rank: int | None
     """The rank of the server asked; None from outside the job (the step's root alone takes those)."""
+
+    def __init__(self, job_key: str, source: int, nonce: bytes, port: int, within: float, time: float, node: str,
+                 rank: int | None) -> None:
+        fill(self, job_key, source, nonce, port, within, time, node, rank)
 
     def outside(self, world_size: int) -> bool:
         """Whether the job's user asks from outside the job."""

@@ -13,10 +13,10 @@ import hashlib
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ...values import Value, fill
 from .. import protos as pb
 from ..messages import (
     MOST_KEY,
@@ -161,10 +161,10 @@ def _add(records: Records, message: Any, columns: tuple[array[int], array[int]])
 
 # Join: a call.
 
-@dataclass(frozen=True)
-class Call:
+class Call(Value):
     """The first message of a Join call: who calls, to which server, for which round."""
 
+    __slots__ = ("job_key", "round", "source", "node", "nonce", "port", "failure", "chunks", "votes", "first")
     job_key: str
     round: Round
     source: int
@@ -175,13 +175,31 @@ class Call:
     port: int
     """The port of the server called."""
     failure: Failure
-    chunks: tuple[bytes, ...] = ()
+    chunks: tuple[bytes, ...]
     """The digests of the chunks that follow."""
-    votes: int = 0
+    votes: int
     """A vote: how many of the tasks the caller stands for vote yes."""
-    first: Any = field(default=None, repr=False, compare=False)
+    first: Any
     """The first chunk of the caller's records as received: checked and read by `read_records()`
     only once the caller is believed (a stranger's records cost no work)."""
+
+    def __init__(self, job_key: str, round: Round, source: int, node: int, nonce: bytes, port: int, failure: Failure,
+                 chunks: tuple[bytes, ...] = (), votes: int = 0, first: Any = None) -> None:
+        fill(self, job_key, round, source, node, nonce, port, failure, chunks, votes, first)
+
+    # `first` (the last field) is neither compared, hashed nor shown: a received message, not the call's value.
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values(self)[:-1] == self._values(other)[:-1]
+
+    def __hash__(self) -> int:
+        return hash(self._values(self)[:-1])
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={given!r}" for name, given in zip(self.FIELDS[:-1], self._values(self)))
+        return f"{self.__class__.__qualname__}({shown})"
 
     def source_at(self, sources: frozenset[Source]) -> Source:
         """Who the caller is among a leader's ``sources``: a task of its node, else its node's
@@ -237,20 +255,24 @@ def read_records(call: Call, more: Iterable[bytes], world_size: int) -> Records:
 
 # Join: the answer.
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(Value):
     """A round's result as a server keeps it: what went wrong, and the table's chunks (encoded
     once, and sent as they are to every caller)."""
 
+    __slots__ = ("failure", "chunks", "total", "key", "votes", "digests")
     failure: Failure
-    chunks: tuple[bytes, ...] = ()
-    total: int = 0
-    key: bytes = b""
+    chunks: tuple[bytes, ...]
+    total: int
+    key: bytes
     """The table round without a secret or MUNGE: the key of later calls (see `auth`)."""
-    votes: int = 0
+    votes: int
     """A vote: how many tasks voted yes."""
-    digests: tuple[bytes, ...] = ()
+    digests: tuple[bytes, ...]
     """The chunks' digests, worked out once (every answer announces them)."""
+
+    def __init__(self, failure: Failure, chunks: tuple[bytes, ...] = (), total: int = 0, key: bytes = b"",
+                 votes: int = 0, digests: tuple[bytes, ...] = ()) -> None:
+        fill(self, failure, chunks, total, key, votes, digests)
 
 
 def decision(failure: Failure, table: Table | None = None, key: bytes = b"", votes: int = 0) -> Decision:
@@ -262,10 +284,10 @@ def decision(failure: Failure, table: Table | None = None, key: bytes = b"", vot
     return Decision(failure, chunks, len(table.ports), key, votes, tuple(map(_digest, chunks)))
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(Value):
     """The first message of Join's answer."""
 
+    __slots__ = ("nonce", "source", "failure", "total", "chunks", "key", "votes")
     nonce: bytes
     source: int
     failure: Failure
@@ -273,6 +295,10 @@ class Answer:
     chunks: tuple[bytes, ...]
     key: bytes
     votes: int
+
+    def __init__(self, nonce: bytes, source: int, failure: Failure, total: int, chunks: tuple[bytes, ...], key: bytes,
+                 votes: int) -> None:
+        fill(self, nonce, source, failure, total, chunks, key, votes)
 
     def decision(self, chunks: Sequence[bytes]) -> Decision:
         """The outcome this answer (with its ``chunks``) tells, to pass on to the tasks below."""

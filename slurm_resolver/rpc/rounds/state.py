@@ -9,8 +9,6 @@ no caller left are forgotten (notices are kept: a task may ask for one long afte
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..messages import NO_FAILURE, Contribution, Round, Source
 from ..waits import Flag, wait_until
 from .codec import Decision, decision
@@ -23,27 +21,33 @@ MOST_ROUNDS = 8192
 """Rounds a server remembers: beyond, the oldest finished ones are forgotten (notices are kept)."""
 
 
-@dataclass
 class RoundState:
-    """One round at one server: read by anyone, written only by `Rounds`."""
+    """One round at one server: read by anyone, written only by `Rounds` (a plain class: one is made for
+    every round at every server, and the class costs nothing at import)."""
 
-    received: dict[Source, Contribution] = field(default_factory=dict)
+    __slots__ = ("received", "closed", "result", "forwarded", "started", "complete", "waiting", "answered",
+                 "decided")
+    received: dict[Source, Contribution]
     """Each source's contribution."""
-    closed: bool = False
+    closed: bool
     """Whether this task gathered the round (later contributions are not counted)."""
-    result: Decision | None = None
-    forwarded: bool = False
+    result: Decision | None
+    forwarded: bool
     """Whether this leader already asked upward for the round's result (notices)."""
-    started: bool = False
+    started: bool
     """Whether this server's own task has joined the round."""
-    complete: Flag = field(default_factory=Flag)
+    complete: Flag
     """Set when every source contributed."""
-    waiting: int = 0
+    waiting: int
     """Callers waiting for the result, or being sent it."""
-    answered: Flag = field(default_factory=Flag)
+    answered: Flag
     """Set while no caller waits for the result or is being sent it."""
-    decided: Flag = field(default_factory=Flag)
+    decided: Flag
     """Set when the result is known."""
+
+    def __init__(self) -> None:
+        self.received, self.closed, self.result, self.forwarded, self.started = {}, False, None, False, False
+        self.complete, self.waiting, self.answered, self.decided = Flag(), 0, Flag(), Flag()
 
 
 class RoundsFull(Exception):

@@ -7,8 +7,8 @@ its writer, checked before it is believed.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 
+from ...values import Value, fill
 from .. import protos as pb
 from ..messages import Identity, WireError
 from ..shapes import unary
@@ -20,19 +20,22 @@ from .seals import Authority, Purpose
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 
-@dataclass(frozen=True)
-class Question:
+class Question(Value):
     """A WhoAreYou call: who asks, which server, and in which part of the bootstrap."""
 
+    __slots__ = ("job_key", "source", "nonce", "port", "early")
     job_key: str
     source: int
     """The rank asking."""
     nonce: bytes
     port: int
     """The port of the server asked."""
-    early: bool = False
+    early: bool
     """Asked in the first round (by the leader the server's task joins it at): sealed as that
     round's calls and answers are, before anyone knows the launch's key."""
+
+    def __init__(self, job_key: str, source: int, nonce: bytes, port: int, early: bool = False) -> None:
+        fill(self, job_key, source, nonce, port, early)
 
 
 def encode_who(question: Question, seal: Seal) -> bytes:

@@ -33,9 +33,9 @@ import logging
 import os
 import pwd
 import secrets
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ...values import Value, fill
 from ..messages import MOST_KEY
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,12 +74,15 @@ class SealVerdict(enum.Enum):
     """Not a task of this job, or not for this message."""
 
 
-@dataclass(frozen=True)
-class Checked:
+class Checked(Value):
     """The verdict on one seal, and why in words (for people: logs and errors)."""
 
+    __slots__ = ("verdict", "why")
     verdict: SealVerdict
-    why: str = ""
+    why: str
+
+    def __init__(self, verdict: SealVerdict, why: str = "") -> None:
+        fill(self, verdict, why)
 
     @property
     def believed(self) -> bool:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 
 from ...cluster import Cluster
+from ...values import Value, fill
 from ..messages import NO_FAILURE, Failure, Identity, Records, Source, SourceKind, WireError
 from ..transport import LinkError, Network, Refusal
 from ..tree import Plan
@@ -31,13 +31,16 @@ from .seals import Authority
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 
-@dataclass(frozen=True)
-class Expected:
+class Expected(Value):
     """A server to ask, and who the table says it is."""
 
+    __slots__ = ("host", "port", "identity")
     host: str
     port: int
     identity: Identity
+
+    def __init__(self, host: str, port: int, identity: Identity) -> None:
+        fill(self, host, port, identity)
 
     @property
     def address(self) -> str:
