@@ -21,6 +21,7 @@ fields. The package's public values (`Cluster`, `Task`, `BootstrapOptions`, ...)
 from __future__ import annotations
 
 from dataclasses import FrozenInstanceError
+from itertools import repeat
 from operator import attrgetter
 from typing import Any, ClassVar
 
@@ -31,8 +32,7 @@ _set = object.__setattr__
 
 def fill(value: Value, *values: object) -> None:
     """Set ``value``'s fields, in the order of its `Value.FIELDS`, from ``values`` (its ``__init__`` calls this)."""
-    for name, given in zip(value.FIELDS, values):
-        _set(value, name, given)
+    any(map(_set, repeat(value), value.FIELDS, values))  # a loop in C: `_set` returns None
 
 
 class Value:
