@@ -53,3 +53,21 @@ def test_a_tasks_start_loads_only_what_it_uses() -> None:
     spared = {"slurm_resolver.slurmctl", "slurm_resolver.rpc.network.in_process", "ctypes.util", "json",
               "google.protobuf.text_format", "google.protobuf.internal.python_message"}
     assert "slurm_resolver.rpc.bootstrap" in loaded and not loaded & spared, loaded & spared
+
+
+def test_a_tasks_start_makes_only_the_public_dataclasses() -> None:
+    """A dataclass costs about a millisecond of CPU at import on Python 3.11 (its methods compiled with exec), in
+    every task: the bootstrap's own values are `slurm_resolver.values.Value`s; only the resolution's public values,
+    which users `dataclasses.replace`, are dataclasses on a task's start path (benchmarks/README.md, issue 47)."""
+    code = ("import sys, dataclasses; from slurm_resolver import bootstrap; "
+            "print(*sorted(f'{m.__name__}.{name}' for m in list(sys.modules.values()) "
+            "if m.__name__.startswith('slurm_resolver') "
+            "for name, value in vars(m).items() if isinstance(value, type) and dataclasses.is_dataclass(value) "
+            "and value.__module__ == m.__name__))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    public = {"slurm_resolver.faults.Fault", "slurm_resolver.packing.Packing", "slurm_resolver.layout.Distribution",
+              "slurm_resolver.launchers.base.Launch", "slurm_resolver.placement.Placement",
+              "slurm_resolver.gpus.Visible", "slurm_resolver.cluster.Task", "slurm_resolver.cluster.Cluster",
+              "slurm_resolver.environment.Snapshot", "slurm_resolver.rpc.options.BootstrapOptions"}
+    made = set(done.stdout.split())
+    assert made <= public, sorted(made - public)
