@@ -119,7 +119,8 @@ async def _ask(address: str, node: str, ports: Sequence[int], proof: Authority, 
                 tried.append(f"{port} (not the job's: {exc})")
     finally:
         await network.close()
-    raise ResolutionError(f"no server of step {key} answered on {node} ({address}), ports "
+    where = node if address == node else f"{node} ({address})"  # the address only where it is not the name
+    raise ResolutionError(f"no server of step {key} answered on {where}, ports "
                           f"{', '.join(tried[:6])}{' and more' if len(tried) > 6 else ''}",
                           "the step's tasks must run slurm_resolver.bootstrap() or slurm-resolver bootstrap; "
                           "where the job sets SLURM_RESOLVER_RENDEZVOUS_PORTS, pass them with --ports")

@@ -85,7 +85,7 @@ class Ranks(Value):
         return text if self.complete else f"{text},..."
 
 
-_NO_RANKS = Ranks()
+NO_RANKS = Ranks()
 """No ranks: the default of a field of ranks (one shared: a `Ranks` is immutable)."""
 
 
@@ -133,8 +133,8 @@ class Stacks(Value):
     others: Ranks
     dropped: int
 
-    def __init__(self, classes: tuple[StackClass, ...] = (), silent: Ranks = _NO_RANKS, answered: int = 0,
-                 others: Ranks = _NO_RANKS, dropped: int = 0) -> None:
+    def __init__(self, classes: tuple[StackClass, ...] = (), silent: Ranks = NO_RANKS, answered: int = 0,
+                 others: Ranks = NO_RANKS, dropped: int = 0) -> None:
         fill(self, classes, silent, answered, others, dropped)
 
     @classmethod

@@ -14,12 +14,9 @@ from __future__ import annotations
 import enum
 
 from ..values import Value, fill
-from .classes import Ranks
+from .classes import NO_RANKS, Ranks
 
 __all__ = ["Marks", "Hang", "HangKind", "HangWatch"]
-
-_NO_RANKS = Ranks()
-"""No ranks: the default of `Marks.behind` (one shared: a `Ranks` is immutable)."""
 
 
 class Marks(Value):
@@ -37,7 +34,7 @@ class Marks(Value):
     highest: int
     tasks: int
 
-    def __init__(self, lowest: int = 0, behind: Ranks = _NO_RANKS, highest: int = 0, tasks: int = 0) -> None:
+    def __init__(self, lowest: int = 0, behind: Ranks = NO_RANKS, highest: int = 0, tasks: int = 0) -> None:
         fill(self, lowest, behind, highest, tasks)
 
     @classmethod
