@@ -140,6 +140,14 @@ class Watch:
         call at once, on busy cores), and is looked for again."""
         return 2 * self.patience
 
+    @property
+    def most_between_probes(self) -> float:
+        """The longest a task of this node that never called here but still listens goes unprobed: the wait
+        after each probe that finds it listening doubles from half a patience up to this (a real task calls
+        within a second; only a machine far past its cores keeps thousands waiting, and every probe is a
+        connection its servers accept)."""
+        return 4 * self.patience
+
     def __init__(self, deaths: Deaths, cluster: Cluster, plan: Plan, network: Network, heartbeat: float,
                  patience: float) -> None:
         self.deaths = deaths
@@ -159,6 +167,7 @@ class Watch:
         self._watching: dict[Source, int] = {}  # the rank watched over the network for each child node
         self._since = time.monotonic()  # when the watched sources were last set
         self._checking: asyncio.Task[None] | None = None
+        self._probes: dict[Source, tuple[float, float]] = {}  # an unheard task found listening: next probe, wait
 
     def _rank(self, source: Source) -> int:
         """The rank a source stands for: its task, or a child node's leader (or its successor)."""
@@ -276,8 +285,9 @@ class Watch:
         process left to look at, stop (tasks in this process: nothing to look at, the job at rest costs nothing)."""
         unheard = True  # the tasks that never called are still to be looked for
         while not self.deaths.leaving:
-            await asyncio.sleep(self.patience / 2 if not unheard or self._processes else
-                                max(0.0, self._since + self.grace - time.monotonic()))
+            until_grace = self._since + self.grace - time.monotonic()  # nothing to look at before, unless processes
+            await asyncio.sleep(until_grace if unheard and not self._processes and until_grace > 0
+                                else self.patience / 2)
             now = time.monotonic()
             for source, process in list(self._processes.items()):
                 if self.seen(process) is not Seen.STOPPED:
@@ -304,8 +314,14 @@ class Watch:
         for source in self.unheard():
             if source.kind is SourceKind.NODE:
                 continue  # watched over the network from the start
+            after, wait = self._probes.get(source, (now, self.patience / 4))
+            if now < after:
+                waiting = True
+                continue
             rank = self._rank(source)
             if await self.network.listening(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank]):
+                wait = min(2 * wait, self.most_between_probes)
+                self._probes[source] = (now + wait, wait)
                 waiting = True
                 continue
             self.deaths.declare([rank], Fault(Cause.CRASHED, f"{cluster.label(rank)} ended before it watched at rank "
@@ -346,6 +362,7 @@ class Watch:
         self.sources = frozenset(node | {Source.node(c) for c in self.plan.tree.children(position)})
         self._left |= gone & self.sources
         self._since = time.monotonic()  # a fresh patience for those that move their call here
+        self._probes.clear()
         if self._checking is not None:
             self._checking.cancel()
         self._checking = None

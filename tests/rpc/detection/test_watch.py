@@ -93,3 +93,33 @@ def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
     run(scenario, nodes=3, per_node=3, fanout=1)
 
 
+
+
+def test_a_task_that_never_calls_is_probed_ever_less_often_and_declared_dead_once_its_server_is_gone() -> None:
+    """Rank 1 (node 0, led by rank 0) bootstraps but never makes its watch call, as a task on cores far past
+    their load may not for minutes: after the grace, its leader probes whether its server still listens, with
+    a wait that doubles after each probe that finds it (up to four patiences: never a probe in a loop, each
+    a connection its server accepts), and declares it dead once none listens (its process ended)."""
+    probes: list[float] = []
+    gone = False
+
+    async def listening(self: LocalNetwork, host: str, port: int) -> bool:
+        probes.append(time.monotonic())
+        return not gone
+
+    async def never(self: Heartbeat) -> None:
+        if self.rank != 1:
+            await real_run(self)
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        nonlocal gone
+        await asyncio.sleep(6.0)  # the grace (two patiences: 0.8 s), then a probe each 0.2, 0.4, 0.8, 1.6, 1.6 s
+        assert 3 <= len(probes) <= 8, [round(b - a, 2) for a, b in zip(probes, probes[1:])]
+        assert not tasks[0].failures()
+        gone = True
+        await until(lambda: 1 in tasks[0].failures(), 4.0)
+        assert "ended before it watched at rank 0: its server is gone" in tasks[0].failures()[1]
+
+    real_run = Heartbeat.run
+    with patch.object(Heartbeat, "run", never), patch.object(LocalNetwork, "listening", listening):
+        run(scenario, heartbeat=0.1, patience=0.4)
