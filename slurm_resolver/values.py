@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any, ClassVar
 
-__all__ = ["Value", "fill"]
+__all__: list[str] = []  # internal: the package's own values (docs/protocol.md, "Where the code lives")
 
 _set = object.__setattr__
 
