@@ -7,8 +7,9 @@ gets the same behaviour from methods written once here: a subclass lists its fie
 (after its parents', in the order of its ``__init__``'s parameters), writes its ``__init__`` (which sets
 them with `fill`), and is a frozen dataclass to its callers: equal and hashed by its fields, shown as
 ``Name(field=value, ...)``, refusing assignment (`dataclasses.FrozenInstanceError`), pickled by its
-fields. The package's public values (`Cluster`, `Task`, `BootstrapOptions`, ...) stay dataclasses
-(`dataclasses.replace` and `fields` work on them); `Value` is for the bootstrap's internal ones.
+fields. The resolution's public values (`Cluster`, `Task`, `BootstrapOptions`, ...) stay dataclasses
+(`dataclasses.replace` and `fields` work on them); `Value` is for the bootstrap's and the stacks' own
+(`JobStacks`, which `Bootstrapped.stacks()` returns, and `Verify`, the type of ``verify=``, among them).
 
 >>> class Point(Value):
 ...     __slots__ = ("x", "y")
