@@ -61,13 +61,14 @@ def same_count(counts: tuple[int, ...]) -> int:
     return counts[0] if counts and counts.count(counts[0]) == len(counts) else 0
 
 
-def total_tasks(counts: tuple[int, ...]) -> int:
-    """The tasks of a layout's counts: one product where every node has as many (`same_count`), else their sum.
+def total_tasks(counts: tuple[int, ...], same: int | None = None) -> int:
+    """The tasks of a layout's counts: one product where every node has as many (`same_count`, or ``same``
+    where the caller has it already), else their sum.
 
     >>> total_tasks((4,) * 4096), total_tasks((3, 1)), total_tasks(())
     (16384, 4, 0)
     """
-    same = same_count(counts)
+    same = same_count(counts) if same is None else same
     return same * len(counts) if same else sum(counts)
 
 

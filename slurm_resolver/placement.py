@@ -19,7 +19,7 @@ from itertools import accumulate, chain, repeat
 from .errors import PlacementError
 from .hostlists import DistinctHosts, collapse, collapse_counts
 from .launchers.base import Launch
-from .layout import Spread, same_count
+from .layout import Spread, same_count, total_tasks
 
 __all__ = ["Placement", "compute", "provisional", "block", "cyclic", "plane", "check_own", "describe", "unknown"]
 
@@ -69,9 +69,7 @@ class Placement:
     @cached_property
     def world_size(self) -> int:
         """Number of ranks."""
-        if self.hosts is not None:
-            return len(self.hosts)
-        return self._same * len(self.counts) if self._same else sum(self.counts)  # the one pass `_same` made
+        return total_tasks(self.counts, self._same) if self.hosts is None else len(self.hosts)
 
     @cached_property
     def _same(self) -> int:

@@ -7,9 +7,12 @@ gets the same behaviour from methods written once here: a subclass lists its fie
 (after its parents', in the order of its ``__init__``'s parameters), writes its ``__init__`` (which sets
 them with `fill`), and is a frozen dataclass to its callers: equal and hashed by its fields, shown as
 ``Name(field=value, ...)``, refusing assignment (`dataclasses.FrozenInstanceError`), pickled by its
-fields. The resolution's public values (`Cluster`, `Task`, `BootstrapOptions`, ...) stay dataclasses
-(`dataclasses.replace` and `fields` work on them); `Value` is for the bootstrap's and the stacks' own
-(`JobStacks`, which `Bootstrapped.stacks()` returns, and `Verify`, the type of ``verify=``, among them).
+fields. The dataclass's options that the package uses: an `OrderedValue` is ordered by its fields, as a
+tuple of them (``order=True``), and the class keyword ``hidden=("name",)`` makes a field set and pickled but
+neither compared, hashed nor shown (``field(compare=False, repr=False)``). The resolution's public
+values (`Cluster`, `Task`, `BootstrapOptions`, ...) stay dataclasses (`dataclasses.replace` and `fields`
+work on them); `Value` is for the bootstrap's and the stacks' own (`JobStacks`, which
+`Bootstrapped.stacks()` returns, and `Verify`, the type of ``verify=``, among them).
 
 >>> class Point(Value):
 ...     __slots__ = ("x", "y")
@@ -17,10 +20,17 @@ fields. The resolution's public values (`Cluster`, `Task`, `BootstrapOptions`, .
 ...         fill(self, x, y)
 >>> Point(1), Point(1) == Point(1, 0), len({Point(1), Point(1, 0)})
 (Point(x=1, y=0), True, 1)
+>>> class Seen(OrderedValue, hidden=("raw",)):
+...     __slots__ = ("at", "raw")
+...     def __init__(self, at: int, raw: bytes = b"") -> None:
+...         fill(self, at, raw)
+>>> Seen(2, b"x") == Seen(2), Seen(1) < Seen(2), Seen(2, b"x")
+(True, True, Seen(at=2))
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 from itertools import repeat
 from operator import attrgetter
@@ -42,34 +52,40 @@ class Value:
     __slots__ = ()
     FIELDS: ClassVar[tuple[str, ...]] = ()
     """Every field's name, parents' first (``__dict__`` and ``__weakref__`` are no fields)."""
+    COMPARED: ClassVar[tuple[str, ...]] = ()
+    """The fields compared, hashed and shown: all but the ``hidden``."""
+    _hidden: ClassVar[frozenset[str]] = frozenset()
 
     @staticmethod
     def _values(value: Any) -> tuple[Any, ...]:
         """``value``'s fields, in `FIELDS` order (made for each class, in C: `operator.attrgetter`)."""
         return ()
 
-    def __init_subclass__(cls, **keywords: Any) -> None:
+    @staticmethod
+    def _compared(value: Any) -> tuple[Any, ...]:
+        """``value``'s `COMPARED` fields, in their order (made for each class, as `_values`)."""
+        return ()
+
+    def __init_subclass__(cls, *, hidden: tuple[str, ...] = (), **keywords: Any) -> None:
         super().__init_subclass__(**keywords)
         own = cls.__dict__.get("__slots__", ())
         cls.FIELDS = cls.FIELDS + tuple(name for name in ((own,) if isinstance(own, str) else own)
                                         if not name.startswith("__"))
-        if cls.FIELDS:
-            fetch = attrgetter(*cls.FIELDS)
-
-            def one(value: Any) -> tuple[Any, ...]:
-                return (fetch(value),)
-            cls._values = staticmethod(fetch if len(cls.FIELDS) > 1 else one)  # type: ignore[method-assign,assignment]
+        cls._hidden = cls._hidden | frozenset(hidden)
+        cls.COMPARED = tuple(name for name in cls.FIELDS if name not in cls._hidden)
+        cls._values = staticmethod(_getter(cls.FIELDS))  # type: ignore[method-assign,assignment]
+        cls._compared = staticmethod(_getter(cls.COMPARED))  # type: ignore[method-assign,assignment]
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values(self) == self._values(other)
+        return self._compared(self) == self._compared(other)
 
     def __hash__(self) -> int:
-        return hash(self._values(self))
+        return hash(self._compared(self))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={given!r}" for name, given in zip(self.FIELDS, self._values(self)))
+        shown = ", ".join(f"{name}={given!r}" for name, given in zip(self.COMPARED, self._compared(self)))
         return f"{self.__class__.__qualname__}({shown})"
 
     def __setattr__(self, name: str, given: object) -> None:
@@ -80,3 +96,32 @@ class Value:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self.__class__, self._values(self)
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A value's fields ``names`` as a tuple, fetched in C (`operator.attrgetter`: a tuple for two or more)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        fetch = attrgetter(names[0])
+        return lambda value: (fetch(value),)
+    return lambda value: ()
+
+
+class OrderedValue(Value):
+    """A `Value` ordered by its compared fields, as a tuple of them, against values of its own class only
+    (else TypeError): a dataclass's ``order=True``."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: object) -> bool:
+        return self._compared(self) < self._compared(other) if other.__class__ is self.__class__ else NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        return self._compared(self) <= self._compared(other) if other.__class__ is self.__class__ else NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        return self._compared(self) > self._compared(other) if other.__class__ is self.__class__ else NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        return self._compared(self) >= self._compared(other) if other.__class__ is self.__class__ else NotImplemented

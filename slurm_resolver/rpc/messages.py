@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequen
 from functools import partial
 
 from ..faults import Cause
-from ..values import Value, fill
+from ..values import OrderedValue, Value, fill
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -172,7 +172,7 @@ class SourceKind(str, enum.Enum):
     """The leader of a child node, known by the node's position (its rank may be unknown yet)."""
 
 
-class Source(Value):
+class Source(OrderedValue):
     """One of the contributors a leader waits for in every round.
 
     >>> Source.task(5), Source.node(3).describe()
@@ -185,18 +185,6 @@ class Source(Value):
 
     def __init__(self, kind: SourceKind, number: int) -> None:
         fill(self, kind, number)
-
-    def __lt__(self, other: Source) -> bool:
-        return (self.kind, self.number) < (other.kind, other.number)
-
-    def __le__(self, other: Source) -> bool:
-        return (self.kind, self.number) <= (other.kind, other.number)
-
-    def __gt__(self, other: Source) -> bool:
-        return (self.kind, self.number) > (other.kind, other.number)
-
-    def __ge__(self, other: Source) -> bool:
-        return (self.kind, self.number) >= (other.kind, other.number)
 
     @classmethod
     def task(cls, rank: int) -> Source:

@@ -161,7 +161,7 @@ def _add(records: Records, message: Any, columns: tuple[array[int], array[int]])
 
 # Join: a call.
 
-class Call(Value):
+class Call(Value, hidden=("first",)):  # `first`: a received message, not the call's value
     """The first message of a Join call: who calls, to which server, for which round."""
 
     __slots__ = ("job_key", "round", "source", "node", "nonce", "port", "failure", "chunks", "votes", "first")
@@ -186,20 +186,6 @@ class Call(Value):
     def __init__(self, job_key: str, round: Round, source: int, node: int, nonce: bytes, port: int, failure: Failure,
                  chunks: tuple[bytes, ...] = (), votes: int = 0, first: Any = None) -> None:
         fill(self, job_key, round, source, node, nonce, port, failure, chunks, votes, first)
-
-    # `first` (the last field) is neither compared, hashed nor shown: a received message, not the call's value.
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._values(self)[:-1] == self._values(other)[:-1]
-
-    def __hash__(self) -> int:
-        return hash(self._values(self)[:-1])
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={given!r}" for name, given in zip(self.FIELDS[:-1], self._values(self)))
-        return f"{self.__class__.__qualname__}({shown})"
 
     def source_at(self, sources: frozenset[Source]) -> Source:
         """Who the caller is among a leader's ``sources``: a task of its node, else its node's
