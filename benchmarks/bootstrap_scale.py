@@ -21,7 +21,10 @@ as on GPU nodes): each reports it, and the table carries a GPU list a rank.
 
 With ``--heartbeat 1 --hold 15`` (over gRPC), failure detection (off otherwise, so that the
 bootstrap is measured) runs 15 s after every task's bootstrap, every task alive: the line adds
-the tasks it declared dead (``deaths``: none, if it is right) and its CPU a task a second.
+the tasks it declared dead (``deaths``: none, if it is right) and its CPU a task a second, counted
+over the hold but its first seconds (a quarter, at most 5 s: the watch calls of the tasks bootstrapped
+last are made then), and that once-a-job cost apart (``armed_cpu_ms_per_rank``: answering the others'
+bootstrap and making the watch calls); with deaths, the first ones heard, when, and why.
 With ``--kill P`` too, process P ends abruptly 5 s in, with its nodes' tasks: the line says
 how many living tasks were declared dead (none, if it is right), how many never heard of a
 death, and when the last one did.
@@ -117,7 +120,13 @@ def main() -> None:
                   f"{row['largest_message'] if local else '-'} |", flush=True)
         if run.held_s and not args.json:
             print(f"failure detection, {run.held_s:g} s after the bootstrap: {len(run.dead)} tasks declared dead, "
-                  f"{row['held_cpu_ms_per_rank_second']} ms of CPU a task a second", flush=True)
+                  f"{row['held_cpu_ms_per_rank_second']} ms of CPU a task a second (its last {run.counted_s:g} s; "
+                  f"before them, answering the others' bootstrap and making the watch calls: "
+                  f"{row['armed_cpu_ms_per_rank']} ms a task)"
+                  + (f"; the first death heard {run.first_death_s:.1f} s after every task's bootstrap"
+                     if run.first_death_s is not None else ""), flush=True)
+        for at, by, rank, why in run.first_deaths if not args.json else ():
+            print(f"  {at - run.first_deaths[0][0]:+.2f} s: rank {by} heard of rank {rank}: {why}", flush=True)
         if run.killed and not args.json:
             print(f"process {args.kill} ended with its {len(run.killed)} tasks: {row['declared_dead_but_alive']} "
                   f"living tasks declared dead; every living task but {run.unheard} heard of a death, the last "

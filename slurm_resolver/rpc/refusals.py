@@ -45,6 +45,10 @@ class CallFailure(enum.Enum):
     """A server answered and refused the call (see `code`)."""
     DEADLINE = "deadline"
     """The call did not end in time."""
+    CUT = "cut"
+    """The call ended with neither an answer nor a refusal, its connection up (gRPC's CANCELLED or INTERNAL): a
+    server that lives cut it short (a loaded server whose wait for the call's first message ran out while it
+    came); asking again may succeed."""
 
 
 class LinkError(Exception):
@@ -58,8 +62,8 @@ class LinkError(Exception):
 
     @property
     def again(self) -> bool:
-        """Whether asking again may succeed: nobody answered yet, or the server was not ready."""
-        return self.kind is CallFailure.UNAVAILABLE or self.code in (Refusal.UNREADY, Refusal.BUSY)
+        """Whether asking again may succeed: nobody answered yet, the server was not ready, or it cut the call short."""
+        return self.kind in (CallFailure.UNAVAILABLE, CallFailure.CUT) or self.code in (Refusal.UNREADY, Refusal.BUSY)
 
     @classmethod
     def of(cls, refused: Refused) -> LinkError:

@@ -38,6 +38,11 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 log = logging.getLogger("slurm_resolver")
 
 
+MOST_CUT = 8
+"""Calls in a row the task above may cut short before it answers (a loaded server), each asked again: one more is
+its failure (a server that cuts every call is no task that watches)."""
+
+
 class _Silent(Exception):
     """The task above stopped answering (why, in words)."""
 
@@ -88,6 +93,8 @@ class Heartbeat:
         self._progress = progress
         self.calls = 0
         """How many watch calls this task has made up (the beats of an earlier one stop)."""
+        self.answered = False
+        """Whether the task above answered the latest call's first beat (its first event, checked)."""
 
     async def _beats(self, port: int, nonce: bytes) -> AsyncIterator[bytes]:
         """This task's beats on one call, each with news (or new progress marks); they end (and so does the
@@ -131,6 +138,7 @@ class Heartbeat:
         """Follow one call to ``above`` until it ends: its last event if it left normally, else None
         (a death declared, or this task leaving). Raises as the call broke, or the task above stopped."""
         nonce = secrets.token_bytes(NONCE)
+        self.answered = False
         events = self._call(above, nonce).__aiter__()
         pending: asyncio.Future[bytes] | None = None
         guard: asyncio.Future[str] | None = None
@@ -150,6 +158,7 @@ class Heartbeat:
                     return None
                 if guard is None:  # the first event: the task above, proven
                     guard = asyncio.ensure_future(self._guard(above, self._check_first(data, nonce)))
+                    self.answered = True
                     continue
                 event = decode_event(data, world)
                 if event.leaving:
@@ -210,6 +219,7 @@ class Heartbeat:
     async def _follow(self) -> None:
         above = self._first[0]
         moved_at = 0.0  # when the call last moved to a successor: it may not be ready for a moment
+        cut = 0  # calls in a row that the task above cut short before it answered
         while above is not None and not (self.deaths.leaving and self.deaths.up.empty()):
             self.above = above  # a task that ends before its call is made still makes it, to say so
             try:
@@ -217,11 +227,13 @@ class Heartbeat:
             except Exception as exc:  # noqa: BLE001 - refused, malformed, silent, broken: the call is over
                 if self.deaths.leaving:
                     return
-                if isinstance(exc, LinkError) and (exc.code in (Refusal.BUSY, Refusal.UNREADY)
+                cut = cut + 1 if isinstance(exc, LinkError) and exc.kind is CallFailure.CUT and not self.answered else 0
+                if isinstance(exc, LinkError) and (exc.code in (Refusal.BUSY, Refusal.UNREADY) or 0 < cut <= MOST_CUT
                                                    or time.monotonic() - moved_at < self.patience):
                     # The task above lives and says "call again" (this task's first beat came late: its loop
-                    # stood still), or it is a successor that has not taken over yet, or a parent that has not yet
-                    # seen its predecessor leave: ask again.
+                    # stood still), or it cut the call short before it answered (its wait for the first beat ran
+                    # out as the beat came, on busy cores), or it is a successor that has not taken over yet, or a
+                    # parent that has not yet seen its predecessor leave: ask again.
                     await asyncio.sleep(0.05)
                     continue
                 self.deaths.declare([above], self._why(above, exc))
@@ -249,6 +261,9 @@ class Heartbeat:
             return Fault(Cause.SILENT, f"{who} stopped answering: {exc} (its process stopped, or its node gone)")
         if isinstance(exc, _Stranger):
             return Fault(Cause.CRASHED, f"what answers at {who}'s address is not a task of this job ({exc})")
+        if isinstance(exc, LinkError) and exc.kind is CallFailure.CUT and not self.answered:
+            return Fault(Cause.CRASHED, f"{who} cut rank {self.rank}'s watch short {MOST_CUT + 1} times in a row "
+                                        f"before it answered: {exc.detail}")
         if isinstance(exc, LinkError) and exc.kind is CallFailure.REFUSED:
             return Fault(Cause.REPORTED, f"{who} refused the watch of rank {self.rank}: {exc.detail}")
         return Fault(Cause.CRASHED, f"{who} died: its connection to rank {self.rank} closed")

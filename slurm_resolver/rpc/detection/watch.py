@@ -56,6 +56,11 @@ class Watched(Protocol):
         `Refused` at once where it may not watch here."""
         ...
 
+    def unserved(self, source: Source, events: AsyncIterator[bytes]) -> None:
+        """The call whose ``events`` `serve` gave for ``source`` ended before they began (cut short as its first
+        event went out): the task below may call again, and is not dead for it."""
+        ...
+
 
 class WatchHandler:
     """The server's side of Watch, a part of a task's server: a call's first beat checked (`Gate`), then
@@ -104,6 +109,7 @@ class WatchHandler:
                 yield event
         finally:  # the call ended (either side): the watch of that task ends with it, now
             await end_call(events)
+            watched.unserved(source, events)
 
 
 WATCH = stream("Watch", WatchHandler, WatchHandler.watch)
@@ -168,6 +174,7 @@ class Watch:
         self._since = time.monotonic()  # when the watched sources were last set
         self._checking: asyncio.Task[None] | None = None
         self._probes: dict[Source, tuple[float, float]] = {}  # an unheard task found listening: next probe, wait
+        self._unstarted: dict[Source, tuple[asyncio.Queue[bytes], AsyncIterator[bytes]]] = {}  # served, not begun
 
     def _rank(self, source: Source) -> int:
         """The rank a source stands for: its task, or a child node's leader (or its successor)."""
@@ -193,11 +200,15 @@ class Watch:
                 self._checks()
         elif source not in self._lost or self._watching.get(source) != first.source:  # a successor, say
             self._lose(source, first.source)
-        return self._events(source, queue, beats)
+        events = self._events(source, queue, beats)
+        self._unstarted[source] = (queue, events)
+        return events
 
     async def _events(self, source: Source, queue: asyncio.Queue[bytes], beats: AsyncIterator[bytes]
                       ) -> AsyncIterator[bytes]:
         """News down the call, as it comes (nothing else: the call's connection tells that this task lives)."""
+        if self._unstarted.get(source, (None,))[0] is queue:
+            del self._unstarted[source]  # begun: its end is told below
         reader = asyncio.ensure_future(self._read(source, beats))
         getting: asyncio.Future[bytes] | None = None
         try:
@@ -224,6 +235,18 @@ class Watch:
                 rank = self._rank(source)
                 self.deaths.declare([rank], Fault(Cause.CRASHED, f"{self.cluster.label(rank)} died: its connection "
                                                                  f"to rank {self.plan.rank} closed"))
+
+    def unserved(self, source: Source, events: AsyncIterator[bytes]) -> None:
+        """The call whose ``events`` were served for ``source`` ended before they began (over gRPC: a loaded server
+        cut it short as its first event went out, or the caller went away then): its place is free for its next
+        call, and nobody is declared dead for the call's end (a task that died then is still found: by its process
+        in the kernel, by the network, or as a task that never calls)."""
+        served = self._unstarted.get(source)
+        if served is None or served[1] is not events:
+            return  # begun (its end was told), or another call's
+        del self._unstarted[source]
+        if self.deaths.below.get(source) is served[0]:
+            del self.deaths.below[source]  # what else watches it (its process, the network) goes on
 
     def _lose(self, source: Source, rank: int) -> None:
         """Watch the leader of a child node (``rank``: it, or its successor) over the network from now on."""

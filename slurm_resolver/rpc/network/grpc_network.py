@@ -55,9 +55,12 @@ def _ipv4(host: str) -> bool:
     return len(parts) == 4 and all(p.isascii() and p.isdigit() and p == str(int(p)) and int(p) < 256 for p in parts)
 
 
-FIRST_CONNECTION = 30.0
+FIRST_CONNECTION = 60.0
 """Seconds `GrpcNetwork.lost` gives a server to answer at all, at first: a leader that ended right after the
-bootstrap is found then (or at once, by its call's end, where it made one)."""
+bootstrap is found then (or at once, by its call's end, where it made one). A real node connects in
+milliseconds; 16 processes of 1,024 tasks each on 2 cores, the last still bootstrapping, took over 30 s for some
+first connections (benchmarks/README.md), so a leader that stops in the job's first minute is found late rather
+than a living one declared dead."""
 
 SPARE_PORTS = (10000, 20000)
 """Where a task's spare port (for a framework's server) is found: below the launches' rendezvous ports
@@ -113,6 +116,8 @@ class GrpcLink:
             return LinkError(CallFailure.REFUSED, f"{code.name}: {details}", Refusal.FOREIGN)  # not our server
         if code == codes.RESOURCE_EXHAUSTED:
             return LinkError(CallFailure.REFUSED, f"{code.name}: {details}", Refusal.BUSY)
+        if code in (codes.CANCELLED, codes.INTERNAL):  # the server's end of the call cut short, not a closed connection
+            return LinkError(CallFailure.CUT, f"{code.name}: {details}")
         if code == codes.DEADLINE_EXCEEDED:  # the server says who was still missing, where it could
             return LinkError(CallFailure.DEADLINE, why or "the call did not end in time", refusal)
         return LinkError(CallFailure.UNAVAILABLE, f"{code.name}: {details}")

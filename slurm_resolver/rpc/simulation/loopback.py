@@ -128,23 +128,37 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
                 row.update(await _timed_stacks(done[0]))
         if plan.hold:
             heard: dict[int, float] = {}
+            first: list[tuple[float, int, int, str]] = []  # the first deaths heard here: when, by whom, which, why
+
+            def hear(me: int, rank: int, why: str) -> None:
+                heard.setdefault(me, time.time())
+                if len(first) < 3:
+                    first.append((time.time(), me, rank, why))
+
             for b in done:
                 if b is not None:
-                    b.on_failure(lambda rank, why, me=b.me.rank: heard.setdefault(me, time.time()))
+                    b.on_failure(lambda rank, why, me=b.me.rank: hear(me, rank, str(why)))
             marking = asyncio.ensure_future(_marking([b for b in done if b is not None])) if plan.marks else None
             if not plan.stacks:
                 await loop.run_in_executor(None, signals.booted.wait)
+            at_boot = resource.getrusage(resource.RUSAGE_SELF)
+            row["booted"], row["armed_cpu"] = time.time(), cpu_seconds(after, at_boot)
+            armed = cpu_seconds(after, at_boot)
             if index == plan.kill:
                 signals.report.put(row)  # its bootstrap's figures; then it fails, as a node does
                 await asyncio.sleep(plan.hold / 3)
                 await loop.run_in_executor(None, _flush, signals.report)
                 signals.killed_at.value = time.time()
                 os._exit(0)
-            await asyncio.sleep(plan.hold)
+            await asyncio.sleep(settling(plan.hold))  # the last watch calls made, the first pings sent
+            settled = resource.getrusage(resource.RUSAGE_SELF)
+            row["armed_cpu"] = armed + cpu_seconds(at_boot, settled)
+            await asyncio.sleep(plan.hold - settling(plan.hold))
             if marking is not None:
                 marking.cancel()
-            row["held_cpu"] = cpu_seconds(after, resource.getrusage(resource.RUSAGE_SELF))
+            row["held_cpu"] = cpu_seconds(settled, resource.getrusage(resource.RUSAGE_SELF))
             row["dead"] = sorted({rank for b in done if b is not None for rank in b.failures()})
+            row["first"] = first
             row["heard"] = [heard.get(b.me.rank) for b in done if b is not None]
         await loop.run_in_executor(None, signals.finished.wait)  # every process is done: servers may stop
         await asyncio.gather(*(b.aio.stop(0) for b in done if b is not None))
@@ -212,7 +226,10 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     return Simulation(ranks=nodes * tasks_per_node, wall_s=max(r["end"] for r in rows) - min(r["start"] for r in rows),
                       ok=failed == 0, errors=dict(sorted(errors.items())[:8]), failed=failed,
                       cpu_s=sum(r["cpu"] for r in rows), held_s=hold, held_cpu_s=sum(r["held_cpu"] for r in rows),
+                      counted_s=hold - settling(hold), armed_cpu_s=sum(r.get("armed_cpu", 0.0) for r in rows),
+                      first_death_s=_first_death(heard, rows) if kill is None else None,
                       dead=sorted({rank for r in rows for rank in r["dead"]}),
+                      first_deaths=sorted(f for r in rows for f in r.get("first", []))[:4],
                       killed=[r for row in rows if row["index"] == kill for r in row["ranks"]],
                       unheard=sum(t is None for t in heard) if kill is not None else 0,
                       heard_s=max((t - killed for t in heard if t is not None), default=0.0) if kill is not None
@@ -254,6 +271,18 @@ def many_open_files() -> None:
     wanted = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
     if wanted > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def _first_death(heard: list[float | None], rows: list[dict[str, Any]]) -> float | None:
+    """Seconds from every task's bootstrap to the first death heard (negative: before it); None: none heard."""
+    times = [t for t in heard if t is not None]
+    return min(times) - min(r["booted"] for r in rows if "booted" in r) if times else None
+
+
+def settling(hold: float) -> float:
+    """Seconds at the start of a hold that are not counted in its CPU a second: the watch calls of the
+    tasks bootstrapped last are made then (once a job; counted with the bootstrap's tail instead)."""
+    return min(5.0, hold / 4)
 
 
 def cpu_seconds(before: Any, after: Any) -> float:

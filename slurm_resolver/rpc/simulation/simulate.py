@@ -67,9 +67,19 @@ class Simulation:
     held_s: float = 0.0
     """Seconds failure detection ran after every task's bootstrap (runs over gRPC with a heartbeat)."""
     held_cpu_s: float = 0.0
-    """CPU seconds of those ``held_s`` (of the living processes): what failure detection costs."""
+    """CPU seconds of the living processes in ``counted_s`` of those ``held_s``: what failure detection costs while
+    the job runs."""
+    counted_s: float = 0.0
+    """The seconds of the hold whose CPU is counted: all but its first (`settling`)."""
+    armed_cpu_s: float = 0.0
+    """CPU seconds of every process from its own tasks' bootstrap until the hold's counted seconds begin (answering
+    the others' bootstrap, making its watch calls): once a job, not a second."""
+    first_death_s: float | None = None
+    """Seconds from every task's bootstrap to the first death any task heard of (negative: before it), or None."""
     dead: list[int] = field(default_factory=list)
     """The ranks declared dead while failure detection ran: with every task alive, none."""
+    first_deaths: list[tuple[float, int, int, str]] = field(default_factory=list)
+    """The first deaths heard (at most 4): when (seconds since the epoch), by which task, of which, and why."""
     killed: list[int] = field(default_factory=list)
     """The ranks whose process was ended on purpose while it ran. ``dead`` may name no other; it names
     the killed tasks that a living task watched (a node's leader for its node), not those watched
@@ -77,13 +87,13 @@ class Simulation:
     heard_s: float = 0.0
     """Seconds from that process's end until the last living task heard of a death."""
     unheard: int = 0
+    """Living tasks that never heard of one."""
     stacks_s: float = 0.0
     """With stacks asked (``over_grpc(stacks=True)``): seconds rank 0 took to gather the job's stacks."""
     stacks_answered: int = 0
     """How many tasks answered them."""
     stacks_bytes: int = 0
     """The size of the merged answer."""
-    """Living tasks that never heard of one."""
     results: list[Bootstrapped | None] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -96,7 +106,9 @@ class Simulation:
                 "cpu_s": round(self.cpu_s, 2),
                 **({"held_s": self.held_s, "deaths": len(self.dead),
                     "held_cpu_ms_per_rank_second": round(1000 * self.held_cpu_s / max(1, self.ranks - len(self.killed))
-                                                         / self.held_s, 3)}
+                                                         / self.counted_s, 3),
+                    "armed_cpu_ms_per_rank": round(1000 * self.armed_cpu_s / self.ranks, 3),
+                    **({"first_death_s": round(self.first_death_s, 3)} if self.first_death_s is not None else {})}
                    if self.held_s else {}),
                 **({"killed": len(self.killed), "declared_dead_but_alive": len(set(self.dead) - set(self.killed)),
                     "last_heard_s": round(self.heard_s, 3), "never_heard": self.unheard} if self.killed else {}),

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from unittest.mock import patch
 
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.detection.heartbeat import MOST_CUT, Heartbeat
 from slurm_resolver.rpc.detection.processes import Seen
 from slurm_resolver.rpc.messages import Source
+from slurm_resolver.rpc.transport import CallFailure, LinkError
 
 from .test_watch import run, until
 
@@ -73,3 +77,50 @@ def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone()
     run(scenario)
 
 
+
+
+def _cutting(times: int | None) -> tuple[list[int], object]:
+    """A stand-in for `Heartbeat._call` whose first ``times`` calls of rank 5 (None: every one) its leader's
+    server cuts short before it answers (gRPC's CANCELLED), and the calls made."""
+    cuts: list[int] = []
+    real_call = Heartbeat._call
+
+    async def cut() -> AsyncIterator[bytes]:
+        raise LinkError(CallFailure.CUT, "CANCELLED: CANCELLED")
+        yield b""  # pragma: no cover - an async generator
+
+    def call(self: Heartbeat, above: int, nonce: bytes) -> AsyncIterator[bytes]:
+        if self.rank == 5 and (times is None or len(cuts) < times):
+            cuts.append(above)
+            return cut()
+        return real_call(self, above, nonce)
+
+    return cuts, call
+
+
+def test_a_watch_its_leader_cuts_short_before_answering_is_made_again_and_kills_nobody() -> None:
+    """Rank 5's first three watch calls up are cut short by its leader's server before their first event (a loaded
+    server whose wait for the first beat ran out as it came): it calls again, and watches; nobody is dead."""
+    cuts, call = _cutting(3)
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: Source.task(5) in tasks[4]._detector.deaths.below, 4.0)
+        await asyncio.sleep(0.5)
+        assert cuts == [4, 4, 4] and all(t.failures() == {} for t in tasks), [t.failures() for t in tasks]
+
+    with patch.object(Heartbeat, "_call", call):
+        run(scenario)
+
+
+def test_a_leader_that_cuts_every_watch_short_is_declared_dead_after_a_few() -> None:
+    """A server that cuts every call short is no task that watches: after `MOST_CUT` calls asked again, rank 5
+    declares its leader dead, saying so."""
+    cuts, call = _cutting(None)
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: 4 in tasks[5].failures(), 4.0)
+        assert len(cuts) == MOST_CUT + 1, cuts
+        assert f"cut rank 5's watch short {MOST_CUT + 1} times in a row before it answered" in tasks[5].failures()[4]
+
+    with patch.object(Heartbeat, "_call", call):
+        run(scenario)

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from unittest.mock import patch
 
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
+from slurm_resolver.rpc.detection.beats import Beat
+from slurm_resolver.rpc.detection.deaths import Deaths
 from slurm_resolver.rpc.detection.heartbeat import Heartbeat
 from slurm_resolver.rpc.detection.processes import Process, Seen
+from slurm_resolver.rpc.detection.watch import Watch
+from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
 
@@ -123,3 +127,29 @@ def test_a_task_that_never_calls_is_probed_ever_less_often_and_declared_dead_onc
     real_run = Heartbeat.run
     with patch.object(Heartbeat, "run", never), patch.object(LocalNetwork, "listening", listening):
         run(scenario, heartbeat=0.1, patience=0.4)
+
+
+def test_a_call_cut_short_before_its_events_begin_frees_its_place_and_kills_nobody() -> None:
+    """A loaded leader's server cuts a watch call short as its first event goes out: the task's next call takes
+    its place, nobody is declared dead for it, and the end of that first call, told late, leaves the next one be."""
+    async def no_beats() -> AsyncIterator[bytes]:
+        await asyncio.Event().wait()
+        yield b""  # pragma: no cover - never
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        real = tasks[2]._detector.watch  # rank 2 leads node 1, rank 3 below it
+        watch = Watch(Deaths(2, real.cluster.placement.node_of), real.cluster, real.plan, real.network, 0.2, 1.5)
+        source, first = Source.task(3), Beat(source=3, node=1)
+        cut = watch.serve(source, first, no_beats())
+        watch.unserved(source, cut)
+        assert source not in watch.deaths.below and not watch.deaths.failed
+        again = watch.serve(source, first, no_beats())  # its next call is taken, not "watched already"
+        watch.unserved(source, cut)  # the first call's end told again: the next one keeps its place
+        assert source in watch.deaths.below
+        reading = asyncio.ensure_future(again.__anext__())  # begun: its end is told as a call's end
+        await asyncio.sleep(0.05)
+        watch.unserved(source, again)
+        assert source in watch.deaths.below and not watch.deaths.failed
+        reading.cancel()
+
+    run(scenario)

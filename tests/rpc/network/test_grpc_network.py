@@ -156,6 +156,42 @@ def test_a_grpc_server_without_this_protocol_is_named_as_another_version_or_prog
     assert refused.code is Refusal.FOREIGN and "another slurm_resolver version, or another program" in refused.detail
 
 
+@pytest.mark.parametrize("code", ["CANCELLED", "INTERNAL"])
+def test_a_call_its_server_cuts_short_is_told_apart_from_a_closed_connection(code: str) -> None:
+    """A loaded server whose wait for a call's first message runs out as it comes ends the call with CANCELLED
+    (or INTERNAL): the caller sees it cut short (asking again may succeed), not nobody answering."""
+    import grpc
+    from grpc import aio
+
+    from slurm_resolver.rpc.detection.watch import WATCH
+    from slurm_resolver.rpc.transport import CallFailure
+
+    async def cut(requests: object, context: aio.ServicerContext) -> None:
+        await context.abort(getattr(grpc.StatusCode, code), code)
+
+    async def beats() -> object:
+        yield b"first"
+
+    async def scenario() -> LinkError:
+        server = aio.server()
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            WATCH.method.split("/")[1], {WATCH.name: grpc.stream_stream_rpc_method_handler(cut)}),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        network = GrpcNetwork()
+        try:
+            with pytest.raises(LinkError) as info:
+                async for _ in network.connect("127.0.0.1", port).stream(WATCH, beats()):
+                    pass
+            return info.value
+        finally:
+            await network.close()
+            await server.stop(0)
+
+    failed = asyncio.run(scenario())
+    assert failed.kind is CallFailure.CUT and failed.again and code in failed.detail, failed
+
+
 def test_a_proxy_in_the_environment_is_not_used_for_the_jobs_own_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many clusters export https_proxy (for pip); gRPC would send every call of the bootstrap to it."""
     from slurm_resolver.rpc.simulation.loopback import over_grpc
