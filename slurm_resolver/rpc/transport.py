@@ -87,6 +87,11 @@ class Network(Protocol):
         """Whether something accepts connections at ``host:port`` (a cheap probe, no call)."""
         ...
 
+    async def gone(self, host: str, port: int) -> bool:
+        """Whether nothing listens at ``host:port``: it refuses a connection (a cheap probe, no call). A connection
+        neither made nor refused in time (a server on cores far past their load) says nothing: False."""
+        ...
+
     def reserve(self, host: str) -> int:
         """A free port on ``host`` for a framework's server (bound, read, released)."""
         ...

@@ -328,9 +328,9 @@ class Watch:
                 return
 
     async def _never_called(self, now: float) -> bool:
-        """Declare dead this node's tasks that never called here and whose server no longer listens (their process
-        ended right after the bootstrap); whether some that never called still listen (slow to call, on busy
-        cores: looked at again)."""
+        """Declare dead this node's tasks that never called here and whose server no longer listens (it refuses a
+        connection: their process ended right after the bootstrap); whether some that never called still listen,
+        or do not answer the probe in time (slow to call, on busy cores: looked at again)."""
         cluster = self.cluster
         assert cluster.bound_ports is not None
         waiting = False
@@ -342,7 +342,7 @@ class Watch:
                 waiting = True
                 continue
             rank = self._rank(source)
-            if await self.network.listening(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank]):
+            if not await self.network.gone(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank]):
                 wait = min(2 * wait, self.most_between_probes)
                 self._probes[source] = (now + wait, wait)
                 waiting = True

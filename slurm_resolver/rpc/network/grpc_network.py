@@ -193,20 +193,28 @@ class GrpcNetwork:
             await link.channel.close()
 
     async def listening(self, host: str, port: int) -> bool:
+        return await self._connect(host, port) is None
+
+    async def gone(self, host: str, port: int) -> bool:
+        return isinstance(await self._connect(host, port), ConnectionRefusedError)
+
+    async def _connect(self, host: str, port: int) -> BaseException | None:
+        """A bare connection to ``host:port`` (no transport, no protocol, closed at once): None where it was made,
+        else why not (a refusal, `asyncio.TimeoutError` after 2 s, another `OSError`)."""
         address = self._addresses.get(host)
         if address is None:  # a node's name is looked up once, not by asyncio in a thread at every probe
             try:
                 address = self._addresses[host] = bindable(host).strip("[]")
-            except ResolutionError:
-                return False
+            except ResolutionError as exc:
+                return exc
         with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
             sock.setblocking(False)
-            try:  # a bare connect: no transport, no protocol, closed at once
+            try:
                 with within(2.0):
                     await asyncio.get_running_loop().sock_connect(sock, (address, port))
-            except (OSError, asyncio.TimeoutError):
-                return False
-        return True
+            except (OSError, asyncio.TimeoutError) as exc:
+                return exc
+        return None
 
     def reserve(self, host: str) -> int:
         return spare_port(bindable(host).strip("[]"))

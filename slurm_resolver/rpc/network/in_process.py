@@ -182,6 +182,9 @@ class LocalNetwork:
     async def listening(self, host: str, port: int) -> bool:
         return (host, port) in self._servers
 
+    async def gone(self, host: str, port: int) -> bool:
+        return not await self.listening(host, port)
+
     def reserve(self, host: str) -> int:
         return self._free(host)
 

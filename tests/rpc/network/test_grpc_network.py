@@ -192,6 +192,28 @@ def test_a_call_its_server_cuts_short_is_told_apart_from_a_closed_connection(cod
     assert failed.kind is CallFailure.CUT and failed.again and code in failed.detail, failed
 
 
+def test_a_server_is_gone_only_where_its_port_refuses_a_connection() -> None:
+    """A watcher's probe of a task that never called: a refused connection is a server gone; one that is made
+    is not (nor one that no answer comes to in time, on cores far past their load: looked at again)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listening = listener.getsockname()[1]
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            refusing = closed.getsockname()[1]  # bound, not listening: refuses
+
+            async def scenario() -> tuple[bool, bool, bool, bool]:
+                network = GrpcNetwork()
+                try:
+                    return (await network.gone("127.0.0.1", listening), await network.listening("127.0.0.1", listening),
+                            await network.gone("127.0.0.1", refusing), await network.listening("127.0.0.1", refusing))
+                finally:
+                    await network.close()
+
+            assert asyncio.run(scenario()) == (False, True, True, False)
+
+
 def test_a_proxy_in_the_environment_is_not_used_for_the_jobs_own_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many clusters export https_proxy (for pip); gRPC would send every call of the bootstrap to it."""
     from slurm_resolver.rpc.simulation.loopback import over_grpc
