@@ -24,4 +24,6 @@ def test_words_are_bounded_and_nobody_answering_is_asked_again() -> None:
     refused = Refused(Refusal.INVALID, "x" * 10_000)
     assert len(refused.detail) == 500 and str(refused).startswith("invalid: x")
     assert LinkError(CallFailure.UNAVAILABLE, "nobody there").again
+    assert LinkError(CallFailure.CUT, "CANCELLED: CANCELLED").again  # a server that lives cut it short
+    assert not LinkError(CallFailure.DEADLINE, "late").again
     assert len(LinkError(CallFailure.UNAVAILABLE, "y" * 10_000).detail) == 500

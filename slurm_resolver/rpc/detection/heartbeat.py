@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -31,16 +32,11 @@ from ..wire import NONCE, unwrap
 from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
 from .deaths import Deaths
 from .processes import Process, Seen, seen
-from .watch import WATCH
+from .watch import FIRST_BEAT, WATCH
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
-
-
-MOST_CUT = 8
-"""Calls in a row the task above may cut short before it answers (a loaded server), each asked again: one more is
-its failure (a server that cuts every call is no task that watches)."""
 
 
 class _Silent(Exception):
@@ -148,7 +144,10 @@ class Heartbeat:
                 if pending is None:
                     pending = asyncio.ensure_future(events.__anext__())
                 waited: set[asyncio.Future[Any]] = {pending} if guard is None else {pending, guard}
-                done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(waited, timeout=self.first_answer if guard is None else None,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if pending not in done and guard is None:  # a call that waits for a server that may be gone
+                    raise LinkError(CallFailure.CUT, f"no answer to its first beat within {self.first_answer:g} s")
                 if pending not in done:
                     assert guard is not None
                     raise _Silent(guard.result())
@@ -219,7 +218,7 @@ class Heartbeat:
     async def _follow(self) -> None:
         above = self._first[0]
         moved_at = 0.0  # when the call last moved to a successor: it may not be ready for a moment
-        cut = 0  # calls in a row that the task above cut short before it answered
+        pause = 0.05  # before a call made again: doubled while calls go unanswered, up to a second
         while above is not None and not (self.deaths.leaving and self.deaths.up.empty()):
             self.above = above  # a task that ends before its call is made still makes it, to say so
             try:
@@ -227,17 +226,25 @@ class Heartbeat:
             except Exception as exc:  # noqa: BLE001 - refused, malformed, silent, broken: the call is over
                 if self.deaths.leaving:
                     return
-                cut = cut + 1 if isinstance(exc, LinkError) and exc.kind is CallFailure.CUT and not self.answered else 0
-                if isinstance(exc, LinkError) and (exc.code in (Refusal.BUSY, Refusal.UNREADY) or 0 < cut <= MOST_CUT
+                cut = isinstance(exc, LinkError) and exc.kind is CallFailure.CUT and not self.answered
+                if isinstance(exc, LinkError) and (exc.code in (Refusal.BUSY, Refusal.UNREADY) or cut
                                                    or time.monotonic() - moved_at < self.patience):
                     # The task above lives and says "call again" (this task's first beat came late: its loop
                     # stood still), or it cut the call short before it answered (its wait for the first beat ran
                     # out as the beat came, on busy cores), or it is a successor that has not taken over yet, or a
-                    # parent that has not yet seen its predecessor leave: ask again.
-                    await asyncio.sleep(0.05)
+                    # parent that has not yet seen its predecessor leave: ask again. A call cut short, or unanswered,
+                    # may also be a server that is ending: asked again only where its port still takes connections.
+                    if cut and await self._gone(above):
+                        self.deaths.declare([above], Fault(Cause.CRASHED, f"{self.cluster.label(above)} died: its "
+                                                           f"server ended rank {self.rank}'s watch before answering "
+                                                           f"({exc.detail}), then refused connections"))
+                        return
+                    await asyncio.sleep(pause * random.uniform(0.5, 1.5))
+                    pause = min(1.0, 2 * pause)
                     continue
                 self.deaths.declare([above], self._why(above, exc))
                 return
+            pause = 0.05
             if event is None or event.hand_over is None:
                 return  # the task above ends normally and nobody takes over
             await asyncio.sleep(self.heartbeat)  # where the whole job ends together, nobody moves: no new call
@@ -246,6 +253,18 @@ class Heartbeat:
             above = self._move(above, event.hand_over)
             moved_at = time.monotonic()
             log.debug("slurm_resolver: rank %d watches on rank %s from now on", self.rank, above)
+
+    @property
+    def first_answer(self) -> float:
+        """Seconds a call up waits for its first event before it is made again (the server waits `FIRST_BEAT` for
+        the first beat, and as long for its own watch to start): past them, its server may be gone."""
+        return 2 * FIRST_BEAT + self.patience
+
+    async def _gone(self, above: int) -> bool:
+        """Whether the server of the task ``above`` refuses connections (its process ended)."""
+        bound = self.cluster.bound_ports
+        assert bound is not None
+        return await self.network.gone(self.cluster.hosts[self.cluster.placement.node_of(above)], bound[above])
 
     def _move(self, above: int, hand_over: HandOver) -> int | None:
         """Whom to watch on after ``above`` handed over: its successor, or (for the successor) its parent."""
@@ -261,9 +280,6 @@ class Heartbeat:
             return Fault(Cause.SILENT, f"{who} stopped answering: {exc} (its process stopped, or its node gone)")
         if isinstance(exc, _Stranger):
             return Fault(Cause.CRASHED, f"what answers at {who}'s address is not a task of this job ({exc})")
-        if isinstance(exc, LinkError) and exc.kind is CallFailure.CUT and not self.answered:
-            return Fault(Cause.CRASHED, f"{who} cut rank {self.rank}'s watch short {MOST_CUT + 1} times in a row "
-                                        f"before it answered: {exc.detail}")
         if isinstance(exc, LinkError) and exc.kind is CallFailure.REFUSED:
             return Fault(Cause.REPORTED, f"{who} refused the watch of rank {self.rank}: {exc.detail}")
         return Fault(Cause.CRASHED, f"{who} died: its connection to rank {self.rank} closed")

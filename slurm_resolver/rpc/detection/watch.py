@@ -175,6 +175,7 @@ class Watch:
         self._checking: asyncio.Task[None] | None = None
         self._probes: dict[Source, tuple[float, float]] = {}  # an unheard task found listening: next probe, wait
         self._unstarted: dict[Source, tuple[asyncio.Queue[bytes], AsyncIterator[bytes]]] = {}  # served, not begun
+        self._unheard = True  # whether some task of this node is still to be looked for as one that never called
 
     def _rank(self, source: Source) -> int:
         """The rank a source stands for: its task, or a child node's leader (or its successor)."""
@@ -185,6 +186,10 @@ class Watch:
     def serve(self, source: Source, first: Beat, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """The events for the task below whose first beat was ``first``: its call breaking is its death."""
         if source in self.deaths.below:
+            served = self._unstarted.get(source)
+            if served is not None and served[0] is self.deaths.below[source]:  # cut short, its end not told yet
+                raise Refused(Refusal.BUSY, f"{self.cluster.label(self._rank(source))}'s previous watch is ending: "
+                                            "call again")
             raise Refused(Refusal.INVALID, f"{self.cluster.label(self._rank(source))} is watched already: "
                                            "one call a task")
         queue: asyncio.Queue[bytes] = asyncio.Queue()
@@ -207,7 +212,8 @@ class Watch:
     async def _events(self, source: Source, queue: asyncio.Queue[bytes], beats: AsyncIterator[bytes]
                       ) -> AsyncIterator[bytes]:
         """News down the call, as it comes (nothing else: the call's connection tells that this task lives)."""
-        if self._unstarted.get(source, (None,))[0] is queue:
+        served = self._unstarted.get(source)
+        if served is not None and served[0] is queue:
             del self._unstarted[source]  # begun: its end is told below
         reader = asyncio.ensure_future(self._read(source, beats))
         getting: asyncio.Future[bytes] | None = None
@@ -239,14 +245,18 @@ class Watch:
     def unserved(self, source: Source, events: AsyncIterator[bytes]) -> None:
         """The call whose ``events`` were served for ``source`` ended before they began (over gRPC: a loaded server
         cut it short as its first event went out, or the caller went away then): its place is free for its next
-        call, and nobody is declared dead for the call's end (a task that died then is still found: by its process
-        in the kernel, by the network, or as a task that never calls)."""
+        call (one that comes before this is told is asked to call again), and nobody is declared dead for the call's
+        end (a task below that died then is looked for as one that never called, a child node's leader found by the
+        network)."""
         served = self._unstarted.get(source)
         if served is None or served[1] is not events:
             return  # begun (its end was told), or another call's
         del self._unstarted[source]
         if self.deaths.below.get(source) is served[0]:
             del self.deaths.below[source]  # what else watches it (its process, the network) goes on
+            self._unheard = True  # and, where it never calls again, it is looked for as one that never called
+            if self.sources:
+                self._checks()
 
     def _lose(self, source: Source, rank: int) -> None:
         """Watch the leader of a child node (``rank``: it, or its successor) over the network from now on."""
@@ -306,10 +316,10 @@ class Watch:
         """Every half patience: declare dead this node's tasks below that are stopped for the patience, and,
         once the grace passed, the sources that never called here (their process ended before); then, with no
         process left to look at, stop (tasks in this process: nothing to look at, the job at rest costs nothing)."""
-        unheard = True  # the tasks that never called are still to be looked for
+        self._unheard = True  # the tasks that never called are still to be looked for
         while not self.deaths.leaving:
             until_grace = self._since + self.grace - time.monotonic()  # nothing to look at before, unless processes
-            await asyncio.sleep(until_grace if unheard and not self._processes and until_grace > 0
+            await asyncio.sleep(until_grace if self._unheard and not self._processes and until_grace > 0
                                 else self.patience / 2)
             now = time.monotonic()
             for source, process in list(self._processes.items()):
@@ -322,9 +332,9 @@ class Watch:
                     self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} stopped answering: "
                                                                     f"its process is stopped (SIGSTOP, a debugger) "
                                                                     f"for {now - since:.0f} s"))
-            if unheard and now - self._since >= self.grace:
-                unheard = await self._never_called(now)
-            if not unheard and not self._processes:
+            if self._unheard and now - self._since >= self.grace:
+                self._unheard = await self._never_called(now)
+            if not self._unheard and not self._processes:
                 return
 
     async def _never_called(self, now: float) -> bool:

@@ -200,7 +200,8 @@ class GrpcNetwork:
 
     async def _connect(self, host: str, port: int) -> BaseException | None:
         """A bare connection to ``host:port`` (no transport, no protocol, closed at once): None where it was made,
-        else why not (a refusal, `asyncio.TimeoutError` after 2 s, another `OSError`)."""
+        else why not (a refusal, `asyncio.TimeoutError` after 2 s, another `OSError`, or the `ResolutionError` of a
+        name that does not resolve)."""
         address = self._addresses.get(host)
         if address is None:  # a node's name is looked up once, not by asyncio in a thread at every probe
             try:

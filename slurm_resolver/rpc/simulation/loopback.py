@@ -141,9 +141,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
             marking = asyncio.ensure_future(_marking([b for b in done if b is not None])) if plan.marks else None
             if not plan.stacks:
                 await loop.run_in_executor(None, signals.booted.wait)
-            at_boot = resource.getrusage(resource.RUSAGE_SELF)
-            row["booted"], row["armed_cpu"] = time.time(), cpu_seconds(after, at_boot)
-            armed = cpu_seconds(after, at_boot)
+            row["booted"] = time.time()
             if index == plan.kill:
                 signals.report.put(row)  # its bootstrap's figures; then it fails, as a node does
                 await asyncio.sleep(plan.hold / 3)
@@ -152,7 +150,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
                 os._exit(0)
             await asyncio.sleep(settling(plan.hold))  # the last watch calls made, the first pings sent
             settled = resource.getrusage(resource.RUSAGE_SELF)
-            row["armed_cpu"] = armed + cpu_seconds(at_boot, settled)
+            row["armed_cpu"] = cpu_seconds(after, settled)
             await asyncio.sleep(plan.hold - settling(plan.hold))
             if marking is not None:
                 marking.cancel()

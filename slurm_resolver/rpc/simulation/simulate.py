@@ -106,7 +106,7 @@ class Simulation:
                 "cpu_s": round(self.cpu_s, 2),
                 **({"held_s": self.held_s, "deaths": len(self.dead),
                     "held_cpu_ms_per_rank_second": round(1000 * self.held_cpu_s / max(1, self.ranks - len(self.killed))
-                                                         / self.counted_s, 3),
+                                                         / (self.counted_s or self.held_s), 3),
                     "armed_cpu_ms_per_rank": round(1000 * self.armed_cpu_s / self.ranks, 3),
                     **({"first_death_s": round(self.first_death_s, 3)} if self.first_death_s is not None else {})}
                    if self.held_s else {}),

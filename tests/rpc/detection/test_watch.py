@@ -8,6 +8,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from unittest.mock import patch
 
+import pytest
+
 from slurm_resolver.resolution import resolve
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
@@ -19,6 +21,7 @@ from slurm_resolver.rpc.detection.watch import Watch
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.network.in_process import LocalNetwork
 from slurm_resolver.rpc.simulation.simulate import srun_environ
+from slurm_resolver.rpc.transport import Refusal, Refused
 
 NODES, PER_NODE = 4, 2  # ranks 0, 2, 4, 6 lead their nodes; 0 is the root
 
@@ -97,8 +100,6 @@ def test_the_root_hands_over_too_and_the_tree_below_moves_its_calls() -> None:
     run(scenario, nodes=3, per_node=3, fanout=1)
 
 
-
-
 def test_a_task_that_never_calls_is_probed_ever_less_often_and_declared_dead_once_its_server_is_gone() -> None:
     """Rank 1 (node 0, led by rank 0) bootstraps but never makes its watch call, as a task on cores far past
     their load may not for minutes: after the grace, its leader probes whether its server still listens, with
@@ -141,6 +142,9 @@ def test_a_call_cut_short_before_its_events_begin_frees_its_place_and_kills_nobo
         watch = Watch(Deaths(2, real.cluster.placement.node_of), real.cluster, real.plan, real.network, 0.2, 1.5)
         source, first = Source.task(3), Beat(source=3, node=1)
         cut = watch.serve(source, first, no_beats())
+        with pytest.raises(Refused) as ending:  # its next call, before the first's end is told: call again
+            watch.serve(source, first, no_beats())
+        assert ending.value.code is Refusal.BUSY and "previous watch is ending" in ending.value.detail
         watch.unserved(source, cut)
         assert source not in watch.deaths.below and not watch.deaths.failed
         again = watch.serve(source, first, no_beats())  # its next call is taken, not "watched already"
@@ -151,5 +155,7 @@ def test_a_call_cut_short_before_its_events_begin_frees_its_place_and_kills_nobo
         watch.unserved(source, again)
         assert source in watch.deaths.below and not watch.deaths.failed
         reading.cancel()
+        await asyncio.wait({reading})
+        await watch.stop()
 
     run(scenario)
