@@ -185,6 +185,14 @@ class Cluster:
         return Task(rank, job, index, node, self.hosts[node], port, local,
                     gpus if gpus is not None else self.gpu_plan.ids(rank), spare)
 
+    def endpoint(self, rank: int) -> tuple[str, int]:
+        """Where ``rank``'s server listens, once bootstrapped: its node's address as `hosts` names it, and its bound
+        port (the rule every call to a task follows)."""
+        if self.bound_ports is None:
+            raise ConfigurationError(f"rank {rank} has no server yet: the cluster is not bootstrapped",
+                                     "use the cluster that bootstrap() returns")
+        return self.hosts[self.placement.node_of(rank)], self.bound_ports[rank]
+
     def label(self, rank: int) -> str:
         """How messages name ``rank``: ``worker:3 (rank 3) on node2`` (without the node where the
         layout is still to be learned and the rank is not on the caller's node)."""

@@ -36,6 +36,17 @@ def test_bound_ports_replace_the_planned_ones_and_must_cover_every_task() -> Non
         CLUSTER.with_ports([1, 2, 3], [1, 2, 3])
 
 
+def test_a_ranks_server_is_found_by_one_rule_once_bootstrapped() -> None:
+    """Every call to a task (the watch, its probes, Stacks) finds its server at its node's address and bound
+    port, as its `Task` says; before the bootstrap there is none, said with the fix."""
+    done = CLUSTER.with_ports([40000, 40001, 40002, 40003], [41000, 41001, 41002, 41003])
+    assert [done.endpoint(r) for r in range(4)] == [(done.task(r).host, done.task(r).port) for r in range(4)]
+    assert done.endpoint(3) == (done.task(3).host, 40003)
+    with pytest.raises(ConfigurationError, match="not bootstrapped") as info:
+        CLUSTER.endpoint(0)
+    assert "bootstrap()" in str(info.value)
+
+
 def test_another_rank_sees_the_same_cluster_from_its_own_task() -> None:
     other = CLUSTER.as_rank(2)
     assert other.rank == 2 and other.me is not None and other.me.node == "node2" and other.spec() == CLUSTER.spec()

@@ -123,12 +123,11 @@ class Heartbeat:
                 return
 
     def _call(self, above: int, nonce: bytes) -> AsyncIterator[bytes]:
-        bound = self.cluster.bound_ports
-        assert bound is not None
+        host, port = self.cluster.endpoint(above)
         first_above, link = self._first
         if above != first_above or link is None:
-            link = self.network.connect(self.cluster.hosts[self.cluster.placement.node_of(above)], bound[above])
-        return link.stream(WATCH, self._beats(bound[above], nonce))
+            link = self.network.connect(host, port)
+        return link.stream(WATCH, self._beats(port, nonce))
 
     async def _follow_one(self, above: int) -> Event | None:
         """Follow one call to ``above`` until it ends: its last event if it left normally, else None
@@ -174,9 +173,7 @@ class Heartbeat:
         says; across nodes: the network's word (gRPC's core pings it)."""
         cluster = self.cluster
         if cluster.placement.node_index(above) != self.node:
-            assert cluster.bound_ports is not None
-            return await self.network.lost(cluster.hosts[cluster.placement.node_of(above)], cluster.bound_ports[above],
-                                           self.patience)
+            return await self.network.lost(*cluster.endpoint(above), self.patience)
         if process is None or process.pid == self.process.pid or self.seen(process) is Seen.UNKNOWN:
             # This process itself (tasks that share one: a simulation), or not to be seen from here (another pid
             # namespace): nothing to look at; its call's end tells its death.
@@ -229,9 +226,9 @@ class Heartbeat:
                     # The task above lives and says "call again" (this task's first beat came late: its loop
                     # stood still), or it cut the call short before it answered (its wait for the first beat ran
                     # out as the beat came, on busy cores), or it is a successor that has not taken over yet, or a
-                    # parent that has not yet seen its predecessor leave: ask again. A call cut short, or unanswered,
-                    # may also be a server that is ending: asked again only where its port still takes connections.
-                    if cut and await self._gone(above):
+                        # parent that has not yet seen its predecessor leave: ask again. A call cut short may also be
+                    # a server that is ending: asked again only where its port still takes connections.
+                    if cut and await self.network.gone(*self.cluster.endpoint(above)):
                         self.deaths.declare([above], Fault(Cause.CRASHED, f"{self.cluster.label(above)} died: its "
                                                            f"server ended rank {self.rank}'s watch before answering "
                                                            f"({exc.detail}), then refused connections"))
@@ -250,12 +247,6 @@ class Heartbeat:
             above = self._move(above, event.hand_over)
             moved_at = time.monotonic()
             log.debug("slurm_resolver: rank %d watches on rank %s from now on", self.rank, above)
-
-    async def _gone(self, above: int) -> bool:
-        """Whether the server of the task ``above`` refuses connections (its process ended)."""
-        bound = self.cluster.bound_ports
-        assert bound is not None
-        return await self.network.gone(self.cluster.hosts[self.cluster.placement.node_of(above)], bound[above])
 
     def _move(self, above: int, hand_over: HandOver) -> int | None:
         """Whom to watch on after ``above`` handed over: its successor, or (for the successor) its parent."""

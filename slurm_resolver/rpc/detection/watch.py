@@ -269,9 +269,7 @@ class Watch:
     async def _losing(self, source: Source, rank: int) -> None:
         """Watch a child node's leader over the network: declared dead once it stops answering."""
         cluster = self.cluster
-        assert cluster.bound_ports is not None
-        why = await self.network.lost(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank],
-                                      self.patience)
+        why = await self.network.lost(*cluster.endpoint(rank), self.patience)
         if source not in self._left and not self.deaths.leaving and rank not in self.deaths.failed:
             self.deaths.declare([rank], Fault(Cause.SILENT, f"{cluster.label(rank)} stopped answering: {why} (its "
                                                             "process stopped or ended, or its node gone)"))
@@ -342,7 +340,6 @@ class Watch:
         connection: their process ended right after the bootstrap); whether some that never called still listen,
         or do not answer the probe in time (slow to call, on busy cores: looked at again)."""
         cluster = self.cluster
-        assert cluster.bound_ports is not None
         waiting = False
         for source in self.unheard():
             if source.kind is SourceKind.NODE:
@@ -352,7 +349,7 @@ class Watch:
                 waiting = True
                 continue
             rank = self._rank(source)
-            if not await self.network.gone(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank]):
+            if not await self.network.gone(*cluster.endpoint(rank)):
                 wait = min(2 * wait, self.most_between_probes)
                 self._probes[source] = (now + wait, wait)
                 waiting = True

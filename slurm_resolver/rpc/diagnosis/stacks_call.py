@@ -141,8 +141,7 @@ class StacksHandler:
         """Call Stacks on the task of ``rank`` (its bound port, on its node)."""
         settled = self._now
         cluster, network = settled.cluster, settled.network
-        assert cluster.bound_ports is not None
-        link = network.connect(cluster.hosts[cluster.placement.node_of(rank)], cluster.bound_ports[rank])
+        link = network.connect(*cluster.endpoint(rank))
         return await link.unary(STACKS, message, timeout)
 
     async def stacks(self, message: bytes, deadline: float) -> bytes:

@@ -59,8 +59,8 @@ FIRST_CONNECTION = 60.0
 """Seconds `GrpcNetwork.lost` gives a server to answer at all, at first: a leader that ended right after the
 bootstrap is found then (or at once, by its call's end, where it made one). A real node connects in
 milliseconds; 16 processes of 1,024 tasks each on 2 cores, the last still bootstrapping, took over 30 s for some
-first connections (benchmarks/README.md), so a leader that stops in the job's first minute is found late rather
-than a living one declared dead."""
+first connections (benchmarks/README.md), so a leader that stops before a watch's first connection is made is
+found up to a minute late rather than a living one declared dead."""
 
 SPARE_PORTS = (10000, 20000)
 """Where a task's spare port (for a framework's server) is found: below the launches' rendezvous ports
