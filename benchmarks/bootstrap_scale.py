@@ -27,11 +27,13 @@ last are made then), and that once-a-job cost apart (``armed_cpu_ms_per_rank``: 
 bootstrap and making the watch calls); with deaths, the first ones heard, when, and why.
 With ``--kill P`` too, process P ends abruptly 5 s in, with its nodes' tasks: the line says
 how many living tasks were declared dead (none, if it is right), how many never heard of a
-death, and when the last one did.
+death, and when the last one did. With ``--stop`` too, process P stops (SIGSTOP) instead: its
+connections stay open and nothing answers on them, as a node's that loses power, so that only pings
+(its parent nodes') find its nodes, and the word of their silence (``Lost``) reaches their child nodes.
 
     python benchmarks/bootstrap_scale.py [--network local|grpc] [--procs 4] [--ranks 1024 4096] [--json]
                                          [--tasks-per-node 8 --nodes 65536 --timeout 1200 [--gpus-per-task]]
-                                         [--repeat 10] [--heartbeat 1 --hold 15 [--kill 1]]
+                                         [--repeat 10] [--heartbeat 1 --hold 15 [--kill 1 [--stop]]]
 
 The simulated tasks share one core, so the last ones start long after the first: past 131,072 tasks,
 give a timeout several times the run's wall time (524,288 tasks: ``--timeout 1200``).
@@ -52,7 +54,7 @@ from slurm_resolver.rpc.tree import DEFAULT_FANOUT
 def _run(network: str, nodes: int, per_node: int, args: argparse.Namespace) -> Simulation:
     if network == "grpc":
         return over_grpc(nodes, per_node, args.procs, timeout=args.timeout, fanout=args.fanout,
-                         heartbeat=args.heartbeat, hold=args.hold, kill=args.kill, marks=args.marks)
+                         heartbeat=args.heartbeat, hold=args.hold, kill=args.kill, marks=args.marks, stop=args.stop)
     cluster = None
     if args.gpus_per_task:  # each task sees its own GPU as 0, bound by Slurm
         environ = {**srun_environ(nodes, per_node), "CUDA_VISIBLE_DEVICES": "0", "SLURM_GPUS_PER_TASK": "1"}
@@ -81,6 +83,8 @@ def main() -> None:
     parser.add_argument("--kill", type=int, help="--network grpc, with --hold: process number KILL ends abruptly a "
                         "third into the hold, with its nodes' tasks; prints whom the others declared dead and how soon "
                         "the last living task heard of it")
+    parser.add_argument("--stop", action="store_true", help="with --kill: that process stops (SIGSTOP) instead: "
+                        "its connections stay open and silent, as a node's that loses power, found by pings alone")
     parser.add_argument("--marks", action="store_true", help="--network grpc, with --hold: every task marks progress "
                         "while held (the beats carry the marks, the root judges hangs)")
     parser.add_argument("--gpus-per-task", action="store_true", help="--network local: every task sees one GPU "
@@ -94,6 +98,8 @@ def main() -> None:
         parser.error("--gpus-per-task needs --network local")
     if args.kill is not None and not (args.hold and 0 <= args.kill < args.procs and args.procs > 1):
         parser.error(f"--kill needs --hold and names one of the --procs {args.procs} processes (more than one)")
+    if args.stop and args.kill is None:
+        parser.error("--stop needs --kill: the process that stops")
     shapes = [(n, args.tasks_per_node) for n in args.nodes] if args.nodes else \
         [(max(1, r // args.tasks_per_node), args.tasks_per_node) for r in args.ranks]
     where = "in-process network, one process" if args.network == "local" else \
@@ -128,7 +134,8 @@ def main() -> None:
         for at, by, rank, why in run.first_deaths if not args.json else ():
             print(f"  {at - run.first_deaths[0][0]:+.2f} s: rank {by} heard of rank {rank}: {why}", flush=True)
         if run.killed and not args.json:
-            print(f"process {args.kill} ended with its {len(run.killed)} tasks: {row['declared_dead_but_alive']} "
+            how = "stopped" if args.stop else "ended"
+            print(f"process {args.kill} {how} with its {len(run.killed)} tasks: {row['declared_dead_but_alive']} "
                   f"living tasks declared dead; every living task but {run.unheard} heard of a death, the last "
                   f"{run.heard_s:.3f} s after", flush=True)
         if not run.ok:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from slurm_resolver.faults import Cause, Fault
@@ -35,3 +37,5 @@ def test_a_fault_is_recorded_for_its_task() -> None:
     assert news.rank is None
     assert news.of(4) == Fault(Cause.SILENT, "stopped beating", 0, 4, "n2", 3.0)
     assert news.of(4, "n3", 7.5) == Fault(Cause.SILENT, "stopped beating", 0, 4, "n3", 7.5)
+    killed = Fault(Cause.EXITED, "killed", -9, oom=True)
+    assert killed.of(2, "n1", 1.0) == dataclasses.replace(killed, rank=2, node="n1", at=1.0)  # every field kept

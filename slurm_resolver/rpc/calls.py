@@ -9,6 +9,7 @@ and that part's method, and its bounds; each is declared beside its codec and it
 | ``WhoAreYou`` | `slurm_resolver.rpc.trust.identity` | trust's `IdentityHandler` |
 | ``Watch`` | `slurm_resolver.rpc.detection.watch` | failure detection's `WatchHandler` |
 | ``Stacks`` | `slurm_resolver.rpc.diagnosis.stacks_call` | diagnosis's `StacksHandler` |
+| ``Lost`` | `slurm_resolver.rpc.detection.watch` | failure detection's `WatchHandler` |
 
 A new call (docs/protocol.md, "A new call"): its messages in ``coordination.proto``, its module (codec,
 part, row), and its row here.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .detection.watch import WATCH
+from .detection.watch import LOST, WATCH
 from .diagnosis.stacks_call import STACKS
 from .rounds.coordinator import JOIN
 from .shapes import Call, served
@@ -26,7 +27,7 @@ from .trust.identity import WHO
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
-CALLS: tuple[Call[Any], ...] = (JOIN, WHO, WATCH, STACKS)
+CALLS: tuple[Call[Any], ...] = (JOIN, WHO, WATCH, STACKS, LOST)
 """The service's calls: what a task's server answers."""
 
 TABLE = served(CALLS)

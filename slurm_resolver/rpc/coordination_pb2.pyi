@@ -142,7 +142,7 @@ class Identity(_message.Message):
     def __init__(self, job_key: _Optional[str] = ..., rank: _Optional[int] = ..., node: _Optional[str] = ..., job: _Optional[str] = ..., index: _Optional[int] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class Beat(_message.Message):
-    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status", "progress", "pid", "started")
+    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status", "progress", "pid", "started", "more")
     JOB_KEY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +156,7 @@ class Beat(_message.Message):
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     job_key: str
     source: int
     node: int
@@ -169,7 +170,20 @@ class Beat(_message.Message):
     progress: Progress
     pid: int
     started: int
-    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., pid: _Optional[int] = ..., started: _Optional[int] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[Death]
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., nonce: _Optional[bytes] = ..., port: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., pid: _Optional[int] = ..., started: _Optional[int] = ..., more: _Optional[_Iterable[_Union[Death, _Mapping]]] = ...) -> None: ...
+
+class Death(_message.Message):
+    __slots__ = ("failed", "reason", "cause", "status")
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    failed: _containers.RepeatedScalarFieldContainer[int]
+    reason: str
+    cause: str
+    status: int
+    def __init__(self, failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ...) -> None: ...
 
 class HandOver(_message.Message):
     __slots__ = ("successor", "above", "gone_ranks", "gone_nodes")
@@ -183,8 +197,24 @@ class HandOver(_message.Message):
     gone_nodes: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, successor: _Optional[int] = ..., above: _Optional[int] = ..., gone_ranks: _Optional[_Iterable[int]] = ..., gone_nodes: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class Lost(_message.Message):
+    __slots__ = ("job_key", "source", "node", "port", "above", "reason")
+    JOB_KEY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    ABOVE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_key: str
+    source: int
+    node: int
+    port: int
+    above: int
+    reason: str
+    def __init__(self, job_key: _Optional[str] = ..., source: _Optional[int] = ..., node: _Optional[int] = ..., port: _Optional[int] = ..., above: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class Event(_message.Message):
-    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over", "cause", "status", "pid", "started")
+    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over", "cause", "status", "pid", "started", "more")
     NONCE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +225,7 @@ class Event(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     nonce: bytes
     source: int
     failed: _containers.RepeatedScalarFieldContainer[int]
@@ -205,7 +236,8 @@ class Event(_message.Message):
     status: int
     pid: int
     started: int
-    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., hand_over: _Optional[_Union[HandOver, _Mapping]] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., pid: _Optional[int] = ..., started: _Optional[int] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[Death]
+    def __init__(self, nonce: _Optional[bytes] = ..., source: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., leaving: _Optional[bool] = ..., hand_over: _Optional[_Union[HandOver, _Mapping]] = ..., cause: _Optional[str] = ..., status: _Optional[int] = ..., pid: _Optional[int] = ..., started: _Optional[int] = ..., more: _Optional[_Iterable[_Union[Death, _Mapping]]] = ...) -> None: ...
 
 class RankSet(_message.Message):
     __slots__ = ("first", "last", "count")

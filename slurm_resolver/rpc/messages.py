@@ -22,6 +22,8 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 SHOWN = 8
 """Ranks a failure names; the rest is a count."""
+MOST_NEWS = 16
+"""Reasons (each with at most `SHOWN` ranks) one beat or event of the watch carries: the deaths queued for its call."""
 REASON = 1000
 """Characters of a failure's reason."""
 MOST_KEY = 64
@@ -346,10 +348,11 @@ class Contribution(Value):
 
 
 class News(Value):
-    """What a beat up carries besides being alive: deaths found below (at most `SHOWN` ranks) and why,
-    or that this task ends normally."""
+    """What a watch call carries besides its being alive: deaths (at most `SHOWN` ranks) and why, or that its
+    writer ends normally (down the tree: and who takes over). One beat or event carries the news queued for it,
+    up to `MOST_NEWS` of them (`detection.deaths.gathered`)."""
 
-    __slots__ = ("failed", "reason", "leaving", "cause", "status")
+    __slots__ = ("failed", "reason", "leaving", "cause", "status", "hand_over")
     failed: tuple[int, ...]
     reason: str
     leaving: bool
@@ -357,10 +360,12 @@ class News(Value):
     """The reason's cause."""
     status: int
     """An exit status, where the cause is `Cause.EXITED`."""
+    hand_over: HandOver | None
+    """A leader that leaves: who watches in its place (events only)."""
 
     def __init__(self, failed: tuple[int, ...] = (), reason: str = "", leaving: bool = False,
-                 cause: Cause = Cause.REPORTED, status: int = 0) -> None:
-        fill(self, failed, reason, leaving, cause, status)
+                 cause: Cause = Cause.REPORTED, status: int = 0, hand_over: HandOver | None = None) -> None:
+        fill(self, failed, reason, leaving, cause, status, hand_over)
 
     def __bool__(self) -> bool:
         return bool(self.failed) or self.leaving

@@ -96,11 +96,12 @@ class Network(Protocol):
         """A free port on ``host`` for a framework's server (bound, read, released)."""
         ...
 
-    async def lost(self, host: str, port: int, patience: float) -> str:
+    async def lost(self, host: str, port: int, patience: float, first: float | None = None) -> str:
         """Return once the server at ``host:port`` stopped answering for about ``patience`` seconds (its
         process stopped, its node gone), with why in a few words; a server that ends closes its connections,
         which its callers hear of first. Costs no Python work while the server answers: over gRPC, its core
-        pings the server (which its core answers, whatever the server's Python does)."""
+        pings the server (which its core answers, whatever the server's Python does). The first connection may
+        take ``first`` seconds (None: the network's own bound, for thousands made at once)."""
         ...
 
     async def close(self) -> None:

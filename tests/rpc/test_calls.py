@@ -17,7 +17,7 @@ import pytest
 from slurm_resolver.rpc import calls
 from slurm_resolver.rpc.bootstrap import bootstrap_async
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
-from slurm_resolver.rpc.detection.watch import WATCH, WatchHandler
+from slurm_resolver.rpc.detection.watch import LOST, WATCH, WatchHandler
 from slurm_resolver.rpc.diagnosis.stacks_call import STACKS, StacksHandler
 from slurm_resolver.rpc.network.grpc_network import GrpcNetwork
 from slurm_resolver.rpc.network.in_process import LocalNetwork
@@ -196,7 +196,8 @@ def test_a_server_with_no_handlers_refuses_every_call_of_the_service() -> None:
         link = network.connect("localhost", server.port)
         said = []
         for make in (lambda: link.join(JOIN, [b"x"], 5.0), lambda: link.unary(WHO, b"x", 5.0),
-                     lambda: link.stream(WATCH, _beats()).__anext__(), lambda: link.unary(VERSIONS, b"x", 5.0)):
+                     lambda: link.stream(WATCH, _beats()).__anext__(), lambda: link.unary(VERSIONS, b"x", 5.0),
+                     lambda: link.unary(LOST, b"x", 5.0)):
             try:
                 await make()
             except LinkError as exc:
@@ -209,7 +210,7 @@ def test_a_server_with_no_handlers_refuses_every_call_of_the_service() -> None:
     finally:
         server.stop()
         loop.close()
-    assert said == [(Refusal.NOT_LEADER, UNSERVED)] * 4
+    assert said == [(Refusal.NOT_LEADER, UNSERVED)] * 5
 
 
 async def _beats() -> Any:

@@ -64,7 +64,7 @@ def test_records_extend_column_by_column() -> None:
 
 
 def test_news_is_something_only_when_it_names_a_death_or_an_end() -> None:
-    assert not News() and News((3,), "killed") and News(leaving=True)
+    assert not News() and News((3,), "killed") and News(leaving=True) and not News(hand_over=None)
 
 
 def test_every_cause_is_read_back_from_its_name_on_the_wire_and_nothing_else_is() -> None:

@@ -2,20 +2,32 @@
 
 A call's first beat and first event are envelopes sealed by their writers (`slurm_resolver.rpc.wire`),
 each naming its writer's process (for a task of the same node to read from the kernel); later ones are
-bare, bounded messages on the same call, and only news: deaths (at most `SHOWN` ranks and one reason),
-a task that leaves and who takes over, the progress marks of a subtree.
+bare, bounded messages on the same call, and only news: deaths (at most `MOST_NEWS` reasons, each with at most
+`SHOWN` ranks: what was queued for the call), a task that leaves and who takes over, the progress marks of a
+subtree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...faults import Cause, Fault
+from ...faults import Fault
 from ...stacks.progress import Marks
 from ...values import Value, fill
 from .. import protos as pb
 from ..diagnosis.marks import progress_pb, read_progress
-from ..messages import REASON, SHOWN, HandOver, Source, SourceKind, WireError, cause_on_wire, read_cause
+from ..messages import (
+    MOST_NEWS,
+    REASON,
+    SHOWN,
+    HandOver,
+    News,
+    Source,
+    SourceKind,
+    WireError,
+    cause_on_wire,
+    read_cause,
+)
 from ..wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse_message
 from .processes import Process
 
@@ -25,64 +37,73 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 class Beat(Value):
     """A heartbeat: the first of a call says who beats; later ones may carry news."""
 
-    __slots__ = ("job_key", "source", "node", "nonce", "port", "failed", "reason", "leaving", "cause", "status",
-                 "progress", "process")
+    __slots__ = ("job_key", "source", "node", "nonce", "port", "died", "leaving", "progress", "process")
     job_key: str
     source: int
     node: int
     nonce: bytes
     port: int
-    failed: tuple[int, ...]
-    reason: str
+    died: tuple[News, ...]
+    """The deaths it tells, one `News` a reason."""
     leaving: bool
-    cause: Cause
-    status: int
     progress: Marks | None
     """The progress marks of the beating task and every task below it (None: none marked)."""
     process: Process | None
     """The first beat: the beating task's process (None: another version's, or not said)."""
 
     def __init__(self, job_key: str = "", source: int = 0, node: int = 0, nonce: bytes = b"", port: int = 0,
-                 failed: tuple[int, ...] = (), reason: str = "", leaving: bool = False, cause: Cause = Cause.REPORTED,
-                 status: int = 0, progress: Marks | None = None, process: Process | None = None) -> None:
-        fill(self, job_key, source, node, nonce, port, failed, reason, leaving, cause, status, progress, process)
-
-    @property
-    def fault(self) -> Fault:
-        """The news's failure, typed."""
-        return Fault(self.cause, self.reason, self.status)
+                 died: tuple[News, ...] = (), leaving: bool = False, progress: Marks | None = None,
+                 process: Process | None = None) -> None:
+        fill(self, job_key, source, node, nonce, port, died, leaving, progress, process)
 
 
 class Event(Value):
     """What the task above tells: the first of a call answers the first beat; later ones carry news."""
 
-    __slots__ = ("nonce", "source", "failed", "reason", "leaving", "hand_over", "cause", "status", "process")
+    __slots__ = ("nonce", "source", "died", "leaving", "hand_over", "process")
     nonce: bytes
     source: int
-    failed: tuple[int, ...]
-    reason: str
+    died: tuple[News, ...]
+    """The deaths it tells, one `News` a reason."""
     leaving: bool
     hand_over: HandOver | None
-    cause: Cause
-    status: int
     process: Process | None
     """The first event: the watching task's process (None: not said)."""
 
-    def __init__(self, nonce: bytes = b"", source: int = 0, failed: tuple[int, ...] = (), reason: str = "",
-                 leaving: bool = False, hand_over: HandOver | None = None, cause: Cause = Cause.REPORTED,
-                 status: int = 0, process: Process | None = None) -> None:
-        fill(self, nonce, source, failed, reason, leaving, hand_over, cause, status, process)
-
-    @property
-    def fault(self) -> Fault:
-        """The news's failure, typed."""
-        return Fault(self.cause, self.reason, self.status)
+    def __init__(self, nonce: bytes = b"", source: int = 0, died: tuple[News, ...] = (), leaving: bool = False,
+                 hand_over: HandOver | None = None, process: Process | None = None) -> None:
+        fill(self, nonce, source, died, leaving, hand_over, process)
 
 
-def _news(failed: Sequence[int], reason: str, world_size: int) -> tuple[tuple[int, ...], str]:
-    if len(failed) > SHOWN or any(r >= world_size for r in failed) or len(reason) > REASON:
-        raise WireError("news naming more than a job has")
-    return tuple(failed), reason
+def fault_of(news: News, default: str) -> Fault:
+    """The failure of one reason's deaths, typed (``default``: the words where none came)."""
+    return Fault(news.cause, news.reason or default, news.status)
+
+
+def _died(message: pb.Beat | pb.Event, world_size: int) -> tuple[News, ...]:
+    """The deaths a beat or an event tells (its own fields' reason, then ``more``'s), checked."""
+    groups = [message, *message.more]
+    if len(groups) > MOST_NEWS:
+        raise WireError("news of more reasons than a message carries")
+    died = []
+    for group in groups:
+        if len(group.failed) > SHOWN or any(r >= world_size for r in group.failed) or len(group.reason) > REASON:
+            raise WireError("news naming more than a job has")
+        if group.failed:
+            died.append(News(tuple(group.failed), group.reason, cause=read_cause(group.cause), status=group.status))
+        elif group is not message:
+            raise WireError("news of a death naming no task")
+    return tuple(died)
+
+
+def _told(message: pb.Beat | pb.Event, news: Sequence[News]) -> None:
+    """Write the deaths of ``news`` (at most `MOST_NEWS`, each `SHOWN` ranks) into a beat or an event: the first
+    reason in its own fields, the others in ``more``."""
+    groups = [n for n in news if n.failed][:MOST_NEWS]
+    for at, told in enumerate(groups):
+        group = message if at == 0 else message.more.add()
+        group.failed.extend(told.failed[:SHOWN])
+        group.reason, group.cause, group.status = told.reason[:REASON], cause_on_wire(told.cause), told.status
 
 
 def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
@@ -92,15 +113,11 @@ def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
                              port=beat.port, pid=process.pid, started=process.started), seal)
 
 
-def encode_beat(failed: Sequence[int] = (), fault: Fault | None = None, leaving: bool = False,
-                progress: Marks | None = None) -> bytes:
-    """A later beat: ranks found dead below (at most `SHOWN`) and why, or that this task leaves, and the
-    ``progress`` marks of its subtree (where any task marked)."""
-    if fault is None:
-        beat = pb.Beat(failed=failed[:SHOWN], leaving=leaving)
-    else:
-        beat = pb.Beat(failed=failed[:SHOWN], reason=fault.words[:REASON], leaving=leaving,
-                       cause=cause_on_wire(fault.cause), status=fault.status)
+def encode_beat(news: Sequence[News] = (), progress: Marks | None = None) -> bytes:
+    """A later beat: the deaths found below (at most `MOST_NEWS` reasons, each with at most `SHOWN` ranks), or
+    that this task leaves, and the ``progress`` marks of its subtree (where any task marked)."""
+    beat = pb.Beat(leaving=any(n.leaving for n in news))
+    _told(beat, news)
     if progress is not None and progress.tasks:
         beat.progress.CopyFrom(progress_pb(progress))
     return bytes(beat.SerializeToString())
@@ -112,11 +129,10 @@ def decode_beat(data: bytes, world_size: int) -> Beat:
     if len(message.job_key) > MOST_NAME or message.source >= world_size or message.node >= world_size \
             or len(message.nonce) > MOST_NONCE:
         raise WireError("a heartbeat from no task of this job")
-    failed, reason = _news(message.failed, message.reason, world_size)
+    died = _died(message, world_size)
     progress = read_progress(message.progress, world_size) if message.HasField("progress") else None
-    return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, failed, reason,
-                message.leaving, read_cause(message.cause), message.status, progress,
-                Process(message.pid, message.started) if message.pid else None)
+    return Beat(message.job_key, message.source, message.node, bytes(message.nonce), message.port, died,
+                message.leaving, progress, Process(message.pid, message.started) if message.pid else None)
 
 
 def encode_first_event(nonce: bytes, source: int, seal: Seal, process: Process | None = None) -> bytes:
@@ -125,12 +141,12 @@ def encode_first_event(nonce: bytes, source: int, seal: Seal, process: Process |
     return envelope(pb.Event(nonce=nonce, source=source, pid=process.pid, started=process.started), seal)
 
 
-def encode_event(failed: Sequence[int] = (), fault: Fault | None = None, leaving: bool = False,
-                 hand_over: HandOver | None = None) -> bytes:
-    """A later event: deaths (at most `SHOWN`) and why, or that the task above leaves (and who takes over)."""
-    event = pb.Event(failed=failed[:SHOWN], leaving=leaving)
-    if fault is not None:
-        event.reason, event.cause, event.status = fault.words[:REASON], cause_on_wire(fault.cause), fault.status
+def encode_event(news: Sequence[News] = ()) -> bytes:
+    """A later event: deaths (at most `MOST_NEWS` reasons, each with at most `SHOWN` ranks), or that the task above
+    leaves (and who takes over: the last news's hand-over)."""
+    event = pb.Event(leaving=any(n.leaving for n in news))
+    _told(event, news)
+    hand_over = next((n.hand_over for n in reversed(news) if n.hand_over is not None), None)
     if hand_over is not None:
         gone = sorted(hand_over.gone)[:1024]
         event.hand_over.CopyFrom(pb.HandOver(
@@ -143,7 +159,7 @@ def encode_event(failed: Sequence[int] = (), fault: Fault | None = None, leaving
 def decode_event(data: bytes, world_size: int) -> Event:
     """An event (a first event's header, unwrapped, or a later event), checked."""
     message = parse_message(pb.Event(), data)
-    failed, reason = _news(message.failed, message.reason, world_size)
+    died = _died(message, world_size)
     if message.source >= world_size or len(message.nonce) > MOST_NONCE:
         raise WireError("an event from no task of this job")
     hand_over = None
@@ -155,5 +171,39 @@ def decode_event(data: bytes, world_size: int) -> Event:
         hand_over = HandOver(h.successor, h.above if h.HasField("above") else None,
                              frozenset([*map(Source.task, h.gone_ranks), *map(Source.node, h.gone_nodes)]))
     process = Process(message.pid, message.started) if message.pid else None
-    return Event(bytes(message.nonce), message.source, failed, reason, message.leaving, hand_over,
-                 read_cause(message.cause), message.status, process)
+    return Event(bytes(message.nonce), message.source, died, message.leaving, hand_over, process)
+
+
+class Lost(Value):
+    """A leader's word that the leader of one of its child nodes is silent, to the leaders of that node's child
+    nodes (who watch on it, and ping it no more: `Heartbeat`)."""
+
+    __slots__ = ("job_key", "source", "node", "port", "above", "reason")
+    job_key: str
+    source: int
+    """The rank that tells."""
+    node: int
+    """Its node's position."""
+    port: int
+    """The port of the server told."""
+    above: int
+    """The rank found silent."""
+    reason: str
+
+    def __init__(self, job_key: str, source: int, node: int, port: int, above: int, reason: str) -> None:
+        fill(self, job_key, source, node, port, above, reason)
+
+
+def encode_lost(lost: Lost, seal: Seal) -> bytes:
+    """A `Lost`, sealed."""
+    return envelope(pb.Lost(job_key=lost.job_key, source=lost.source, node=lost.node, port=lost.port,
+                            above=lost.above, reason=lost.reason[:REASON]), seal)
+
+
+def decode_lost(header: bytes, world_size: int) -> Lost:
+    """A `Lost`'s header, unwrapped, checked."""
+    message = parse_message(pb.Lost(), header)
+    if len(message.job_key) > MOST_NAME or max(message.source, message.node, message.above) >= world_size \
+            or len(message.reason) > REASON:
+        raise WireError("a word of a silent task from no task of this job")
+    return Lost(message.job_key, message.source, message.node, message.port, message.above, message.reason)

@@ -4,7 +4,9 @@ Every task keeps one long call (``Watch``) to the task above it and beats news o
 watches the calls of the tasks below it (`slurm_resolver.rpc.detection.watch`), and a task
 follows its own call up (`slurm_resolver.rpc.detection.heartbeat`). Both sides learn of deaths and
 tell each other through `Deaths`: a death found below goes up (in this task's next
-beat) and down (to every task below); a death heard from above goes down only.
+beat) and down (to every task below); a death heard from above goes down only. News waits in one
+queue a call, and a call's next message takes all that waits (`gathered`): a burst of
+deaths (a node's tasks, a process of many) costs a few messages a call, not one a death.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import time
 from collections.abc import Callable
 
 from ...faults import Fault
-from ..messages import SHOWN, News, Source
-from .beats import encode_event
+from ..messages import MOST_NEWS, SHOWN, News, Source
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -41,7 +42,7 @@ class Deaths:
         failed: the dead, by rank, each with its `Fault` (its cause and words, its rank and node, when
             it was heard of).
         up: the news this task's call up carries next (deaths found below, its own end).
-        below: one queue of events per task below that watches here, by its source.
+        below: one queue of news per task below that watches here, by its source.
         leaving: this task ends (normally or not): a call breaking is no news any more.
     """
 
@@ -51,7 +52,7 @@ class Deaths:
         self.failed: dict[int, Fault] = {}
         self.callbacks: list[Callable[[int, Fault], None]] = []
         self.up: asyncio.Queue[News] = asyncio.Queue()
-        self.below: dict[Source, asyncio.Queue[bytes]] = {}
+        self.below: dict[Source, asyncio.Queue[News]] = {}
         self.leaving = False
         self.own: Fault | None = None
         """Why this task fails, once it does (a task that starts watching here after hears it too)."""
@@ -66,10 +67,10 @@ class Deaths:
         for rank in new:
             self.failed[rank] = fault.of(rank, self.node_of(rank), now)
         for start in range(0, len(new), SHOWN):
-            self.tell_below(encode_event(new[start:start + SHOWN], fault))
+            news = _news(new[start:start + SHOWN], fault)
+            self.tell_below(news)
             if not from_above:
-                self.up.put_nowait(News(tuple(new[start:start + SHOWN]), fault.words, cause=fault.cause,
-                                        status=fault.status))
+                self.up.put_nowait(news)
         for rank in new:
             for callback in list(self.callbacks):
                 _call(callback, rank, self.failed[rank])
@@ -80,10 +81,10 @@ class Deaths:
         for callback in list(self.callbacks):
             _call(callback, self.rank, own)
 
-    def tell_below(self, event: bytes) -> None:
-        """Send ``event`` down every call of a task below."""
+    def tell_below(self, news: News) -> None:
+        """Send ``news`` down every call of a task below."""
         for queue in self.below.values():
-            queue.put_nowait(event)
+            queue.put_nowait(news)
 
     def add_callback(self, callback: Callable[[int, Fault], None]) -> None:
         """Call ``callback(rank, fault)`` for every death: at once for those known, later for the others."""
@@ -91,8 +92,22 @@ class Deaths:
             _call(callback, rank, fault)
         self.callbacks.append(callback)
 
-    def missed(self) -> list[bytes]:
+    def missed(self) -> list[News]:
         """What a task that starts watching here missed (this task's own failure, the first deaths: one
-        event each)."""
-        own = [encode_event([self.rank], self.own)] if self.own is not None else []
-        return own + [encode_event([rank], fault) for rank, fault in list(self.failed.items())[:SHOWN - len(own)]]
+        news each)."""
+        own = [_news([self.rank], self.own)] if self.own is not None else []
+        return own + [_news([rank], fault) for rank, fault in list(self.failed.items())[:SHOWN - len(own)]]
+
+
+def gathered(first: News, queue: asyncio.Queue[News]) -> list[News]:
+    """``first`` and the news queued behind it, as one message carries them: at most `MOST_NEWS`, none after an
+    end (``leaving``)."""
+    news = [first]
+    while not news[-1].leaving and len(news) < MOST_NEWS and not queue.empty():
+        news.append(queue.get_nowait())
+    return news
+
+
+def _news(ranks: list[int], fault: Fault) -> News:
+    """The news of ``ranks``' deaths for ``fault``."""
+    return News(tuple(ranks), fault.words, cause=fault.cause, status=fault.status)

@@ -21,7 +21,6 @@ from ..messages import HandOver, News
 from ..transport import Link, Network
 from ..tree import Plan
 from ..trust.seals import Authority
-from .beats import encode_event
 from .deaths import Deaths
 from .heartbeat import Heartbeat
 from .watch import Watch
@@ -49,10 +48,12 @@ class FailureDetector:
                  authority: Authority, heartbeat: float, patience: float, hang_after: float | None = None,
                  on_hang: Callable[[Hang], Awaitable[None]] | None = None) -> None:
         self.deaths = Deaths(plan.rank, cluster.placement.node_of)
-        self.watch = Watch(self.deaths, cluster, plan, network, heartbeat, patience)
+        self.watch = Watch(self.deaths, cluster, plan, network, heartbeat, patience, authority)
         self.heartbeat = Heartbeat(self.deaths, cluster, plan.rank, plan.position, above, link, network, authority,
                                    heartbeat, patience, self.watch.take_over,
-                                   None if hang_after is None else self.progress)  # marks ride beats where judged
+                                   None if hang_after is None else self.progress,  # marks ride beats where judged
+                                   plan.tree)
+        self.watch.told = self.heartbeat.told  # a leader's word that the task above is silent comes to the server
         self._beating: asyncio.Task[None] | None = None
         self._judging: asyncio.Task[None] | None = None
         self._interval = heartbeat
@@ -110,8 +111,9 @@ class FailureDetector:
         self.deaths.leaving = True
         rank = self.deaths.rank
         self.deaths.own = why  # a task below that starts watching from now on hears it first
-        self.deaths.up.put_nowait(News((rank,), why.words, cause=why.cause, status=why.status))
-        self.deaths.tell_below(encode_event([rank], why))
+        news = News((rank,), why.words, cause=why.cause, status=why.status)
+        self.deaths.up.put_nowait(news)
+        self.deaths.tell_below(news)
         until = time.monotonic() + within
         while not self._told() and time.monotonic() < until:
             await asyncio.sleep(0.02)
@@ -128,7 +130,7 @@ class FailureDetector:
         self.deaths.up.put_nowait(News(leaving=True))
         successor = self.watch.successor()
         hand_over = None if successor is None else HandOver(successor[0], self.heartbeat.above, successor[1])
-        self.deaths.tell_below(encode_event(leaving=True, hand_over=hand_over))
+        self.deaths.tell_below(News(leaving=True, hand_over=hand_over))
         await asyncio.sleep(min(grace, 0.2))  # let the last beat and events go out
         await self.watch.stop()
         if self._judging is not None:

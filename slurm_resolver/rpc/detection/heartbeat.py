@@ -6,7 +6,9 @@ judged, its subtree's progress marks, at most one beat a ``heartbeat``) and brin
 the call's nonce: a server that is not a task of the job cannot answer it. A broken call is the
 death of the task above; one that stops (its process stopped, its node gone) is found without a
 message from it, as the task above finds this one (`slurm_resolver.rpc.detection.watch`): on this
-node by its process's state in the kernel, across nodes by gRPC's core pinging it. When the task
+node by its process's state in the kernel; across nodes by the word of the node above it, which pings
+it (`Lost`: one ping an edge of the tree, not two), or, where it is the top of the tree, by gRPC's
+core pinging it. When the task
 above leaves normally it names a successor, a task of its own node that watches in its place: the
 successor takes its sources over and watches on the task it watched on, and the others move their
 call to the successor, so that failure detection outlives a leader whose work is done.
@@ -27,10 +29,11 @@ from ...faults import Cause, Fault
 from ...stacks.progress import Marks
 from ..messages import HandOver, News, Source, WireError
 from ..transport import CallFailure, Link, LinkError, Network, Refusal, end_call, within
+from ..tree import Tree
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
-from .beats import Beat, Event, decode_event, encode_beat, encode_first_beat
-from .deaths import Deaths
+from .beats import Beat, Event, Lost, decode_event, encode_beat, encode_first_beat, fault_of
+from .deaths import Deaths, gathered
 from .processes import Process, Seen, seen
 from .watch import WATCH
 
@@ -63,6 +66,8 @@ class Heartbeat:
         take_over: called with the sources that left when this task becomes the successor.
         progress: the progress marks of this task and the tasks below it, or None where no hang is judged
             (then no beat carries marks).
+        tree: the tree of nodes: a task above on another node that is not the top is pinged by its own parent
+            node, whose word (`told`) tells its silence; None: every such task is pinged from here (a test's).
     """
 
     seen: Callable[[Process], Seen] = staticmethod(seen)
@@ -72,8 +77,8 @@ class Heartbeat:
 
     def __init__(self, deaths: Deaths, cluster: Cluster, rank: int, node: int, above: int | None, link: Link | None,
                  network: Network, authority: Authority, heartbeat: float, patience: float,
-                 take_over: Callable[[frozenset[Source]], None], progress: Callable[[], Marks] | None = None
-                 ) -> None:
+                 take_over: Callable[[frozenset[Source]], None], progress: Callable[[], Marks] | None = None,
+                 tree: Tree | None = None) -> None:
         self.deaths = deaths
         self.cluster = cluster
         self.rank = rank
@@ -91,6 +96,8 @@ class Heartbeat:
         """How many watch calls this task has made up (the beats of an earlier one stop)."""
         self.answered = False
         """Whether the task above answered the latest call's first beat (its first event, checked)."""
+        self.tree = tree
+        self._words: dict[int, asyncio.Future[str]] = {}  # a task above found silent by the node above it: why
 
     async def _beats(self, port: int, nonce: bytes) -> AsyncIterator[bytes]:
         """This task's beats on one call, each with news (or new progress marks); they end (and so does the
@@ -117,9 +124,9 @@ class Heartbeat:
             if not news and marks == told:
                 continue  # nothing to say
             told = marks
-            yield encode_beat(news.failed, Fault(news.cause, news.reason, news.status) if news.failed else None,
-                              news.leaving, marks)
-            if news.leaving:
+            carried = gathered(news, self.deaths.up) if news else []
+            yield encode_beat(carried, marks)
+            if carried and carried[-1].leaving:
                 return
 
     def _call(self, above: int, nonce: bytes) -> AsyncIterator[bytes]:
@@ -156,15 +163,17 @@ class Heartbeat:
                     self.answered = True
                     continue
                 event = decode_event(data, world)
+                for died in event.died:
+                    self.deaths.declare(list(died.failed), fault_of(died, "reported dead"), from_above=True)
                 if event.leaving:
                     return event
-                self.deaths.declare(list(event.failed), Fault(event.cause, event.reason or "reported dead",
-                                                              event.status), from_above=True)
         finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
             for waiting in (pending, guard):
                 if waiting is not None and not waiting.done():
                     waiting.cancel()
                     await asyncio.wait({waiting})
+                    if not waiting.cancelled():  # it ended on its own before the cancel came (the call broke then)
+                        waiting.exception()
             await end_call(events)
 
     async def _guard(self, above: int, process: Process | None) -> str:
@@ -172,8 +181,11 @@ class Heartbeat:
         call's end then tells its death). On this node: its process stopped for the patience, as the kernel
         says; across nodes: the network's word (gRPC's core pings it)."""
         cluster = self.cluster
-        if cluster.placement.node_index(above) != self.node:
-            return await self.network.lost(*cluster.endpoint(above), self.patience)
+        position = cluster.placement.node_index(above)
+        if position != self.node:
+            if self.tree is None or self.tree.parent(position) is None:  # the top of the tree: nobody else pings it
+                return await self.network.lost(*cluster.endpoint(above), self.patience)
+            return await asyncio.shield(self._word(above))  # its parent node pings it, and tells
         if process is None or process.pid == self.process.pid or self.seen(process) is Seen.UNKNOWN:
             # This process itself (tasks that share one: a simulation), or not to be seen from here (another pid
             # namespace): nothing to look at; its call's end tells its death.
@@ -189,6 +201,34 @@ class Heartbeat:
             since = now if since is None else since
             if now - since >= self.patience:
                 return f"its process is stopped (SIGSTOP, a debugger) for {now - since:.0f} s"
+
+    def _word(self, above: int) -> asyncio.Future[str]:
+        """Why ``above`` is silent, once the node above it says so (`told`)."""
+        word = self._words.get(above)
+        if word is None:
+            word = self._words[above] = asyncio.get_running_loop().create_future()
+        return word
+
+    def told(self, lost: Lost) -> bool:
+        """A leader's word that ``lost.above`` is silent: taken (its silence ends this task's call, as if found here)
+        where this task watches on that task across nodes and the word comes from a node above that task's (its
+        parent, whose leader pings it; or further up, where the nodes between are silent too)."""
+        above, tree = self.above, self.tree
+        if above is None or lost.above != above or tree is None:
+            return False
+        position: int | None = self.cluster.placement.node_index(above)
+        if position == self.node:
+            return False
+        while position is not None and position != lost.node:
+            position = tree.parent(position)
+        if position is None or lost.node == self.cluster.placement.node_index(above):
+            return False
+        word = self._word(above)
+        if not word.done():
+            log.debug("slurm_resolver: rank %d heard from rank %d that rank %d is silent: %s", self.rank, lost.source,
+                      above, lost.reason)
+            word.set_result(f"rank {lost.source}, which watches its node, found it silent")
+        return True
 
     def _check_first(self, data: bytes, nonce: bytes) -> Process | None:
         try:

@@ -30,14 +30,15 @@ from typing import Any, Protocol
 from ...cluster import Cluster
 from ...faults import Cause, Fault
 from ...stacks.progress import Marks
-from ..messages import Source, SourceKind, WireError
-from ..shapes import stream
-from ..transport import Network, Refusal, Refused, end_call, within
+from ..messages import News, Source, SourceKind, WireError
+from ..shapes import stream, unary
+from ..transport import CallFailure, LinkError, Network, Refusal, Refused, end_call, within
 from ..tree import Plan
 from ..trust.gate import Gate
+from ..trust.seals import Authority, Purpose
 from ..waits import Later
-from .beats import Beat, decode_beat, encode_first_event
-from .deaths import Deaths
+from .beats import Beat, Lost, decode_beat, decode_lost, encode_event, encode_first_event, encode_lost, fault_of
+from .deaths import Deaths, gathered
 from .processes import Process, Seen, seen
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -59,6 +60,10 @@ class Watched(Protocol):
     def unserved(self, source: Source, events: AsyncIterator[bytes]) -> None:
         """The call whose ``events`` `serve` gave for ``source`` ended before they began (cut short as its first
         event went out): the task below may call again, and is not dead for it."""
+        ...
+
+    def told(self, lost: Lost) -> bool:
+        """Rank ``lost.source`` found ``lost.above`` silent: whether this task watched on it (and now knows)."""
         ...
 
 
@@ -112,8 +117,25 @@ class WatchHandler:
             watched.unserved(source, events)
 
 
+    async def lost(self, message: bytes, deadline: float) -> bytes:
+        """A leader's word that the task this one watches on is silent (`Lost`, sealed for this server): answered
+        ``taken`` where this task watched on it, else empty; raises `Refused`."""
+        gate = self.gate
+        lost, header, seal = gate.read(message, decode_lost)
+        gate.same_launch(lost.job_key)
+        gate.sealed("a word of a silent task", lost.source, header, seal, lost.port)
+        watched = self.watched.value
+        if watched is None:
+            raise Refused(Refusal.NOT_LEADER, f"rank {gate.identity.rank} watches no task (yet)")
+        return TAKEN if watched.told(lost) else b""
+
+
 WATCH = stream("Watch", WatchHandler, WatchHandler.watch)
 """Heartbeats up, failures down, for as long as the job runs."""
+LOST = unary("Lost", WatchHandler, WatchHandler.lost, most_request=2048, most_answer=16)
+"""A child node's leader found silent, told to the leaders of that node's child nodes."""
+TAKEN = b"\x0a\x05taken"
+"""Lost's answer where the task told watched on the silent one (an Envelope whose header is ``taken``)."""
 
 
 class Watch:
@@ -134,6 +156,12 @@ class Watch:
         heartbeat: seconds between two beats of progress marks (none where hangs are not judged).
         patience: seconds a task below may be stopped, or silent, before it is declared dead (this node's tasks'
             processes are looked at every half patience).
+        authority: seals this task's word (`Lost`) to the child leaders of a child node whose leader it found
+            silent: nobody else pings that leader (`Heartbeat`); None: no word is sent (a test's).
+
+    Attributes:
+        told: called with a leader's word that the task this one watches on is silent; whether it did
+            (`Heartbeat.told`, set by `FailureDetector`).
     """
 
     seen: Callable[[Process], Seen] = staticmethod(seen)
@@ -155,8 +183,10 @@ class Watch:
         return 4 * self.patience
 
     def __init__(self, deaths: Deaths, cluster: Cluster, plan: Plan, network: Network, heartbeat: float,
-                 patience: float) -> None:
+                 patience: float, authority: Authority | None = None) -> None:
         self.deaths = deaths
+        self.authority = authority
+        self.told: Callable[[Lost], bool] = lambda lost: False
         self.cluster = cluster
         self.plan = plan
         self.network = network
@@ -174,7 +204,7 @@ class Watch:
         self._since = time.monotonic()  # when the watched sources were last set
         self._checking: asyncio.Task[None] | None = None
         self._probes: dict[Source, tuple[float, float]] = {}  # an unheard task found listening: next probe, wait
-        self._unstarted: dict[Source, tuple[asyncio.Queue[bytes], AsyncIterator[bytes]]] = {}  # served, not begun
+        self._unstarted: dict[Source, tuple[asyncio.Queue[News], AsyncIterator[bytes]]] = {}  # served, not begun
         self._unheard = True  # whether some task of this node is still to be looked for as one that never called
 
     def _rank(self, source: Source) -> int:
@@ -192,7 +222,7 @@ class Watch:
                                             "call again")
             raise Refused(Refusal.INVALID, f"{self.cluster.label(self._rank(source))} is watched already: "
                                            "one call a task")
-        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        queue: asyncio.Queue[News] = asyncio.Queue()
         for event in self.deaths.missed():
             queue.put_nowait(event)
         self.deaths.below[source] = queue
@@ -209,14 +239,15 @@ class Watch:
         self._unstarted[source] = (queue, events)
         return events
 
-    async def _events(self, source: Source, queue: asyncio.Queue[bytes], beats: AsyncIterator[bytes]
+    async def _events(self, source: Source, queue: asyncio.Queue[News], beats: AsyncIterator[bytes]
                       ) -> AsyncIterator[bytes]:
-        """News down the call, as it comes (nothing else: the call's connection tells that this task lives)."""
+        """News down the call, as it comes, each event with all that waited for it (nothing else: the call's
+        connection tells that this task lives)."""
         served = self._unstarted.get(source)
         if served is not None and served[0] is queue:
             del self._unstarted[source]  # begun: its end is told below
         reader = asyncio.ensure_future(self._read(source, beats))
-        getting: asyncio.Future[bytes] | None = None
+        getting: asyncio.Future[News] | None = None
         try:
             while True:
                 if getting is None:
@@ -225,8 +256,8 @@ class Watch:
                 done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
                 if getting not in done:
                     break  # the call ended
-                event, getting = getting.result(), None
-                yield event
+                news, getting = getting.result(), None
+                yield encode_event(gathered(news, queue))
         finally:
             if getting is not None:
                 getting.cancel()
@@ -267,12 +298,71 @@ class Watch:
         self._lost[source] = asyncio.ensure_future(self._losing(source, rank))
 
     async def _losing(self, source: Source, rank: int) -> None:
-        """Watch a child node's leader over the network: declared dead once it stops answering."""
+        """Watch a child node's leader over the network: declared dead once it stops answering, and its child
+        nodes' leaders told."""
         cluster = self.cluster
         why = await self.network.lost(*cluster.endpoint(rank), self.patience)
         if source not in self._left and not self.deaths.leaving and rank not in self.deaths.failed:
-            self.deaths.declare([rank], Fault(Cause.SILENT, f"{cluster.label(rank)} stopped answering: {why} (its "
-                                                            "process stopped or ended, or its node gone)"))
+            words = f"{cluster.label(rank)} stopped answering: {why} (its process stopped or ended, or its node gone)"
+            self.deaths.declare([rank], Fault(Cause.SILENT, words))
+            await self._tell_lost(source.number, rank, words)
+
+    async def _tell_lost(self, position: int, rank: int, words: str) -> None:
+        """Tell the leaders of node ``position``'s child nodes that ``rank``, who watched there for it, is silent:
+        they watch on it, and do not ping it (its parent does)."""
+        if self.authority is not None:
+            await asyncio.gather(*(self._tell_node(child, rank, words)
+                                   for child in self.plan.tree.children(position)))
+
+    async def _tell_node(self, position: int, rank: int, words: str) -> None:
+        """Tell node ``position``'s tasks (at once: a successor may watch in its leader's place) that ``rank`` is
+        silent, again every patience until one took the word, or all answered without (none watched on it). A node
+        that answers nothing may be gone, or its Python held in a long C call (it takes the word once it is
+        free): its leader is watched over the network meanwhile, and once it is lost too, it is declared dead and
+        its own child nodes are told."""
+        cluster = self.cluster
+        leader = int(cluster.placement.ranks_on(position)[0])
+        silent = asyncio.ensure_future(self.network.lost(*cluster.endpoint(leader), self.patience, self.patience))
+        telling: asyncio.Future[bool] | None = None
+        try:
+            while not self.deaths.leaving:
+                telling = asyncio.ensure_future(self._word(position, rank, words))
+                done, _ = await asyncio.wait({telling, silent}, return_when=asyncio.FIRST_COMPLETED)
+                if telling in done and telling.result():
+                    return
+                if silent in done:
+                    break
+        finally:
+            for waiting in (telling, silent):
+                if waiting is not None and not waiting.done():
+                    waiting.cancel()
+        if self.deaths.leaving or leader in self.deaths.failed:
+            return
+        words = (f"{cluster.label(leader)} stopped answering: {silent.result()}, and took no word that "
+                 f"{cluster.label(rank)} is silent (its node gone)")
+        self.deaths.declare([leader], Fault(Cause.SILENT, words))
+        await self._tell_lost(position, leader, words)
+
+    async def _word(self, position: int, rank: int, words: str) -> bool:
+        """Tell every task of node ``position`` that ``rank`` is silent: whether one took the word, or all answered
+        (none watched on it), within a patience."""
+        assert self.authority is not None
+        cluster, authority = self.cluster, self.authority
+
+        async def tell(told: int) -> bytes | None:
+            host, port = cluster.endpoint(told)
+            lost = Lost(cluster.launch.key, self.plan.rank, self.plan.position, port, rank, words)
+            message = encode_lost(lost, lambda header: authority.seal(Purpose.CALL, header))
+            try:
+                with within(self.patience):
+                    return await self.network.connect(host, port).unary(LOST, message, self.patience)
+            except LinkError as exc:
+                return b"" if exc.kind is CallFailure.REFUSED else None  # refused: it answered
+            except asyncio.TimeoutError:
+                return None
+
+        answers = await asyncio.gather(*(tell(int(r)) for r in cluster.placement.ranks_on(position)))
+        return TAKEN in answers or None not in answers
 
     def progress(self) -> Marks:
         """The last progress marks of every task below this one."""
@@ -297,9 +387,8 @@ class Watch:
                     return
                 if beat.progress is not None:
                     self._progress[source] = beat.progress
-                if beat.failed:
-                    self.deaths.declare(list(beat.failed), Fault(beat.cause, beat.reason or "a task below reported it "
-                                                                 "dead", beat.status))
+                for died in beat.died:
+                    self.deaths.declare(list(died.failed), fault_of(died, "a task below reported it dead"))
                 if beat.leaving:
                     self._left.add(source)
                     self._progress.pop(source, None)  # done: its marks stand still, and mean no hang

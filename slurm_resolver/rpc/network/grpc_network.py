@@ -220,18 +220,19 @@ class GrpcNetwork:
     def reserve(self, host: str) -> int:
         return spare_port(bindable(host).strip("[]"))
 
-    async def lost(self, host: str, port: int, patience: float) -> str:
+    async def lost(self, host: str, port: int, patience: float, first: float | None = None) -> str:
         """A channel of its own whose core pings the server every half ``patience`` and gives up on an answer
         after another half; where the connection ends, it must be made again within a half more (a server also
         sends an idle connection away after minutes), else the server is lost: within one and a half patiences.
-        The first connection may take ``FIRST_CONNECTION`` seconds (thousands are made at once on busy cores)."""
+        The first connection may take ``first`` seconds, by default ``FIRST_CONNECTION`` (thousands are made at once on
+        busy cores)."""
         half = max(50, int(patience * 500))
         channel = self._grpc.aio.insecure_channel(channel_target(host, port), options=(
             *CHANNEL_OPTIONS, ("grpc.keepalive_time_ms", half), ("grpc.http2.ping_timeout_ms", half),
             ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0),
             ("grpc.client_idle_timeout_ms", 2**31 - 1)))
         ready = self._grpc.ChannelConnectivity.READY
-        allowed = max(FIRST_CONNECTION, patience)
+        allowed = max(FIRST_CONNECTION if first is None else first, patience)
         try:
             while True:
                 try:

@@ -188,7 +188,7 @@ class LocalNetwork:
     def reserve(self, host: str) -> int:
         return self._free(host)
 
-    async def lost(self, host: str, port: int, patience: float) -> str:
+    async def lost(self, host: str, port: int, patience: float, first: float | None = None) -> str:
         """Once the server at ``host:port`` is frozen (`freeze`: a stopped process) for ``patience`` seconds, or a
         third of it after it stopped (or where none listens: a process ended; a gRPC channel is refused)."""
         lost = self._lost.setdefault((host, port), Flag())

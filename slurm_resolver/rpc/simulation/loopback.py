@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import resource
 import secrets
+import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,9 @@ class _Plan:
     """Once every task is bootstrapped, rank 0 asks for the job's stacks, timed."""
     marks: bool = False
     """While held, every task marks progress (a mark a second), and the root judges hangs."""
+    stop: bool = False
+    """The process ``kill`` stops (SIGSTOP) instead of ending: its connections stay open, and nothing answers on
+    them (a node that loses power), so that only pings find it."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,8 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
     hold, failure detection then runs that long once every process's tasks are bootstrapped, and
     the deaths it declared, and when each task first heard of one, are counted before any stops.
     The process ``plan.kill`` ends abruptly a third into the hold (as a node that fails: the
-    kernel closes its connections)."""
+    kernel closes its connections), or, with ``plan.stop``, stops there (as a node that loses power: its
+    connections stay open and silent) until the run kills it."""
     from ..bootstrap import bootstrap_async
     from ..network.grpc_network import GrpcNetwork
 
@@ -147,6 +152,8 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
                 await asyncio.sleep(plan.hold / 3)
                 await loop.run_in_executor(None, _flush, signals.report)
                 signals.killed_at.value = time.time()
+                if plan.stop:
+                    os.kill(os.getpid(), signal.SIGSTOP)  # the run kills it (SIGKILL) once the others are done
                 os._exit(0)
             await asyncio.sleep(settling(plan.hold))  # the last watch calls made, the first pings sent
             settled = resource.getrusage(resource.RUSAGE_SELF)
@@ -169,7 +176,7 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
 def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float = 120.0,
               fanout: int = DEFAULT_FANOUT, verify: Verify | str | int = ONCE, heartbeat: float | None = None,
               hold: float = 0.0, kill: int | None = None, prepare: str | None = None, stacks: bool = False,
-              marks: bool = False) -> Simulation:
+              marks: bool = False, stop: bool = False) -> Simulation:
     """Bootstrap every task of an ``nodes`` x ``tasks_per_node`` srun step over real gRPC, spread over
     ``procs`` processes; the result's ``cpu_s`` is the CPU seconds of every process together.
 
@@ -179,7 +186,8 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     lives, none may be declared dead. With ``kill``, process number ``kill`` ends abruptly a
     third into the hold, with its nodes' tasks (``killed``): no other task may be declared dead
     (those a living task watched are), and the result says how long the last living task took
-    to hear of a death (``heard_s``) and how many never did (``unheard``). Without a
+    to hear of a death (``heard_s``) and how many never did (``unheard``); with ``stop`` too, that process
+    stops instead (SIGSTOP: a node that loses power, found by pings alone). Without a
     heartbeat, the run measures the bootstrap alone (failure detection off). ``prepare``
     (``module:function``) is called in every process before its tasks start. With ``stacks``, rank 0
     asks for the job's stacks once every task is bootstrapped (``stacks_s``, ``stacks_answered``,
@@ -192,6 +200,8 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
         raise ValueError("hold= needs a heartbeat: failure detection is what runs while held")
     if kill is not None and not (hold and 0 <= kill < procs and procs > 1):
         raise ValueError(f"kill={kill} needs a hold and names one of {procs} processes (more than one)")
+    if stop and kill is None:
+        raise ValueError("stop= needs kill=: the process that stops")
     context = multiprocessing.get_context("spawn")  # gRPC must not be initialised before a fork
     living = procs - (kill is not None)
     signals = _Signals(context.Queue(), context.Event(), _Done(context.Barrier(procs)),
@@ -201,7 +211,7 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
                                patience=5 * heartbeat if heartbeat else 5.0,
                                hang_after=6 * (hold + timeout) if marks else None)
     plan = _Plan(procs, (nodes, tasks_per_node), str(100_000 + secrets.randbelow(900_000)), options,
-                 secrets.token_urlsafe(24), hold, kill, prepare, stacks, marks)
+                 secrets.token_urlsafe(24), hold, kill, prepare, stacks, marks, stop)
     workers = [context.Process(target=_worker, args=(i, plan, signals)) for i in range(procs)]
     for worker in workers:
         worker.start()
@@ -212,7 +222,7 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
         rows = [next_report(signals.report, workers, timeout + hold + 120) for _ in workers]
     finally:
         for worker in workers:
-            worker.join(30)
+            worker.join(0 if stop and worker is workers[kill or 0] else 30)
             if worker.is_alive():
                 worker.kill()
     errors: dict[int, str] = {}

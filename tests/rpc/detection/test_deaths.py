@@ -6,15 +6,14 @@ import asyncio
 import time
 
 from slurm_resolver.faults import Cause, Fault
-from slurm_resolver.rpc.detection.beats import decode_event
-from slurm_resolver.rpc.detection.deaths import Deaths
-from slurm_resolver.rpc.messages import SHOWN, News, Source
+from slurm_resolver.rpc.detection.deaths import Deaths, gathered
+from slurm_resolver.rpc.messages import MOST_NEWS, SHOWN, News, Source
 
 
 def test_a_death_found_here_goes_up_and_down_once_and_to_every_callback() -> None:
     async def scenario() -> tuple[list[News], list[tuple[int, ...]], list[tuple[int, str]], dict[int, str]]:
         deaths = Deaths(rank=0)
-        below: asyncio.Queue[bytes] = asyncio.Queue()
+        below: asyncio.Queue[News] = asyncio.Queue()
         deaths.below[Source.task(1)] = below
         heard: list[tuple[int, str]] = []
         deaths.add_callback(lambda rank, fault: heard.append((rank, fault.words)))
@@ -22,7 +21,7 @@ def test_a_death_found_here_goes_up_and_down_once_and_to_every_callback() -> Non
         deaths.declare([3, 0, *range(10, 10 + SHOWN)], killed)  # this task itself is never declared
         deaths.declare([3], Fault(Cause.CRASHED, "again"))  # known: no news
         up = [deaths.up.get_nowait() for _ in range(deaths.up.qsize())]
-        down = [decode_event(below.get_nowait(), 100).failed for _ in range(below.qsize())]
+        down = [below.get_nowait().failed for _ in range(below.qsize())]
         return up, down, heard, deaths.failed
 
     up, down, heard, failed = asyncio.run(scenario())
@@ -72,3 +71,19 @@ def test_each_death_is_recorded_for_its_own_task_node_and_time() -> None:
                                                                     (5, "node2", Cause.SILENT)]
     assert heard == [failed[3], failed[5], heard[2]] and (heard[2].rank, heard[2].node) == (0, "node1")
     assert all(before <= f.at <= time.time() for f in heard)
+
+
+def test_a_message_gathers_the_news_queued_behind_its_first_up_to_a_bound_and_to_an_end() -> None:
+    async def scenario() -> tuple[list[int], list[int], int]:
+        queue: asyncio.Queue[News] = asyncio.Queue()
+        for rank in range(1, MOST_NEWS + 5):
+            queue.put_nowait(News((rank,), "killed"))
+        first = gathered(News((0,), "killed"), queue)
+        ending: asyncio.Queue[News] = asyncio.Queue()
+        for news in (News((7,), "x"), News(leaving=True), News((8,), "after")):
+            ending.put_nowait(news)
+        ended = gathered(News((6,), "x"), ending)
+        return [n.failed[0] for n in first], [len(n.failed) for n in ended], ending.qsize()
+
+    first, ended, left = asyncio.run(scenario())
+    assert first == list(range(MOST_NEWS)) and ended == [1, 1, 0] and left == 1  # the news after an end waits

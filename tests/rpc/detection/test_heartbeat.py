@@ -8,6 +8,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from unittest.mock import patch
 
+import pytest
+
 from slurm_resolver.rpc.bootstrapped import Bootstrapped
 from slurm_resolver.rpc.detection.heartbeat import Heartbeat
 from slurm_resolver.rpc.detection.processes import Seen
@@ -130,3 +132,55 @@ def test_a_leader_that_cuts_a_watch_short_and_then_refuses_connections_is_declar
 
     with patch.object(Heartbeat, "_call", call), patch.object(LocalNetwork, "gone", gone):
         run(scenario)
+
+
+def test_a_stopped_leader_below_the_top_is_pinged_by_its_parent_alone_whose_word_its_child_leaders_take() -> None:
+    """Fan-out 2: node 1's leader (rank 2) watches on the root, node 3's leader (rank 6) on rank 2. Only the root
+    pings rank 2 (rank 6 does not: one ping an edge of the tree); once rank 2 is stopped (its server frozen), the
+    root finds it lost and tells node 3's tasks (`Lost`): rank 6 takes the word, as if it had found the silence
+    itself, and tells its node."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: tasks[6]._detector.heartbeat.answered, 4.0)
+        pinged: list[int] = []
+        network = tasks[0]._member.uplink.network
+        real_lost = network.lost
+
+        async def lost(host: str, port: int, patience: float, first: float | None = None) -> str:
+            pinged.append(port)
+            return await real_lost(host, port, patience, first)
+
+        network.lost = lost  # every watch made from now on (none: they are all made) would be seen here
+        leader = tasks[2]
+        leader._detector.deaths.declare = lambda *args, **kwargs: None  # stopped: it says nothing
+        network.freeze(leader.cluster.task(2).host, leader.server.port)
+        await until(lambda: all(2 in tasks[r].failures() for r in (0, 1, 6, 7)), 8.0)
+        assert "rank 0, which watches its node, found it silent" in tasks[6].failures()[2], tasks[6].failures()
+        assert "stopped answering: no answer at" in tasks[0].failures()[2]
+        assert 6 not in tasks[2]._detector.failed and pinged == [tasks[6].server.port]  # node 3 watched while told
+        assert tasks[6]._detector.heartbeat.tree is not None and tasks[6]._detector.heartbeat.above is None
+
+    run(scenario, nodes=4, per_node=2, fanout=2)
+
+
+def test_a_word_of_silence_is_taken_only_from_the_node_that_watches_on_the_task_above() -> None:
+    """`Heartbeat.told` takes a `Lost` about the task it watches on across nodes, from that task's parent node alone;
+    the server refuses one not sealed for it."""
+    from slurm_resolver.rpc.detection.beats import Lost, encode_lost
+    from slurm_resolver.rpc.detection.watch import LOST
+    from slurm_resolver.rpc.transport import LinkError
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: tasks[6]._detector.heartbeat.answered, 4.0)
+        heartbeat, key = tasks[6]._detector.heartbeat, tasks[6].cluster.launch.key
+        port = tasks[6].server.port
+        assert not heartbeat.told(Lost(key, 4, 2, port, 2, "node 2 is no parent of node 1"))
+        assert not heartbeat.told(Lost(key, 0, 0, port, 4, "rank 6 does not watch on rank 4"))
+        assert not tasks[2]._detector.heartbeat.told(Lost(key, 0, 0, 0, 0, "the top: pinged from below"))
+        assert heartbeat.above == 2 and not heartbeat._word(2).done()
+        link = tasks[0]._member.uplink.network.connect(tasks[6].cluster.task(6).host, port)
+        forged = encode_lost(Lost(key, 0, 0, port, 2, "forged"), lambda header: b"\0" * 32)
+        with pytest.raises(LinkError, match="not a task of this launch"):
+            await link.unary(LOST, forged, 2.0)
+        assert heartbeat.above == 2 and tasks[6].failures() == {}
+
+    run(scenario, nodes=4, per_node=2, fanout=2)

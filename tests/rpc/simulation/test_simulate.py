@@ -123,8 +123,24 @@ def test_a_process_that_dies_with_its_nodes_is_heard_of_by_every_living_task_at_
     assert run.summary()["declared_dead_but_alive"] == 0
 
 
+def test_a_process_that_stops_with_its_nodes_is_found_by_pings_and_its_child_nodes_told() -> None:
+    """One of four processes stops (SIGSTOP: its connections stay open and silent, as a node's that loses power)
+    with its 20 nodes (1, 5, 9, ...: a node in four), in a tree of fan-out 8 over 80 nodes. Their parent nodes'
+    pings find them, and the leaders of their child nodes, who do not ping them, are told (`Lost`, over real
+    gRPC): node 1's by the root; and node 9, a child of node 1, silent too, takes no word and is lost over the
+    network, so that the root tells its own child nodes (74 to 80). Every living task hears within a few
+    patiences, and nobody alive is named."""
+    run = over_grpc(80, 2, procs=4, timeout=60, heartbeat=0.5, hold=15.0, kill=1, stop=True)
+    assert run.ok, run.errors
+    assert len(run.killed) == 40 and run.dead and set(run.dead) <= set(run.killed)
+    assert run.unheard == 0 and 0 < run.heard_s < 9.5, (run.unheard, run.heard_s)  # patience 2.5 s
+    assert run.summary()["declared_dead_but_alive"] == 0
+
+
 def test_a_hold_needs_failure_detection_and_a_kill_another_process() -> None:
     with pytest.raises(ValueError, match="heartbeat"):
         over_grpc(1, 1, procs=1, hold=1.0)
     with pytest.raises(ValueError, match="kill=1 needs a hold"):
         over_grpc(1, 1, procs=1, heartbeat=1.0, hold=1.0, kill=1)
+    with pytest.raises(ValueError, match="stop= needs kill="):
+        over_grpc(1, 1, procs=2, heartbeat=1.0, hold=1.0, stop=True)
