@@ -20,12 +20,13 @@ With ``--gpus-per-task`` (in-process), every task sees one GPU that Slurm bound 
 as on GPU nodes): each reports it, and the table carries a GPU list a rank.
 
 With ``--heartbeat 1 --hold 15`` (over gRPC), failure detection (off otherwise, so that the
-bootstrap is measured) runs 15 s after every task's bootstrap, every task alive: the line adds
-the tasks it declared dead (``deaths``: none, if it is right) and its CPU a task a second, counted
-over the hold but its first seconds (a quarter, at most 5 s: the watch calls of the tasks bootstrapped
-last are made then), and that once-a-job cost apart (``armed_cpu_ms_per_rank``: answering the others'
+bootstrap is measured) runs once every task's bootstrap is done and every task watches (its watch
+call made and answered, every leader called by all below it: ``armed_s`` after the bootstrap), then
+15 s more, every task alive: the line adds the tasks it declared dead (``deaths``: none, if it is
+right) and its CPU a task a second, counted over the hold but its first seconds (a quarter, at most
+5 s), and the once-a-job cost before apart (``armed_cpu_ms_per_rank``: answering the others'
 bootstrap and making the watch calls); with deaths, the first ones heard, when, and why.
-With ``--kill P`` too, process P ends abruptly 5 s in, with its nodes' tasks: the line says
+With ``--kill P`` too, process P ends abruptly a third into the hold, with its nodes' tasks: the line says
 how many living tasks were declared dead (none, if it is right), how many never heard of a
 death, and when the last one did. With ``--stop`` too, process P stops (SIGSTOP) instead: its
 connections stay open and nothing answers on them, as a node's that loses power, so that only pings
@@ -125,7 +126,8 @@ def main() -> None:
                   f"{row['max_connections_one_server'] if local else '-'} | "
                   f"{row['largest_message'] if local else '-'} |", flush=True)
         if run.held_s and not args.json:
-            print(f"failure detection, {run.held_s:g} s after the bootstrap: {len(run.dead)} tasks declared dead, "
+            print(f"failure detection, held {run.held_s:g} s once every task watched ({run.armed_s:.1f} s after the "
+                  f"bootstrap): {len(run.dead)} tasks declared dead, "
                   f"{row['held_cpu_ms_per_rank_second']} ms of CPU a task a second (its last {run.counted_s:g} s; "
                   f"before them, answering the others' bootstrap and making the watch calls: "
                   f"{row['armed_cpu_ms_per_rank']} ms a task)"

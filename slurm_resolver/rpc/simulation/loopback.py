@@ -83,6 +83,9 @@ class _Signals:
     go: Any
     booted: Any
     """Every process's tasks are bootstrapped."""
+    armed: Any
+    """Every process's tasks watch: each made its watch call and was answered, and every leader heard from all
+    its sources (or gave up waiting, `_ARMING`)."""
     finished: Any
     """Every living process is done: servers may stop."""
     report: Any
@@ -146,7 +149,10 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
             marking = asyncio.ensure_future(_marking([b for b in done if b is not None])) if plan.marks else None
             if not plan.stacks:
                 await loop.run_in_executor(None, signals.booted.wait)
-            row["booted"] = time.time()
+            row["booted"] = booted = time.time()
+            await _armed([b for b in done if b is not None])
+            row["armed_s"] = time.time() - booted
+            await loop.run_in_executor(None, signals.armed.wait)  # the hold begins once every task watches
             if index == plan.kill:
                 signals.report.put(row)  # its bootstrap's figures; then it fails, as a node does
                 await asyncio.sleep(plan.hold / 3)
@@ -204,7 +210,7 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
         raise ValueError("stop= needs kill=: the process that stops")
     context = multiprocessing.get_context("spawn")  # gRPC must not be initialised before a fork
     living = procs - (kill is not None)
-    signals = _Signals(context.Queue(), context.Event(), _Done(context.Barrier(procs)),
+    signals = _Signals(context.Queue(), context.Event(), _Done(context.Barrier(procs)), _Done(context.Barrier(procs)),
                        _Done(context.Barrier(living)), context.Queue(), context.Value("d", 0.0))
     options = BootstrapOptions(exchange=ExchangeMode.RENDEZVOUS, timeout=timeout, verify=Verify.parse(verify),
                                fanout=fanout, heartbeat=heartbeat, auth=AuthChoice.SECRET,
@@ -235,6 +241,7 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
                       ok=failed == 0, errors=dict(sorted(errors.items())[:8]), failed=failed,
                       cpu_s=sum(r["cpu"] for r in rows), held_s=hold, held_cpu_s=sum(r["held_cpu"] for r in rows),
                       counted_s=hold - settling(hold), armed_cpu_s=sum(r.get("armed_cpu", 0.0) for r in rows),
+                      armed_s=max((r.get("armed_s", 0.0) for r in rows), default=0.0),
                       first_death_s=_first_death(heard, rows) if kill is None else None,
                       dead=sorted({rank for r in rows for rank in r["dead"]}),
                       first_deaths=sorted(f for r in rows for f in r.get("first", []))[:4],
@@ -287,9 +294,27 @@ def _first_death(heard: list[float | None], rows: list[dict[str, Any]]) -> float
     return min(times) - min(r["booted"] for r in rows if "booted" in r) if times else None
 
 
+_ARMING = 300.0
+"""Seconds a process waits at most for its tasks to watch before its hold begins anyway."""
+
+
+async def _armed(tasks: list[Any]) -> None:
+    """Return once every task of ``tasks`` watches: its call up answered (or none: the top), and, for a leader, a
+    call from every task below it (at most `_ARMING` seconds: a run that never gets there still holds)."""
+    until = time.monotonic() + _ARMING
+
+    def watching(b: Any) -> bool:
+        detector = b._detector
+        return detector is None or ((detector.heartbeat.above is None or detector.heartbeat.answered)
+                                    and not detector.watch.unheard())
+
+    while not all(watching(b) for b in tasks) and time.monotonic() < until:
+        await asyncio.sleep(0.5)
+
+
 def settling(hold: float) -> float:
-    """Seconds at the start of a hold that are not counted in its CPU a second: the watch calls of the
-    tasks bootstrapped last are made then (once a job; counted with the bootstrap's tail instead)."""
+    """Seconds at the start of a hold (every task watching) that are not counted in its CPU a second: the first
+    pings, the last calls' first beats (once a job; counted with the bootstrap's tail instead)."""
     return min(5.0, hold / 4)
 
 

@@ -65,7 +65,10 @@ class Simulation:
     cpu_s: float = 0.0
     """CPU seconds the run took (every process of a run over gRPC)."""
     held_s: float = 0.0
-    """Seconds failure detection ran after every task's bootstrap (runs over gRPC with a heartbeat)."""
+    """Seconds failure detection ran once every task watched (runs over gRPC with a heartbeat)."""
+    armed_s: float = 0.0
+    """Seconds from every task's bootstrap until every task watched (its watch call made and answered, every
+    leader called by all below it), in the slowest process: when the hold began."""
     held_cpu_s: float = 0.0
     """CPU seconds of the living processes in ``counted_s`` of those ``held_s``: what failure detection costs while
     the job runs."""
@@ -73,7 +76,7 @@ class Simulation:
     """The seconds of the hold whose CPU is counted: all but its first (`settling`)."""
     armed_cpu_s: float = 0.0
     """CPU seconds of every process from its own tasks' bootstrap until the hold's counted seconds begin (answering
-    the others' bootstrap, making its watch calls): once a job, not a second."""
+    the others' bootstrap, making its watch calls, the hold's first seconds): once a job, not a second."""
     first_death_s: float | None = None
     """Seconds from every task's bootstrap to the first death any task heard of (negative: before it), or None."""
     dead: list[int] = field(default_factory=list)
@@ -108,6 +111,7 @@ class Simulation:
                     "held_cpu_ms_per_rank_second": round(1000 * self.held_cpu_s / max(1, self.ranks - len(self.killed))
                                                          / (self.counted_s or self.held_s), 3),
                     "armed_cpu_ms_per_rank": round(1000 * self.armed_cpu_s / self.ranks, 3),
+                    "armed_s": round(self.armed_s, 3),
                     **({"first_death_s": round(self.first_death_s, 3)} if self.first_death_s is not None else {})}
                    if self.held_s else {}),
                 **({"killed": len(self.killed), "declared_dead_but_alive": len(set(self.dead) - set(self.killed)),
