@@ -174,6 +174,10 @@ def decode_event(data: bytes, world_size: int) -> Event:
     return Event(bytes(message.nonce), message.source, died, message.leaving, hand_over, process)
 
 
+LOST_REASON = 300
+"""Characters of a `Lost`'s reason (for logs: the task told says its own words), within the call's 2 kB."""
+
+
 class Lost(Value):
     """A leader's word that the leader of one of its child nodes is silent, to the leaders of that node's child
     nodes (who watch on it, and ping it no more: `Heartbeat`)."""
@@ -197,7 +201,7 @@ class Lost(Value):
 def encode_lost(lost: Lost, seal: Seal) -> bytes:
     """A `Lost`, sealed."""
     return envelope(pb.Lost(job_key=lost.job_key, source=lost.source, node=lost.node, port=lost.port,
-                            above=lost.above, reason=lost.reason[:REASON]), seal)
+                            above=lost.above, reason=lost.reason[:LOST_REASON]), seal)
 
 
 def decode_lost(header: bytes, world_size: int) -> Lost:

@@ -39,6 +39,10 @@ from .watch import WATCH
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
+BACKSTOP = 10
+"""How many times rarer than its parent's pings a child node's leader pings its parent itself: the backstop where the
+word of its silence cannot come (the task that pings it dead or gone too): found within about fifteen patiences."""
+
 log = logging.getLogger("slurm_resolver")
 
 
@@ -144,16 +148,18 @@ class Heartbeat:
         events = self._call(above, nonce).__aiter__()
         pending: asyncio.Future[bytes] | None = None
         guard: asyncio.Future[str] | None = None
+        # Where the node above this one's pings the task above, its word may come before that task's first event.
+        told = asyncio.ensure_future(asyncio.shield(self._word(above))) if self._pinged_above(above) else None
         world = self.cluster.world_size
         try:
             while True:
                 if pending is None:
                     pending = asyncio.ensure_future(events.__anext__())
-                waited: set[asyncio.Future[Any]] = {pending} if guard is None else {pending, guard}
+                waited: set[asyncio.Future[Any]] = {pending, *(f for f in (guard, told) if f is not None)}
                 done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
                 if pending not in done:
-                    assert guard is not None
-                    raise _Silent(guard.result())
+                    why = next(f for f in (told, guard) if f is not None and f in done)
+                    raise _Silent(why.result())
                 try:
                     data, pending = pending.result(), None
                 except StopAsyncIteration:
@@ -168,7 +174,7 @@ class Heartbeat:
                 if event.leaving:
                     return event
         finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
-            for waiting in (pending, guard):
+            for waiting in (pending, guard, told):
                 if waiting is not None and not waiting.done():
                     waiting.cancel()
                     await asyncio.wait({waiting})
@@ -176,16 +182,23 @@ class Heartbeat:
                         waiting.exception()
             await end_call(events)
 
+    def _pinged_above(self, above: int) -> bool:
+        """Whether the task ``above`` is on another node, which the node above it pings (not the top of the tree):
+        its silence is told from there (`told`)."""
+        position = self.cluster.placement.node_index(above)
+        return position != self.node and self.tree is not None and self.tree.parent(position) is not None
+
     async def _guard(self, above: int, process: Process | None) -> str:
         """Return, with why, once the task ``above`` stops answering; never where this cannot be told (its
         call's end then tells its death). On this node: its process stopped for the patience, as the kernel
-        says; across nodes: the network's word (gRPC's core pings it)."""
+        says; across nodes: the network's word (gRPC's core pings it) where it is the top of the tree, else the
+        word of the node above it (`told`, awaited from the call's start) or, as a backstop where that word cannot
+        come (the task that pings it dead or gone too), this task's own pings, `BACKSTOP` times rarer."""
         cluster = self.cluster
         position = cluster.placement.node_index(above)
         if position != self.node:
-            if self.tree is None or self.tree.parent(position) is None:  # the top of the tree: nobody else pings it
-                return await self.network.lost(*cluster.endpoint(above), self.patience)
-            return await asyncio.shield(self._word(above))  # its parent node pings it, and tells
+            rarer = BACKSTOP if self._pinged_above(above) else 1
+            return await self.network.lost(*cluster.endpoint(above), rarer * self.patience)
         if process is None or process.pid == self.process.pid or self.seen(process) is Seen.UNKNOWN:
             # This process itself (tasks that share one: a simulation), or not to be seen from here (another pid
             # namespace): nothing to look at; its call's end tells its death.
@@ -213,21 +226,21 @@ class Heartbeat:
         """A leader's word that ``lost.above`` is silent: taken (its silence ends this task's call, as if found here)
         where this task watches on that task across nodes and the word comes from a node above that task's (its
         parent, whose leader pings it; or further up, where the nodes between are silent too)."""
-        above, tree = self.above, self.tree
-        if above is None or lost.above != above or tree is None:
+        above, tree, placement = self.above, self.tree, self.cluster.placement
+        if above is None or tree is None or not self._pinged_above(above):
             return False
-        position: int | None = self.cluster.placement.node_index(above)
-        if position == self.node:
-            return False
+        position: int | None = placement.node_index(above)
+        if placement.node_index(lost.above) != position or placement.node_index(lost.source) != lost.node:
+            return False  # about another node (a successor holds it in its leader's place), or a teller out of place
         while position is not None and position != lost.node:
             position = tree.parent(position)
-        if position is None or lost.node == self.cluster.placement.node_index(above):
+        if position is None or lost.node == placement.node_index(above):
             return False
         word = self._word(above)
         if not word.done():
             log.debug("slurm_resolver: rank %d heard from rank %d that rank %d is silent: %s", self.rank, lost.source,
                       above, lost.reason)
-            word.set_result(f"rank {lost.source}, which watches its node, found it silent")
+            word.set_result(f"rank {lost.source}, on a node above its, found it silent")
         return True
 
     def _check_first(self, data: bytes, nonce: bytes) -> Process | None:

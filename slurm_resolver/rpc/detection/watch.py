@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
@@ -42,6 +43,8 @@ from .deaths import Deaths, gathered
 from .processes import Process, Seen, seen
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
+
+log = logging.getLogger("slurm_resolver")
 
 FIRST_BEAT = 10.0
 """Seconds a server waits for a watch call's first beat (then it refuses the call)."""
@@ -318,11 +321,24 @@ class Watch:
         """Tell node ``position``'s tasks (at once: a successor may watch in its leader's place) that ``rank`` is
         silent, again every patience until one took the word, or all answered without (none watched on it). A node
         that answers nothing may be gone, or its Python held in a long C call (it takes the word once it is
-        free): its leader is watched over the network meanwhile, and once it is lost too, it is declared dead and
-        its own child nodes are told."""
+        free): the first of its tasks whose server still listens is watched over the network meanwhile, and once
+        it is lost too, it is declared dead and the node's own child nodes are told."""
+        try:
+            await self._telling(position, rank, words)
+        except Exception as exc:  # noqa: BLE001 - the network closed as this task stops: the backstop pings remain
+            log.debug("slurm_resolver: rank %d could not tell node %d that rank %d is silent: %r", self.plan.rank,
+                      position, rank, exc)
+
+    async def _telling(self, position: int, rank: int, words: str) -> None:
         cluster = self.cluster
-        leader = int(cluster.placement.ranks_on(position)[0])
-        silent = asyncio.ensure_future(self.network.lost(*cluster.endpoint(leader), self.patience, self.patience))
+        holder = None
+        for candidate in map(int, cluster.placement.ranks_on(position)):  # a leader that left: its successor
+            if not await self.network.gone(*cluster.endpoint(candidate)):
+                holder = candidate
+                break
+        if holder is None:
+            return  # every task of that node ended: the calls of the tasks below it broke, which they heard
+        silent = asyncio.ensure_future(self.network.lost(*cluster.endpoint(holder), self.patience, self.patience))
         telling: asyncio.Future[bool] | None = None
         try:
             while not self.deaths.leaving:
@@ -336,18 +352,20 @@ class Watch:
             for waiting in (telling, silent):
                 if waiting is not None and not waiting.done():
                     waiting.cancel()
-        if self.deaths.leaving or leader in self.deaths.failed:
+        if self.deaths.leaving or holder in self.deaths.failed:
             return
-        words = (f"{cluster.label(leader)} stopped answering: {silent.result()}, and took no word that "
+        words = (f"{cluster.label(holder)} stopped answering: {silent.result()}, and took no word that "
                  f"{cluster.label(rank)} is silent (its node gone)")
-        self.deaths.declare([leader], Fault(Cause.SILENT, words))
-        await self._tell_lost(position, leader, words)
+        self.deaths.declare([holder], Fault(Cause.SILENT, words))
+        await self._tell_lost(position, holder, words)
 
     async def _word(self, position: int, rank: int, words: str) -> bool:
         """Tell every task of node ``position`` that ``rank`` is silent: whether one took the word, or all answered
-        (none watched on it), within a patience."""
+        (none watched on it), within a patience. A task that cannot take it yet (busy, not yet watching) has not
+        answered."""
         assert self.authority is not None
         cluster, authority = self.cluster, self.authority
+        later = (Refusal.BUSY, Refusal.UNREADY, Refusal.NOT_LEADER)
 
         async def tell(told: int) -> bytes | None:
             host, port = cluster.endpoint(told)
@@ -357,12 +375,17 @@ class Watch:
                 with within(self.patience):
                     return await self.network.connect(host, port).unary(LOST, message, self.patience)
             except LinkError as exc:
-                return b"" if exc.kind is CallFailure.REFUSED else None  # refused: it answered
-            except asyncio.TimeoutError:
+                return b"" if exc.kind is CallFailure.REFUSED and exc.code not in later else None
+            except Exception:  # noqa: BLE001 - no answer in time, or the network closing: not answered
                 return None
 
-        answers = await asyncio.gather(*(tell(int(r)) for r in cluster.placement.ranks_on(position)))
-        return TAKEN in answers or None not in answers
+        answered = True
+        for each in asyncio.as_completed([tell(int(r)) for r in cluster.placement.ranks_on(position)]):
+            answer = await each
+            if answer == TAKEN:
+                return True
+            answered = answered and answer is not None
+        return answered
 
     def progress(self) -> Marks:
         """The last progress marks of every task below this one."""

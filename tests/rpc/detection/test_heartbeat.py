@@ -154,7 +154,7 @@ def test_a_stopped_leader_below_the_top_is_pinged_by_its_parent_alone_whose_word
         leader._detector.deaths.declare = lambda *args, **kwargs: None  # stopped: it says nothing
         network.freeze(leader.cluster.task(2).host, leader.server.port)
         await until(lambda: all(2 in tasks[r].failures() for r in (0, 1, 6, 7)), 8.0)
-        assert "rank 0, which watches its node, found it silent" in tasks[6].failures()[2], tasks[6].failures()
+        assert "rank 0, on a node above its, found it silent" in tasks[6].failures()[2], tasks[6].failures()
         assert "stopped answering: no answer at" in tasks[0].failures()[2]
         assert 6 not in tasks[2]._detector.failed and pinged == [tasks[6].server.port]  # node 3 watched while told
         assert tasks[6]._detector.heartbeat.tree is not None and tasks[6]._detector.heartbeat.above is None
@@ -163,8 +163,8 @@ def test_a_stopped_leader_below_the_top_is_pinged_by_its_parent_alone_whose_word
 
 
 def test_a_word_of_silence_is_taken_only_from_the_node_that_watches_on_the_task_above() -> None:
-    """`Heartbeat.told` takes a `Lost` about the task it watches on across nodes, from that task's parent node alone;
-    the server refuses one not sealed for it."""
+    """`Heartbeat.told` takes a `Lost` about the node of the task it watches on across nodes, from a node above it
+    (and a teller on the node it names); the server refuses one not sealed for it."""
     from slurm_resolver.rpc.detection.beats import Lost, encode_lost
     from slurm_resolver.rpc.detection.watch import LOST
     from slurm_resolver.rpc.transport import LinkError
@@ -174,6 +174,7 @@ def test_a_word_of_silence_is_taken_only_from_the_node_that_watches_on_the_task_
         heartbeat, key = tasks[6]._detector.heartbeat, tasks[6].cluster.launch.key
         port = tasks[6].server.port
         assert not heartbeat.told(Lost(key, 4, 2, port, 2, "node 2 is no parent of node 1"))
+        assert not heartbeat.told(Lost(key, 0, 2, port, 2, "rank 0 is not on node 2"))
         assert not heartbeat.told(Lost(key, 0, 0, port, 4, "rank 6 does not watch on rank 4"))
         assert not tasks[2]._detector.heartbeat.told(Lost(key, 0, 0, 0, 0, "the top: pinged from below"))
         assert heartbeat.above == 2 and not heartbeat._word(2).done()
@@ -182,5 +183,9 @@ def test_a_word_of_silence_is_taken_only_from_the_node_that_watches_on_the_task_
         with pytest.raises(LinkError, match="not a task of this launch"):
             await link.unary(LOST, forged, 2.0)
         assert heartbeat.above == 2 and tasks[6].failures() == {}
+        # A word naming another task of node 1 (its leader's successor, as its teller knows it) is about the node.
+        assert heartbeat.told(Lost(key, 0, 0, port, 3, "node 1 is silent"))
+        await until(lambda: 2 in tasks[6].failures(), 4.0)
+        assert "rank 0, on a node above its, found it silent" in tasks[6].failures()[2]
 
     run(scenario, nodes=4, per_node=2, fanout=2)

@@ -126,10 +126,10 @@ def test_a_process_that_dies_with_its_nodes_is_heard_of_by_every_living_task_at_
 def test_a_process_that_stops_with_its_nodes_is_found_by_pings_and_its_child_nodes_told() -> None:
     """One of four processes stops (SIGSTOP: its connections stay open and silent, as a node's that loses power)
     with its 20 nodes (1, 5, 9, ...: a node in four), in a tree of fan-out 8 over 80 nodes. Their parent nodes'
-    pings find them, and the leaders of their child nodes, who do not ping them, are told (`Lost`, over real
-    gRPC): node 1's by the root; and node 9, a child of node 1, silent too, takes no word and is lost over the
-    network, so that the root tells its own child nodes (74 to 80). Every living task hears within a few
-    patiences, and nobody alive is named."""
+    pings find them, and the leaders of their child nodes, who ping them only rarely, are told (`Lost`, over
+    real gRPC): node 1's by the root; and node 9, a child of node 1, silent too, takes no word and is lost over
+    the network, so that the root tells its own living child nodes (74 to 76, 78 and 79). Every living task
+    hears within a few patiences, and nobody alive is named."""
     run = over_grpc(80, 2, procs=4, timeout=60, heartbeat=0.5, hold=15.0, kill=1, stop=True)
     assert run.ok, run.errors
     assert len(run.killed) == 40 and run.dead and set(run.dead) <= set(run.killed)
