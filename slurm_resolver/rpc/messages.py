@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
 from functools import partial
 
-from ..faults import Cause
+from ..faults import Cause, Fault
 from ..values import OrderedValue, Value, fill
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -369,6 +369,15 @@ class News(Value):
 
     def __bool__(self) -> bool:
         return bool(self.failed) or self.leaving
+
+    @classmethod
+    def of(cls, ranks: Sequence[int], fault: Fault) -> News:
+        """The news of ``ranks``' deaths (at most `SHOWN` of them), for ``fault``."""
+        return cls(tuple(ranks), fault.words, cause=fault.cause, status=fault.status)
+
+    def fault(self, default: str) -> Fault:
+        """Its deaths' failure, typed (``default``: the words where none came)."""
+        return Fault(self.cause, self.reason or default, self.status)
 
 
 class Identity(Value):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...faults import Fault
 from ...stacks.progress import Marks
 from ...values import Value, fill
 from .. import protos as pb
@@ -73,11 +72,6 @@ class Event(Value):
     def __init__(self, nonce: bytes = b"", source: int = 0, died: tuple[News, ...] = (), leaving: bool = False,
                  hand_over: HandOver | None = None, process: Process | None = None) -> None:
         fill(self, nonce, source, died, leaving, hand_over, process)
-
-
-def fault_of(news: News, default: str) -> Fault:
-    """The failure of one reason's deaths, typed (``default``: the words where none came)."""
-    return Fault(news.cause, news.reason or default, news.status)
 
 
 def _died(message: pb.Beat | pb.Event, world_size: int) -> tuple[News, ...]:

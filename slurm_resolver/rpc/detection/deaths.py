@@ -67,7 +67,7 @@ class Deaths:
         for rank in new:
             self.failed[rank] = fault.of(rank, self.node_of(rank), now)
         for start in range(0, len(new), SHOWN):
-            news = _news(new[start:start + SHOWN], fault)
+            news = News.of(new[start:start + SHOWN], fault)
             self.tell_below(news)
             if not from_above:
                 self.up.put_nowait(news)
@@ -95,8 +95,8 @@ class Deaths:
     def missed(self) -> list[News]:
         """What a task that starts watching here missed (this task's own failure, the first deaths: one
         news each)."""
-        own = [_news([self.rank], self.own)] if self.own is not None else []
-        return own + [_news([rank], fault) for rank, fault in list(self.failed.items())[:SHOWN - len(own)]]
+        own = [News.of([self.rank], self.own)] if self.own is not None else []
+        return own + [News.of([rank], fault) for rank, fault in list(self.failed.items())[:SHOWN - len(own)]]
 
 
 def gathered(first: News, queue: asyncio.Queue[News]) -> list[News]:
@@ -106,8 +106,3 @@ def gathered(first: News, queue: asyncio.Queue[News]) -> list[News]:
     while not news[-1].leaving and len(news) < MOST_NEWS and not queue.empty():
         news.append(queue.get_nowait())
     return news
-
-
-def _news(ranks: list[int], fault: Fault) -> News:
-    """The news of ``ranks``' deaths for ``fault``."""
-    return News(tuple(ranks), fault.words, cause=fault.cause, status=fault.status)

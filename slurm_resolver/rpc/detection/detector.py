@@ -111,7 +111,7 @@ class FailureDetector:
         self.deaths.leaving = True
         rank = self.deaths.rank
         self.deaths.own = why  # a task below that starts watching from now on hears it first
-        news = News((rank,), why.words, cause=why.cause, status=why.status)
+        news = News.of([rank], why)
         self.deaths.up.put_nowait(news)
         self.deaths.tell_below(news)
         until = time.monotonic() + within

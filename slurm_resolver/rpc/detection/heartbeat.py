@@ -32,7 +32,7 @@ from ..transport import CallFailure, Link, LinkError, Network, Refusal, end_call
 from ..tree import Tree
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
-from .beats import Beat, Event, Lost, decode_event, encode_beat, encode_first_beat, fault_of
+from .beats import Beat, Event, Lost, decode_event, encode_beat, encode_first_beat
 from .deaths import Deaths, gathered
 from .processes import Process, Seen, seen
 from .watch import WATCH
@@ -170,7 +170,7 @@ class Heartbeat:
                     continue
                 event = decode_event(data, world)
                 for died in event.died:
-                    self.deaths.declare(list(died.failed), fault_of(died, "reported dead"), from_above=True)
+                    self.deaths.declare(list(died.failed), died.fault("reported dead"), from_above=True)
                 if event.leaving:
                     return event
         finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)

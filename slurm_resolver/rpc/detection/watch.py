@@ -38,7 +38,7 @@ from ..tree import Plan
 from ..trust.gate import Gate
 from ..trust.seals import Authority, Purpose
 from ..waits import Later
-from .beats import Beat, Lost, decode_beat, decode_lost, encode_event, encode_first_event, encode_lost, fault_of
+from .beats import Beat, Lost, decode_beat, decode_lost, encode_event, encode_first_event, encode_lost
 from .deaths import Deaths, gathered
 from .processes import Process, Seen, seen
 
@@ -119,7 +119,6 @@ class WatchHandler:
             await end_call(events)
             watched.unserved(source, events)
 
-
     async def lost(self, message: bytes, deadline: float) -> bytes:
         """A leader's word that the task this one watches on is silent (`Lost`, sealed for this server): answered
         ``taken`` where this task watched on it, else empty; raises `Refused`."""
@@ -160,7 +159,7 @@ class Watch:
         patience: seconds a task below may be stopped, or silent, before it is declared dead (this node's tasks'
             processes are looked at every half patience).
         authority: seals this task's word (`Lost`) to the child leaders of a child node whose leader it found
-            silent: nobody else pings that leader (`Heartbeat`); None: no word is sent (a test's).
+            silent: its child leaders ping it only rarely (`Heartbeat`); None: no word is sent (a test's).
 
     Attributes:
         told: called with a leader's word that the task this one watches on is silent; whether it did
@@ -312,7 +311,7 @@ class Watch:
 
     async def _tell_lost(self, position: int, rank: int, words: str) -> None:
         """Tell the leaders of node ``position``'s child nodes that ``rank``, who watched there for it, is silent:
-        they watch on it, and do not ping it (its parent does)."""
+        they watch on it, and ping it only rarely (`heartbeat.BACKSTOP`): its parent does."""
         if self.authority is not None:
             await asyncio.gather(*(self._tell_node(child, rank, words)
                                    for child in self.plan.tree.children(position)))
@@ -411,7 +410,7 @@ class Watch:
                 if beat.progress is not None:
                     self._progress[source] = beat.progress
                 for died in beat.died:
-                    self.deaths.declare(list(died.failed), fault_of(died, "a task below reported it dead"))
+                    self.deaths.declare(list(died.failed), died.fault("a task below reported it dead"))
                 if beat.leaving:
                     self._left.add(source)
                     self._progress.pop(source, None)  # done: its marks stand still, and mean no hang

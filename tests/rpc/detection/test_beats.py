@@ -13,7 +13,6 @@ from slurm_resolver.rpc.detection.beats import (
     encode_event,
     encode_first_beat,
     encode_first_event,
-    fault_of,
 )
 from slurm_resolver.rpc.messages import MOST_NEWS, SHOWN, HandOver, News, Source, WireError
 from slurm_resolver.rpc.wire import unwrap
@@ -26,7 +25,7 @@ def test_beats_and_events_round_trip_with_a_hand_over() -> None:
     assert decode_beat(unwrap(encode_first_beat(first, unsealed))[0], 4) == first
     gone = News((3,), "gone", cause=Cause.EXITED, status=-9)
     assert decode_beat(encode_beat([gone]), 4).died == (gone,)
-    assert fault_of(gone, "dead") == Fault(Cause.EXITED, "gone", -9) and fault_of(News((3,)), "dead").words == "dead"
+    assert gone.fault("dead") == Fault(Cause.EXITED, "gone", -9) and News((3,)).fault("dead").words == "dead"
     assert encode_beat() == b"" and decode_beat(encode_beat([News((3,), "x")]), 4).died[0].cause is Cause.REPORTED
     assert decode_event(unwrap(encode_first_event(b"nonce", 1, unsealed))[0], 4).nonce == b"nonce"
     over = HandOver(2, None, frozenset({Source.task(3), Source.node(1)}))
@@ -42,7 +41,7 @@ def test_a_cause_travels_beside_its_words_and_one_no_version_sends_is_refused() 
     from slurm_resolver.rpc import coordination_pb2 as pb
 
     event = decode_event(encode_event([News((2,), "cannot run 'x'", cause=Cause.UNSTARTED, status=127)]), 4)
-    assert fault_of(event.died[0], "dead") == Fault(Cause.UNSTARTED, "cannot run 'x'", 127)
+    assert event.died[0].fault("dead") == Fault(Cause.UNSTARTED, "cannot run 'x'", 127)
     assert decode_event(pb.Event(failed=[2], reason="old").SerializeToString(), 4).died[0].cause is Cause.REPORTED
     with pytest.raises(WireError, match="a cause that cannot be"):
         decode_beat(pb.Beat(failed=[1], cause="bored").SerializeToString(), 4)
