@@ -9,7 +9,7 @@ columns are built only when asked for.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import cached_property
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -21,6 +21,7 @@ from .gpus import GpuPlan, format_devices
 from .launchers.base import Launch
 from .packing import Packing
 from .placement import Placement
+from .values import PublicValue, fill
 
 __all__ = ["Task", "Cluster", "DEFAULT_PORT_BASE"]
 
@@ -30,8 +31,7 @@ DEFAULT_PORT_BASE = 8888
 """The planned port of each node's first task, as TensorFlow's resolver (its port_base)."""
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(PublicValue):
     """One task of the cluster: who it is, where it runs, where its server listens.
 
     ``port`` is the planned port (``port_base`` + local rank) in a resolved cluster, and
@@ -51,6 +51,10 @@ class Task:
     """GPU ids; None where Slurm bound them on another task and only their count is known."""
     spare_port: int | None = None
 
+    def __init__(self, rank: int, job: str, index: int, node: str, host: str, port: int, local_rank: int,
+                 gpus: tuple[str, ...] | None = (), spare_port: int | None = None) -> None:
+        fill(self, rank, job, index, node, host, port, local_rank, gpus, spare_port)
+
     @property
     def address(self) -> str:
         """``host:port`` of the task's server."""
@@ -62,8 +66,7 @@ class Task:
         return f"{self.job}:{self.index} (rank {self.rank}) on {self.node}"
 
 
-@dataclass(frozen=True, eq=False, repr=False)  # its own __repr__ and __eq__: none compiled for it
-class Cluster:
+class Cluster(PublicValue):
     """The resolved cluster: every task by rank, and which of them the caller is.
 
     Attributes:
@@ -91,6 +94,13 @@ class Cluster:
     bound_ports: Sequence[int] | None = None
     spare_ports: Sequence[int] | None = None
     reported_gpus: Mapping[int, tuple[str, ...]] | None = None
+
+    def __init__(self, launch: Launch, rank: int | None, placement: Placement, packing: Packing,
+                 hosts: Mapping[str, str], port_base: int, gpu_plan: GpuPlan, bound_ports: Sequence[int] | None = None,
+                 spare_ports: Sequence[int] | None = None,
+                 reported_gpus: Mapping[int, tuple[str, ...]] | None = None) -> None:
+        fill(self, launch, rank, placement, packing, hosts, port_base, gpu_plan, bound_ports, spare_ports,
+             reported_gpus)
 
     def __repr__(self) -> str:
         return f"Cluster(launcher={self.launcher!r}, rank={self.rank}, world_size={self.world_size})"

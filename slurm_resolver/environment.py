@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 
 from .errors import ConfigurationError
+from .values import PublicValue, fill
 
 __all__ = ["Snapshot", "snapshot", "export", "export_defaults", "for_child", "grpc_without_proxy",
            "keep_grpc_off_proxies", "warn_of_grpc_proxy"]
@@ -30,8 +31,7 @@ PREFIXES: tuple[str, ...] = (
 beside its table; it is here so that a task's start does not load the table)."""
 
 
-@dataclass(frozen=True)
-class Snapshot(Mapping[str, str]):
+class Snapshot(PublicValue, Mapping[str, str]):
     """An immutable copy of the launcher variables of one process.
 
     Behaves as a read-only mapping; build it with [`snapshot()`][slurm_resolver.environment.snapshot].
@@ -39,8 +39,11 @@ class Snapshot(Mapping[str, str]):
 
     data: Mapping[str, str] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
+    def __init__(self, data: Mapping[str, str] | None = None) -> None:
+        fill(self, MappingProxyType(dict(() if data is None else data)))
+
+    def __reduce__(self) -> tuple[type[Snapshot], tuple[dict[str, str]]]:
+        return Snapshot, (dict(self.data),)
 
     def __getitem__(self, name: str) -> str:
         return self.data[name]

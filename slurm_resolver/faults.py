@@ -14,7 +14,8 @@ a cause and a status on the wire (`slurm_resolver.rpc.messages` reads and writes
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from .values import PublicValue, fill
 
 __all__ = ["Cause", "Fault"]
 
@@ -42,8 +43,7 @@ class Cause(enum.Enum):
     the tree judged it, said where every task was, and failed the step."""
 
 
-@dataclass(frozen=True)
-class Fault:
+class Fault(PublicValue):
     """One task's failure: its cause, its words, its exit status where its command exited, and which task
     failed, on which node, when.
 
@@ -68,10 +68,14 @@ class Fault:
     oom: bool = False
     """The kernel's OOM killer ended its command (its node's count of OOM kills rose while it ran)."""
 
+    def __init__(self, cause: Cause, words: str, status: int = 0, rank: int | None = None, node: str = "",
+                 at: float = 0.0, oom: bool = False) -> None:
+        fill(self, cause, words, status, rank, node, at, oom)
+
     def of(self, rank: int, node: str = "", at: float | None = None) -> Fault:
         """This fault, recorded for the task of ``rank`` (on ``node``, at ``at``; both kept where not given)."""
         # Made directly, not with dataclasses.replace (several times dearer): a burst of deaths is recorded once for
-        # every task of the job.
+        # every task where asked (`Bootstrapped.faults()`, a callback).
         return Fault(self.cause, self.words, self.status, rank, node or self.node, self.at if at is None else at,
                      self.oom)
 

@@ -26,26 +26,25 @@ import enum
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache, cached_property
 
 from .errors import ConfigurationError, EnvironmentVariableError, ResolutionError
 from .packing import Packing
 from .placement import Placement
+from .values import PublicValue, fill
 
 __all__ = ["Visible", "Share", "GpuPlan", "SOURCES", "ASK_SLURM", "parse_devices", "format_devices", "visible",
            "local", "split", "bound_per_task", "check_count", "ordinals"]
 
 _NONE = {"", "NoDevFiles"}
-_ID = re.compile(r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$")
+_ID = r"^([0-9]{1,4}|GPU-[0-9A-Za-z-]{1,64}|MIG-[0-9A-Za-z/-]{1,96})$"  # compiled where a GPU is named
 SOURCES = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL")
 """The variables that tell a task's GPUs, in the order they are believed; NVML's devices come after them."""
 
 log = logging.getLogger("slurm_resolver")
 
 
-@dataclass(frozen=True)
-class Visible:
+class Visible(PublicValue):
     """The GPUs a task can see, where that came from, whether Slurm bound them to it, and whether
     anyone asked for them (``asked``: a variable, Slurm's or the user's, names them; NVML's are
     devices the node has, which a job that asked Slurm for none sees where no cgroup hides them)."""
@@ -54,6 +53,9 @@ class Visible:
     source: str
     bound: bool = False
     asked: bool = True
+
+    def __init__(self, ids: tuple[str, ...], source: str, bound: bool = False, asked: bool = True) -> None:
+        fill(self, ids, source, bound, asked)
 
     def describe(self) -> str:
         """``0,1 (from CUDA_VISIBLE_DEVICES, bound by Slurm)``, or why the task sees none."""
@@ -79,7 +81,7 @@ def parse_devices(text: str, variable: str = "CUDA_VISIBLE_DEVICES") -> tuple[st
     if text.strip() in _NONE:
         return ()
     ids = tuple(part.strip() for part in text.split(","))
-    bad = [i for i in ids if not _ID.match(i)]
+    bad = [i for i in ids if not re.match(_ID, i)]
     if bad or len(set(ids)) != len(ids):
         raise EnvironmentVariableError(
             variable, text, "GPU indices or GPU-/MIG- UUIDs separated by commas, each once, or '' for none",

@@ -10,11 +10,12 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .errors import EnvironmentVariableError, ResolutionError
 from .hostlists import expand, expand_counts
 from .parsing import optional_int, read_int, require
+from .values import PublicValue, fill
 
 __all__ = ["Layout", "Distribution", "Spread", "layout_of", "het_size", "job_layout", "het_components", "het_groups",
            "distribution", "in_srun_step", "step_layout", "STEP_VARIABLES", "launch_key", "gtids", "array_element",
@@ -231,8 +232,7 @@ class Spread(enum.Enum):
     """Placed by an MPI launcher its own way, or a word this package does not know."""
 
 
-@dataclass(frozen=True)
-class Distribution:
+class Distribution(PublicValue):
     """Slurm's distribution across nodes, parsed once: how it spreads, and a plane's size.
 
     >>> Distribution.parse("plane=2"), str(Distribution.parse("cyclic")), Distribution.parse("pack").computed
@@ -244,6 +244,9 @@ class Distribution:
     """Tasks per block of a plane distribution."""
     word: str = field(default="", compare=False, repr=False)
     """How Slurm named an unknown distribution (for messages)."""
+
+    def __init__(self, spread: Spread, plane: int = 0, word: str = "") -> None:
+        fill(self, spread, plane, word)
 
     @classmethod
     def parse(cls, word: str) -> Distribution:
@@ -315,7 +318,7 @@ def array_element(env: Mapping[str, str]) -> str | None:
     return f"{read_int(env, 'SLURM_ARRAY_JOB_ID', 1)}_{read_int(env, 'SLURM_ARRAY_TASK_ID')}"
 
 
-_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+_HOST = r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}"  # compiled where a host file is read
 _HOST_FILE = ("node names, one or more per line (name, or name*count for count ranks in a row; commas between; "
               "# starts a comment)")
 _HOST_FILE_FIX = "write one node name for each rank, in rank order, such as node2, node1, node2 on three lines"
@@ -338,7 +341,7 @@ def host_file(text: str, tasks: int, path: str = "") -> tuple[str, ...]:
         for entry in filter(None, (part.strip() for part in line.split(","))):
             name, star, count = entry.partition("*")
             times = int(count) if star and count.isascii() and count.isdigit() and 0 < int(count) < 10**9 else 0
-            if not _HOST.fullmatch(name) or (star and not times):
+            if not re.fullmatch(_HOST, name) or (star and not times):
                 raise EnvironmentVariableError(
                     "SLURM_HOSTFILE", path, f"{_HOST_FILE}; line {number} has {entry[:80]!r}"
                     + (" (a range: Slurm reads no ranges here)" if "[" in entry else ""), _HOST_FILE_FIX)

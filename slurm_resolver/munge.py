@@ -13,10 +13,10 @@ import ctypes
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .errors import ResolutionError
+from .values import Value, fill
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
@@ -61,13 +61,16 @@ def socket_path(env: Mapping[str, str]) -> str:
     return DEFAULT_SOCKET
 
 
-@dataclass(frozen=True)
-class Decoded:
+class Decoded(Value):
     """What a credential says: its payload and who minted it."""
 
+    __slots__ = ("payload", "uid", "gid")
     payload: bytes
     uid: int
     gid: int
+
+    def __init__(self, payload: bytes, uid: int, gid: int) -> None:
+        fill(self, payload, uid, gid)
 
 
 class Munge:

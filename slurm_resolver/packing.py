@@ -8,12 +8,12 @@ tasks. A list of names instead maps one job onto each heterogeneous-job componen
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, repeat
 
 from .errors import NO_JOB, ConfigurationError, ResolutionError
 from .speakers import Speaker
+from .values import PublicValue, fill
 
 __all__ = ["Jobs", "Packing", "JobCountError", "runs", "pack", "check_port_base"]
 
@@ -21,11 +21,13 @@ Jobs = Mapping[str, int] | Sequence[str] | None
 """``{'ps': 1, 'worker': 3}``, a name per het component, or None (every task a worker)."""
 
 
-@dataclass(frozen=True, eq=False)
-class Packing:
+class Packing(PublicValue, eq=False):
     """Consecutive ranks of each job, as ``(job name, count)`` runs in rank order."""
 
     runs: tuple[tuple[str, int], ...]
+
+    def __init__(self, runs: tuple[tuple[str, int], ...]) -> None:
+        fill(self, runs)
 
     @property
     def world_size(self) -> int:

@@ -12,7 +12,6 @@ guessed: the ranks exchange their nodes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate, chain, repeat
 
@@ -20,6 +19,7 @@ from .errors import PlacementError
 from .hostlists import DistinctHosts, collapse, collapse_counts
 from .launchers.base import Launch
 from .layout import Spread, same_count, total_tasks
+from .values import PublicValue, fill
 
 __all__ = ["Placement", "compute", "provisional", "block", "cyclic", "plane", "check_own", "describe", "unknown"]
 
@@ -35,8 +35,7 @@ def describe(layout: Sequence[tuple[str, int]], limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@dataclass(frozen=True, eq=False)
-class Placement:
+class Placement(PublicValue, eq=False):
     """The node of every rank.
 
     Attributes:
@@ -53,6 +52,10 @@ class Placement:
     counts: tuple[int, ...]
     hosts: tuple[str, ...] | None = None
     exact: bool = True
+
+    def __init__(self, nodes: tuple[str, ...], counts: tuple[int, ...], hosts: tuple[str, ...] | None = None,
+                 exact: bool = True) -> None:
+        fill(self, nodes, counts, hosts, exact)
 
     @classmethod
     def from_hosts(cls, hosts: Sequence[str]) -> Placement:

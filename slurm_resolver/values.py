@@ -9,10 +9,24 @@ them with `fill`), and is a frozen dataclass to its callers: equal and hashed by
 ``Name(field=value, ...)``, refusing assignment (`dataclasses.FrozenInstanceError`), pickled by its
 fields. The dataclass's options that the package uses: an `OrderedValue` is ordered by its fields, as a
 tuple of them (``order=True``), and the class keyword ``hidden=("name",)`` makes a field set and pickled but
-neither compared, hashed nor shown (``field(compare=False, repr=False)``). The resolution's public
-values (`Cluster`, `Task`, `BootstrapOptions`, ...) stay dataclasses (`dataclasses.replace` and `fields`
-work on them); `Value` is for the bootstrap's and the stacks' own (`JobStacks`, which
-`Bootstrapped.stacks()` returns, and `Verify`, the type of ``verify=``, among them).
+neither compared, hashed nor shown (``field(compare=False, repr=False)``). `Value` is for the bootstrap's
+and the stacks' own (`JobStacks`, which `Bootstrapped.stacks()` returns, and `Verify`, the type of
+``verify=``, among them).
+
+The resolution's public values (`Cluster`, `Task`, `BootstrapOptions`, ...) are dataclasses to everyone
+(`dataclasses.fields`, `replace`, `asdict` and `is_dataclass` work on them), each a `PublicValue`: its fields
+declared as a dataclass's, its ``__init__`` written in the class (it sets the fields with `fill`, and
+checks what ``__post_init__`` would), every other method `Value`'s, so that nothing is compiled either.
+
+>>> class Size(PublicValue):
+...     'A size.'
+...     width: int
+...     height: int = 1
+...     def __init__(self, width: int, height: int = 1) -> None:
+...         fill(self, width, height)
+>>> import dataclasses
+>>> Size(2), dataclasses.replace(Size(2), height=3), dataclasses.asdict(Size(2)), Size(2) == Size(2, 1)
+(Size(width=2, height=1), Size(width=2, height=3), {'width': 2, 'height': 1}, True)
 
 >>> class Point(Value):
 ...     __slots__ = ("x", "y")
@@ -31,10 +45,17 @@ work on them); `Value` is for the bootstrap's and the stacks' own (`JobStacks`, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, dataclass, field, fields
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**_: Any) -> Callable[[type], type]:
+        """Type checkers' mark (`typing.dataclass_transform`, from Python 3.11): nothing at run time."""
+        return lambda cls: cls
 
 __all__: list[str] = []  # internal: the package's own values (docs/protocol.md, "Where the code lives")
 
@@ -125,3 +146,32 @@ class OrderedValue(Value):
 
     def __ge__(self, other: object) -> bool:
         return self._compared(self) >= self._compared(other) if other.__class__ is self.__class__ else NotImplemented
+
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+class PublicValue(Value):
+    """A frozen dataclass made without compiling a method (see the module's docstring): a subclass
+    annotates its fields as a dataclass does (``field(compare=False, repr=False)`` hides one), writes its
+    own ``__init__``, and takes the rest from `Value`; the class keyword ``eq=False`` keeps identity's
+    equality and hash, as the dataclass option does. A method the class writes itself stays."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def __init_subclass__(cls, *, eq: bool = True, **keywords: Any) -> None:
+        super().__init_subclass__(**keywords)
+        own = set(vars(cls))
+        dataclass(init=False, repr=False, eq=False)(cls)  # the fields only: no method is generated
+        params = cls.__dataclass_params__  # type: ignore[attr-defined]
+        params.init, params.repr, params.eq, params.frozen = True, True, eq, True  # what it is to its callers
+        given = fields(cls)
+        cls.FIELDS = tuple(f.name for f in given)
+        cls._hidden = frozenset(f.name for f in given if not f.compare)
+        cls.COMPARED = tuple(f.name for f in given if f.compare)
+        cls._values = staticmethod(_getter(cls.FIELDS))  # type: ignore[method-assign,assignment]
+        cls._compared = staticmethod(_getter(cls.COMPARED))  # type: ignore[method-assign,assignment]
+        if not eq:
+            for name in ("__eq__", "__hash__"):
+                if name not in own:
+                    setattr(cls, name, getattr(object, name))

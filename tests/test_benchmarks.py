@@ -79,3 +79,12 @@ def test_a_tasks_read_of_the_table_is_timed_uncached() -> None:
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["tasks"] for r in rows] == [64, 4096] and all(r["cpu_ms"] > 0 for r in rows)
     assert rows[1]["bytes"] < 4.1 * 4096  # 2 bytes a port and a spare port, and little else
+
+
+def test_a_burst_of_deaths_is_measured_for_a_task_and_a_leader() -> None:
+    """benchmarks/death_burst.py, small: one row for this checkout, a figure in each of its four cells."""
+    done = run_script("benchmarks/death_burst.py", "--deaths", "32", "--tasks", "2", "--repeat", "1", "--rounds", "1",
+                      timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| this |"))
+    assert all(float(cell) > 0 for cell in row.strip("| ").split(" | ")[1:]), row

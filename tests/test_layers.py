@@ -149,7 +149,8 @@ def test_every_module_has_a_layer_and_a_level() -> None:
     for name in GRAPH:
         _layer(name, LAYERS)
     assert set(levels) == set(GRAPH)
-    assert levels["faults"] == 0 and levels["__main__"] == max(levels.values())  # the package's two ends
+    assert levels["values"] == 0 and levels["faults"] == 1  # the package's bottom: its values, then faults
+    assert levels["__main__"] == max(levels.values())  # and its top
 
 
 def test_levels_come_from_the_graph() -> None:

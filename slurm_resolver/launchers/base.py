@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..layout import BLOCK, Distribution, Spread, total_tasks
+from ..values import PublicValue, fill
 
 __all__ = ["Launch", "Launcher"]
 
 
-@dataclass(frozen=True)
-class Launch:
+class Launch(PublicValue):
     """The job as one launcher sees it, before placement and packing, with its capabilities.
 
     Attributes:
@@ -74,6 +73,17 @@ class Launch:
     mpi_capable: bool = False
     missing: tuple[str, ...] = ()
     below: str | None = None
+
+    def __init__(self, launcher: str, world_size: int | None, rank: int | None, nodes: tuple[str, ...] = (),
+                 counts: tuple[int, ...] = (), node: str | None = None, local_rank: int | None = None,
+                 distribution: Distribution = BLOCK, components: tuple[int, ...] = (),
+                 groups: tuple[tuple[int, ...], ...] = (), node_index: int | None = None, gtids: tuple[int, ...] = (),
+                 hosts: tuple[str, ...] = (), job_id: str | None = None, array: str | None = None, key: str = "local",
+                 is_task: bool = False, standalone: bool = False, mpi_launched: bool = False,
+                 mpi_capable: bool = False, missing: tuple[str, ...] = (), below: str | None = None) -> None:
+        fill(self, launcher, world_size, rank, nodes, counts, node, local_rank, distribution, components, groups,
+             node_index, gtids, hosts, job_id, array, key, is_task, standalone, mpi_launched, mpi_capable, missing,
+             below)
 
     @property
     def arbitrary(self) -> bool:

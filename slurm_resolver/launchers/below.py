@@ -29,11 +29,12 @@ from .base import Launch, Launcher
 __all__ = ["WorkersBelow", "Torchrun", "DeepSpeed", "SpawnedBelow", "written_in_batch_step", "from_batch_step",
            "refuse_written_in_batch_step"]
 
-_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
-"""A run id shown as it is in a launch key (a UUID, ``none``, a job's own name); others are digested."""
+_RUN_ID = r"[A-Za-z0-9_-]{1,40}"
+"""The shape of a run id shown as it is in a launch key (a UUID, ``none``, a job's own name); others are digested."""
 
-_MASTER = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,48}")
-"""Where a run's workers meet (``MASTER_ADDR:MASTER_PORT``) shown as it is in a launch key; others are digested."""
+_MASTER = r"[A-Za-z0-9_.:\[\]-]{1,48}"
+"""The shape of where a run's workers meet (``MASTER_ADDR:MASTER_PORT``) shown as it is in a launch key; others
+are digested."""
 
 _MOST_WORKERS_A_NODE = 65535
 """A node's workers each take a port of their own (``port_base`` + local rank): no more can be told."""
@@ -252,13 +253,13 @@ def refuse_written_in_batch_step(env: Mapping[str, str]) -> None:
                                  speaker=Speaker.FIRST)
 
 
-def _shown(text: str, shape: re.Pattern[str]) -> str:
+def _shown(text: str, shape: str) -> str:
     """``text`` as it is where it has ``shape``, else a short digest of it (the same in every worker).
 
     >>> _shown("none", _RUN_ID), _shown("a b", _RUN_ID)
     ('none', '8f47557072ee30a7')
     """
-    if shape.fullmatch(text):
+    if re.fullmatch(shape, text):  # compiled when first asked (re keeps it): only torchrun's workers ask
         return text
     import hashlib
 

@@ -24,16 +24,16 @@ from __future__ import annotations
 import atexit
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any
 
 from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import ConfigurationError, SlurmResolverError, trimmed
 from ..resolution import resolve
+from ..stacks.progress import Hang
 from .bootstrapped import Bootstrapped
 from .detection.detector import FailureDetector
-from .diagnosis.judge import say_where
 from .diagnosis.stacks_call import StacksHandler
 from .exchanges import settle
 from .messages import NO_FAILURE
@@ -176,9 +176,14 @@ def _armed(task: Started, member: Member, settled: Cluster, options: BootstrapOp
         return None
     above, link = member.above
     stacks = task.handlers.parts.of(StacksHandler)
+
+    def judged(hang: Hang) -> Awaitable[None]:
+        from .diagnosis.judge import say_where  # loaded where a hang is judged: not in every task's start
+
+        return say_where(hang, stacks, detector.fail_for_job)
+
     detector = FailureDetector(settled, task.plan, above, link, task.network, task.authority, options.heartbeat,
-                               options.patience, options.hang_after,
-                               lambda hang: say_where(hang, stacks, detector.fail_for_job))
+                               options.patience, options.hang_after, judged)
     task.handlers.watched.set(detector.watch)
     return detector
 

@@ -277,10 +277,13 @@ def cause_on_wire(cause: Cause) -> str:
 
 def read_cause(value: str) -> Cause:
     """The cause named ``value`` on the wire (nothing: `Cause.REPORTED`); `WireError` for one no version sends."""
-    try:
-        return Cause(value) if value else Cause.REPORTED
-    except ValueError:
-        raise WireError(f"a cause that cannot be ({value[:32]!r})") from None
+    cause = _CAUSES.get(value)  # read for every death a task hears: a lookup, not the enum's call
+    if cause is None:
+        raise WireError(f"a cause that cannot be ({value[:32]!r})")
+    return cause
+
+
+_CAUSES = {cause_on_wire(cause): cause for cause in Cause}
 
 
 class Failure(Value):

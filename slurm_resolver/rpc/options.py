@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..exchange import Exchange, ExchangeMode, parse_mode
+from ..values import PublicValue, fill
 from .network.ports import candidates_of
 from .tree import DEFAULT_FANOUT, ONCE, Verify
 from .trust.choice import MODES as AUTH_MODES
@@ -44,8 +45,7 @@ def _whole(name: str, value: object, low: int, high: int, example: str) -> None:
         raise ConfigurationError(f"{name}={value!r} is not a whole number from {low} to {high}", f"e.g. {example}")
 
 
-@dataclass(frozen=True)
-class BootstrapOptions:
+class BootstrapOptions(PublicValue):
     """How the tasks bootstrap. Every field is checked when the value is made."""
 
     exchange: ExchangeMode | Exchange | None = field(default=None, metadata={
@@ -84,7 +84,11 @@ class BootstrapOptions:
                 "prints every task's stacks once and fails the step (run restarts it); it rides the heartbeats "
                 "(default: never)"})
 
-    def __post_init__(self) -> None:
+    def __init__(self, exchange: ExchangeMode | Exchange | None = None, timeout: float = 60.0, port: int = 0,
+                 verify: Verify = ONCE, rendezvous: tuple[int, ...] | None = None, fanout: int = DEFAULT_FANOUT,
+                 auth: AuthChoice | None = None, heartbeat: float | None = 1.0, patience: float = 5.0,
+                 hang_after: float | None = None) -> None:
+        fill(self, exchange, timeout, port, verify, rendezvous, fanout, auth, heartbeat, patience, hang_after)
         # A word given for a choice (the keywords, the command line; callers without types) is read here,
         # once, into its type: past this point every choice is an enum.
         if self.exchange is not None:

@@ -23,8 +23,8 @@ from .capture import MOST_FRAMES, Frame, ThreadStack
 
 __all__ = ["read_dump"]
 
-_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
-_FRAME = re.compile(r'^  File "(.*)", line (\d+) in (.+)$')
+_THREAD = r"^(?:Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$"  # compiled where a dump is read
+_FRAME = r'^  File "(.*)", line (\d+) in (.+)$'
 
 
 def read_dump(text: str, main: int | None = None, most: int = MOST_FRAMES) -> tuple[ThreadStack, ...]:
@@ -37,11 +37,11 @@ def read_dump(text: str, main: int | None = None, most: int = MOST_FRAMES) -> tu
     """
     threads: list[tuple[int, bool, list[Frame], int]] = []
     for line in text.splitlines():
-        head = _THREAD.match(line)
+        head = re.match(_THREAD, line)
         if head is not None:
             threads.append((int(head.group(1), 16), line.startswith("Current"), [], 0))
             continue
-        frame = _FRAME.match(line)
+        frame = re.match(_FRAME, line)
         if frame is not None and threads:
             threads[-1][2].append(Frame(frame.group(1), int(frame.group(2)), frame.group(3)))
         elif line.strip() == "..." and threads:  # deeper than faulthandler writes

@@ -6,8 +6,6 @@ from collections.abc import Callable, Mapping
 
 from ..values import Value, fill
 from .classes import Ranks, StackClass, Stacks
-from .picture import svg
-from .render import render
 
 __all__ = ["JobStacks"]
 
@@ -55,9 +53,13 @@ class JobStacks(Value):
 
     def svg(self) -> str:
         """The tree drawn as SVG."""
+        from .picture import svg  # drawn where asked: not in every task's start
+
         return svg(self.stacks, self.where, self.title)
 
     def __str__(self) -> str:
+        from .render import render  # written where asked: not in every task's start
+
         return render(self.stacks, self.where, self.title)
 
 

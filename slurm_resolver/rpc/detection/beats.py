@@ -81,7 +81,7 @@ def _died(message: pb.Beat | pb.Event, world_size: int) -> tuple[News, ...]:
         raise WireError("news of more reasons than a message carries")
     died = []
     for group in groups:
-        if len(group.failed) > SHOWN or any(r >= world_size for r in group.failed) or len(group.reason) > REASON:
+        if len(group.failed) > SHOWN or max(group.failed, default=0) >= world_size or len(group.reason) > REASON:
             raise WireError("news naming more than a job has")
         if group.failed:
             died.append(News(tuple(group.failed), group.reason, cause=read_cause(group.cause), status=group.status))

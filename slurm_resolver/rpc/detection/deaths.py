@@ -39,8 +39,9 @@ class Deaths:
         node_of: the node of a rank, that each death recorded names (none by default).
 
     Attributes:
-        failed: the dead, by rank, each with its `Fault` (its cause and words, its rank and node, when
-            it was heard of).
+        failed: the dead, by rank, each with the `Fault` of the news that told of it (its cause and words,
+            when it was heard of), one for every rank of that news: a burst of a thousand deaths costs every
+            task of the job a thousand entries, not a thousand faults made (`faults()` makes each rank's).
         up: the news this task's call up carries next (deaths found below, its own end).
         below: one queue of news per task below that watches here, by its source.
         leaving: this task ends (normally or not): a call breaking is no news any more.
@@ -57,23 +58,35 @@ class Deaths:
         self.own: Fault | None = None
         """Why this task fails, once it does (a task that starts watching here after hears it too)."""
 
-    def declare(self, ranks: list[int], fault: Fault, *, from_above: bool = False) -> None:
+    def heard(self, news: News, default: str, *, from_above: bool = False) -> None:
+        """Record the deaths ``news`` told (``default``: its words where it came without), as `declare` does,
+        passing the very news on where every death in it is new (no news made again in every task it reaches)."""
+        self.declare(list(news.failed), Fault(news.cause, news.reason or default, news.status, at=time.time()),
+                     from_above=from_above, told=news if news.reason else None)
+
+    def declare(self, ranks: list[int], fault: Fault, *, from_above: bool = False, told: News | None = None) -> None:
         """Record ``ranks`` as dead, for ``fault`` (each rank's its own, `Fault.of`): tell the tasks below, the
-        task above (unless it told us), the callbacks."""
+        task above (unless it told us), the callbacks. ``told``: the news of exactly these, to pass on as it is."""
         new = [r for r in ranks if r not in self.failed and r != self.rank]
         if not new:
             return
-        now = time.time()
-        for rank in new:
-            self.failed[rank] = fault.of(rank, self.node_of(rank), now)
+        recorded = fault if fault.rank is None and fault.at else \
+            Fault(fault.cause, fault.words, fault.status, None, fault.node, time.time(), fault.oom)
+        self.failed.update(dict.fromkeys(new, recorded))
+        whole = told is not None and len(new) == len(ranks) <= SHOWN
         for start in range(0, len(new), SHOWN):
-            news = News.of(new[start:start + SHOWN], fault)
+            news = told if whole and told is not None else News.of(new[start:start + SHOWN], fault)
             self.tell_below(news)
             if not from_above:
                 self.up.put_nowait(news)
-        for rank in new:
+        for rank in new if self.callbacks else ():
+            own = recorded.of(rank, self.node_of(rank))
             for callback in list(self.callbacks):
-                _call(callback, rank, self.failed[rank])
+                _call(callback, rank, own)
+
+    def faults(self) -> dict[int, Fault]:
+        """Every death known, by rank, with its own `Fault` (its rank and node in it)."""
+        return {rank: told.of(rank, self.node_of(rank)) for rank, told in list(self.failed.items())}
 
     def failing(self, why: Fault) -> None:
         """This task fails for the job (a hang it judged): its own callbacks hear it as its death."""
@@ -88,7 +101,7 @@ class Deaths:
 
     def add_callback(self, callback: Callable[[int, Fault], None]) -> None:
         """Call ``callback(rank, fault)`` for every death: at once for those known, later for the others."""
-        for rank, fault in list(self.failed.items()):
+        for rank, fault in self.faults().items():
             _call(callback, rank, fault)
         self.callbacks.append(callback)
 

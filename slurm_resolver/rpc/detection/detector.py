@@ -82,8 +82,8 @@ class FailureDetector:
 
     @property
     def failed(self) -> dict[int, Fault]:
-        """Every task known to have died, by rank, with why."""
-        return self.deaths.failed
+        """Every task known to have died, by rank, with why (a new dict, each fault its rank's)."""
+        return self.deaths.faults()
 
     def add_callback(self, callback: Callable[[int, Fault], None]) -> None:
         """Call ``callback(rank, fault)`` for every death: at once for those known, later for the others."""

@@ -170,7 +170,7 @@ class Heartbeat:
                     continue
                 event = decode_event(data, world)
                 for died in event.died:
-                    self.deaths.declare(list(died.failed), died.fault("reported dead"), from_above=True)
+                    self.deaths.heard(died, "reported dead", from_above=True)
                 if event.leaving:
                     return event
         finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)

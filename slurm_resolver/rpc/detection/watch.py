@@ -208,6 +208,7 @@ class Watch:
         self._probes: dict[Source, tuple[float, float]] = {}  # an unheard task found listening: next probe, wait
         self._unstarted: dict[Source, tuple[asyncio.Queue[News], AsyncIterator[bytes]]] = {}  # served, not begun
         self._unheard = True  # whether some task of this node is still to be looked for as one that never called
+        self._last: tuple[tuple[News, ...], bytes] = ((), b"")  # the last event written, and what it told
 
     def _rank(self, source: Source) -> int:
         """The rank a source stands for: its task, or a child node's leader (or its successor)."""
@@ -259,7 +260,7 @@ class Watch:
                 if getting not in done:
                     break  # the call ended
                 news, getting = getting.result(), None
-                yield encode_event(gathered(news, queue))
+                yield self._event(gathered(news, queue))
         finally:
             if getting is not None:
                 getting.cancel()
@@ -274,6 +275,16 @@ class Watch:
                 rank = self._rank(source)
                 self.deaths.declare([rank], Fault(Cause.CRASHED, f"{self.cluster.label(rank)} died: its connection "
                                                                  f"to rank {self.plan.rank} closed"))
+
+    def _event(self, news: list[News]) -> bytes:
+        """The event that tells ``news``: written once for every call below that tells the same (each call's queue
+        holds the very news objects the others' do, in the same order: a burst costs a leader one event written
+        for its calls below, not one a call)."""
+        told, written = self._last
+        if len(told) != len(news) or any(a is not b for a, b in zip(told, news)):
+            written = encode_event(news)
+            self._last = (tuple(news), written)
+        return written
 
     def unserved(self, source: Source, events: AsyncIterator[bytes]) -> None:
         """The call whose ``events`` were served for ``source`` ended before they began (over gRPC: a loaded server
@@ -410,7 +421,7 @@ class Watch:
                 if beat.progress is not None:
                     self._progress[source] = beat.progress
                 for died in beat.died:
-                    self.deaths.declare(list(died.failed), died.fault("a task below reported it dead"))
+                    self.deaths.heard(died, "a task below reported it dead")
                 if beat.leaving:
                     self._left.add(source)
                     self._progress.pop(source, None)  # done: its marks stand still, and mean no hang

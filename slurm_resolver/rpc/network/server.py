@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ...addresses import port_in_use
+from ...addresses import lookup, port_in_use
 from ...cluster_spec import ClusterSpec
 from ...environment import export_defaults, grpc_without_proxy, snapshot
 from ...errors import ConfigurationError, ResolutionError
@@ -111,7 +111,7 @@ def bindable(host: str) -> str:
     (a task binds its server and its spare port on its node's address; a name that does not resolve is
     asked again)."""
     try:
-        info = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0]
+        info = lookup(host, type=socket.SOCK_STREAM)[0]
     except (OSError, UnicodeError):
         raise ResolutionError(f"cannot bind a server on {host}: the name does not resolve",
                               "add it to DNS or /etc/hosts, or pass bind_host") from None

@@ -41,6 +41,29 @@ def test_a_death_heard_from_above_goes_down_only_and_late_callbacks_hear_the_kno
     assert asyncio.run(scenario()) == (0, [(7, "node lost")], 1)
 
 
+def test_news_heard_is_passed_on_as_it_came_and_recorded_once_for_all_its_ranks() -> None:
+    """A burst reaches every task of the job: the news each hears goes to the tasks below as the very object it
+    came as (where every death in it is new), and its deaths share one recorded fault (each rank's is made where
+    asked: `faults()`, a callback)."""
+    async def scenario() -> tuple[list[News], Deaths]:
+        deaths = Deaths(rank=0, node_of=lambda rank: f"node{rank // 4}")
+        below: asyncio.Queue[News] = asyncio.Queue()
+        deaths.below[Source.task(1)] = below
+        deaths.declare([5], Fault(Cause.CRASHED, "known"), from_above=True)
+        for news in told:
+            deaths.heard(news, "reported dead", from_above=True)
+        return [below.get_nowait() for _ in range(below.qsize())], deaths
+
+    told = [News((8, 9), "killed", cause=Cause.CRASHED), News((5, 12), "again", cause=Cause.CRASHED),
+            News((13,), "")]
+    down, deaths = asyncio.run(scenario())
+    assert down[1] is told[0] and down[2] == News((12,), "again", cause=Cause.CRASHED)  # 5 was known: made anew
+    assert down[3] == News((13,), "reported dead")  # no words came: the default's, told below
+    assert deaths.failed[8] is deaths.failed[9] and deaths.failed[8].rank is None
+    assert [(f.rank, f.node, f.words) for f in deaths.faults().values()][1:3] == [(8, "node2", "killed"),
+                                                                                  (9, "node2", "killed")]
+
+
 def test_a_callback_that_raises_stops_nothing() -> None:
     async def scenario() -> dict[int, Fault]:
         deaths = Deaths(rank=0)
@@ -63,7 +86,8 @@ def test_each_death_is_recorded_for_its_own_task_node_and_time() -> None:
         deaths.add_callback(lambda rank, fault: heard.append(fault))
         deaths.declare([3, 5], Fault(Cause.SILENT, "stopped beating"))
         deaths.failing(Fault(Cause.HUNG, "the job hung"))  # this task's own, as its callbacks hear it
-        return deaths.failed, heard
+        assert all(told.rank is None for told in deaths.failed.values())  # one fault of the news, not one a rank
+        return deaths.faults(), heard
 
     before = time.time()
     failed, heard = asyncio.run(scenario())

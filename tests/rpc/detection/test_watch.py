@@ -159,3 +159,32 @@ def test_a_call_cut_short_before_its_events_begin_frees_its_place_and_kills_nobo
         await watch.stop()
 
     run(scenario)
+
+
+def test_news_told_below_is_written_once_for_every_call_that_tells_it() -> None:
+    """The root's calls below (its node's task, the child nodes' leaders) each tell a burst's news: one event is
+    written for all of them (each call's queue holds the very same news), not one a call; so does each leader
+    below for its node's task (four leaders: four events written, where one a call would be seven)."""
+    from slurm_resolver.faults import Cause
+    from slurm_resolver.rpc.detection import watch as watch_module
+    from slurm_resolver.rpc.messages import News
+
+    written: list[int] = []
+    encode = watch_module.encode_event
+
+    def counted(news: list[News]) -> bytes:
+        written.append(len(news))
+        return encode(news)
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        root = tasks[0]._detector
+        await until(lambda: len(root.deaths.below) == 4, 5)  # rank 1, and the leaders of nodes 1 to 3
+        heard: list[int] = []
+        for task in tasks[1:]:
+            task.on_failure(lambda rank, why, me=task.rank: heard.append(me))
+        with patch.object(watch_module, "encode_event", counted):
+            root.deaths.tell_below(News((7,), "a test's news", cause=Cause.CRASHED))
+            await until(lambda: len(heard) == len(tasks) - 2, 5)  # all but the root and rank 7 itself
+        assert written == [1] * 4
+
+    run(scenario)
