@@ -32,6 +32,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 
 TASK = textwrap.dedent("""
     import asyncio, sys, time
+    import slurm_resolver
     from slurm_resolver.faults import Cause
     from slurm_resolver.rpc.detection.beats import decode_event, encode_event
     from slurm_resolver.rpc.detection.deaths import Deaths, gathered
@@ -72,8 +73,8 @@ TASK = textwrap.dedent("""
             start = time.process_time()
             for _ in range(tasks):
                 await task()
-            best = min(best, (time.process_time() - start) / tasks)
-        print(best)
+            best = min(best, (time.process_time() - start) / max(tasks, 1))
+        print(best, slurm_resolver.__file__)
 
     asyncio.run(main())
 """)
@@ -84,14 +85,18 @@ def measure(tree: str, deaths: int, below: int, callback: bool, tasks: int, repe
     """CPU ms a task (or millions of instructions a task, ``instructions``) of ``tree``'s code."""
     env = {**os.environ, "PYTHONPATH": tree}
     args = [str(deaths), str(below), str(int(callback)), str(tasks), str(repeat), str(world)]
+    where = "/"  # `python -c` puts its working directory first on the path: none that holds a slurm_resolver
     if not instructions:
-        done = subprocess.run([sys.executable, "-c", TASK, *args], env=env, capture_output=True, text=True, check=True)
-        return 1000 * float(done.stdout)
+        done = subprocess.run([sys.executable, "-c", TASK, *args], env=env, capture_output=True, text=True, check=True,
+                              cwd=where)
+        best, imported = done.stdout.split()
+        assert imported.startswith(tree), f"{tree}'s code was to run, not {imported}"
+        return 1000 * float(best)
 
     def counted(task_count: int) -> int:
         done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c",
                                TASK, *args[:3], str(task_count), "1", args[5]], env=env, capture_output=True,
-                              text=True, check=True)
+                              text=True, check=True, cwd=where)
         found = re.search(r"Collected : (\d+)", done.stderr)
         assert found, done.stderr[-2000:]
         return int(found.group(1))
@@ -111,7 +116,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the trees (default: 2)")
     parser.add_argument("--instructions", action="store_true", help="instructions under callgrind, not CPU time")
     args = parser.parse_args()
-    trees = dict(c.split("=", 1) for c in args.code or [f"this={REPOSITORY}"])
+    trees = {label: str(Path(tree).resolve()) for label, tree in
+             (c.split("=", 1) for c in args.code or [f"this={REPOSITORY}"])}
     cases = [(0, False), (0, True), (args.below, False), (args.below, True)]
     results: dict[tuple[str, int, bool], list[float]] = {}
     tasks = min(args.tasks, 20) if args.instructions else args.tasks
