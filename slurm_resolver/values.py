@@ -148,7 +148,6 @@ class OrderedValue(Value):
         return self._compared(self) >= self._compared(other) if other.__class__ is self.__class__ else NotImplemented
 
 
-
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
 class PublicValue(Value):
     """A frozen dataclass made without compiling a method (see the module's docstring): a subclass
