@@ -8,11 +8,9 @@ columns are built only when asked for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any
 
 from .addresses import OwnNames
 from .cluster_spec import ClusterSpec
@@ -25,7 +23,6 @@ from .values import PublicValue, fill
 
 __all__ = ["Task", "Cluster", "DEFAULT_PORT_BASE"]
 
-_Value = TypeVar("_Value")
 
 DEFAULT_PORT_BASE = 8888
 """The planned port of each node's first task, as TensorFlow's resolver (its port_base)."""
@@ -256,8 +253,7 @@ class Cluster(PublicValue):
     def as_rank(self, rank: int) -> Cluster:
         """The same cluster as task ``rank`` sees it (simulations run many tasks in one process)."""
         where = self.placement
-        launch = _copied(self.launch, _LAUNCH_FIELDS, _LAUNCH_VALUES, rank=rank, node=where.node_of(rank),
-                         local_rank=where.local_rank(rank))
+        launch = self.launch._evolve(rank=rank, node=where.node_of(rank), local_rank=where.local_rank(rank))
         return self._evolve(launch=launch, rank=rank, gpu_plan=self.gpu_plan.for_caller(rank))
 
     def with_placement(self, placement: Placement) -> Cluster:
@@ -277,14 +273,8 @@ class Cluster(PublicValue):
                                   "every task must report its ports")
         return self._evolve(bound_ports=bound, spare_ports=spare, reported_gpus=gpus or None)
 
-    def _evolve(self, **changes: Any) -> Cluster:
-        """This cluster with ``changes`` to its fields, as `dataclasses.replace` makes it, without its
-        walk of every field's metadata. A real task gains under a microsecond (`with_ports`, once); it stays
-        for the simulation, where `dataclasses.replace` (or the constructor) would add 15% (3.4%) to a
-        simulated task's bytecodes (benchmarks/README.md, issue 40 item 6). Neither `Cluster` nor `Launch`
-        checks anything when made (no ``__post_init__``, a test holds it): the copy skips no check.
-        Values computed from the fields are not carried over."""
-        return _copied(self, _FIELDS, _FIELD_VALUES, **changes)
+    # `_evolve` (`PublicValue`'s) makes its copies: neither `Cluster` nor `Launch` checks anything in its
+    # ``__init__`` (a test holds it), so the copy skips no check.
 
     def describe(self) -> dict[str, Any]:
         """The calling task and the cluster as plain data (``slurm-resolver show --json``)."""
@@ -323,18 +313,3 @@ def _block_addresses(node_hosts: Sequence[str], counts: Sequence[int], port_base
     return [h + p for h, c in zip(node_hosts, counts) for p in suffixes[:c]]
 
 
-def _copied(value: _Value, names: tuple[str, ...], values: Callable[[Any], tuple[Any, ...]], **changes: Any) -> _Value:
-    """A frozen dataclass ``value`` with ``changes`` to its fields ``names`` (read by ``values``), as
-    `dataclasses.replace` makes it without its walk of every field or ``__post_init__``: only for
-    changes that need no check. Values computed from the fields (cached properties) are not carried over."""
-    copy = object.__new__(type(value))
-    vars(copy).update(zip(names, values(value)), **changes)
-    return copy
-
-
-_FIELDS = tuple(f.name for f in fields(Cluster))
-"""The fields of a `Cluster` (`Cluster._evolve` copies them)."""
-_FIELD_VALUES = attrgetter(*_FIELDS)
-_LAUNCH_FIELDS = tuple(f.name for f in fields(Launch))
-"""The fields of a `Launch` (`Cluster.as_rank` copies them)."""
-_LAUNCH_VALUES = attrgetter(*_LAUNCH_FIELDS)

@@ -378,9 +378,9 @@ class News(Value):
         """The news of ``ranks``' deaths (at most `SHOWN` of them), for ``fault``."""
         return cls(tuple(ranks), fault.words, cause=fault.cause, status=fault.status)
 
-    def fault(self, default: str) -> Fault:
-        """Its deaths' failure, typed (``default``: the words where none came)."""
-        return Fault(self.cause, self.reason or default, self.status)
+    def fault(self, default: str, at: float = 0.0) -> Fault:
+        """Its deaths' failure, typed (``default``: the words where none came; ``at``: when it was heard)."""
+        return Fault(self.cause, self.reason or default, self.status, at=at)
 
 
 class Identity(Value):

@@ -60,9 +60,10 @@ class Deaths:
 
     def heard(self, news: News, default: str, *, from_above: bool = False) -> None:
         """Record the deaths ``news`` told (``default``: its words where it came without), as `declare` does,
-        passing the very news on where every death in it is new (no news made again in every task it reaches)."""
-        self.declare(list(news.failed), Fault(news.cause, news.reason or default, news.status, at=time.time()),
-                     from_above=from_above, told=news if news.reason else None)
+        passing the very news on where every death in it is new (no news made again in every task it reaches;
+        news without words is made again, with ``default``'s)."""
+        self.declare(list(news.failed), news.fault(default, time.time()), from_above=from_above,
+                     told=news if news.reason else None)
 
     def declare(self, ranks: list[int], fault: Fault, *, from_above: bool = False, told: News | None = None) -> None:
         """Record ``ranks`` as dead, for ``fault`` (each rank's its own, `Fault.of`): tell the tasks below, the
@@ -70,12 +71,13 @@ class Deaths:
         new = [r for r in ranks if r not in self.failed and r != self.rank]
         if not new:
             return
-        recorded = fault if fault.rank is None and fault.at else \
-            Fault(fault.cause, fault.words, fault.status, None, fault.node, time.time(), fault.oom)
+        # One fault for all of them, saying when they were heard (a fault that says so already is kept as it is).
+        recorded = fault if fault.at else Fault(fault.cause, fault.words, fault.status, None, fault.node, time.time(),
+                                                fault.oom)
         self.failed.update(dict.fromkeys(new, recorded))
-        whole = told is not None and len(new) == len(ranks) <= SHOWN
+        passed = told if told is not None and len(new) == len(ranks) <= SHOWN else None
         for start in range(0, len(new), SHOWN):
-            news = told if whole and told is not None else News.of(new[start:start + SHOWN], fault)
+            news = passed if passed is not None else News.of(new[start:start + SHOWN], fault)
             self.tell_below(news)
             if not from_above:
                 self.up.put_nowait(news)
