@@ -139,7 +139,7 @@ def main() -> None:
             how = "stopped" if args.stop else "ended"
             print(f"process {args.kill} {how} with its {len(run.killed)} tasks: {row['declared_dead_but_alive']} "
                   f"living tasks declared dead; every living task but {run.unheard} heard of a death, the last "
-                  f"{run.heard_s:.3f} s after", flush=True)
+                  f"{run.heard_s:.3f} s after (half of them {run.heard_median_s:.3f} s after)", flush=True)
         if not run.ok:
             print(f"errors: {run.errors}", flush=True)
 

@@ -6,9 +6,9 @@ its watchers declared (one rank a reason, a different watcher each), in events o
 one task hears ``--deaths`` such deaths in full events, as its call up brings them: each event decoded
 (`decode_event`), each death recorded and passed on (`Deaths.heard` where the code has it, else
 `Deaths.declare`), and, for a leader, the news told to each of its ``--below`` calls below written as the events
-they carry (`gathered`, then `encode_event`: once for identical news where the code writes it once,
-`Watch._event`). ``--callback``: a callback hears every death (`Bootstrapped.on_failure`), as
-`bootstrap_scale.py`'s tasks do.
+they carry (`gathered`, then `encode_event`, of the news `merged` where the code merges it: once for identical
+news where the code writes it once, `Watch._event`). ``--callback``: a callback hears every death
+(`Bootstrapped.on_failure`), as `bootstrap_scale.py`'s tasks do.
 
 Each ``--code`` tree runs in a process of its own (``PYTHONPATH``); runs alternate between trees. Prints CPU ms a
 task (best of ``--repeat`` runs of ``--tasks`` tasks) for a plain task and a leader, with and without a callback;
@@ -35,11 +35,13 @@ TASK = textwrap.dedent("""
     import slurm_resolver
     from slurm_resolver.faults import Cause
     from slurm_resolver.rpc.detection.beats import decode_event, encode_event
+    from slurm_resolver.rpc.detection import deaths as deaths_module
     from slurm_resolver.rpc.detection.deaths import Deaths, gathered
     from slurm_resolver.rpc.messages import MOST_NEWS, News
 
     deaths, below, callback, tasks, repeat, world = (int(a) for a in sys.argv[1:7])
     HEARD = hasattr(Deaths, "heard")
+    merged = getattr(deaths_module, "merged", lambda news: news)
     events = []
     for first in range(0, deaths, MOST_NEWS):
         news = [News((world // 16 + 4 * r,), f"worker:{world // 16 + 4 * r} (rank {world // 16 + 4 * r}) on node"
@@ -65,7 +67,7 @@ TASK = textwrap.dedent("""
                     news = gathered(queue.get_nowait(), queue)
                     told, _ = last
                     if not HEARD or len(told) != len(news) or any(a is not b for a, b in zip(told, news)):
-                        last = (tuple(news), encode_event(news))
+                        last = (tuple(news), encode_event(merged(news)))
 
     async def main():
         best = float("inf")

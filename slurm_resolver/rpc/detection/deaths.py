@@ -5,8 +5,9 @@ watches the calls of the tasks below it (`slurm_resolver.rpc.detection.watch`), 
 follows its own call up (`slurm_resolver.rpc.detection.heartbeat`). Both sides learn of deaths and
 tell each other through `Deaths`: a death found below goes up (in this task's next
 beat) and down (to every task below); a death heard from above goes down only. News waits in one
-queue a call, and a call's next message takes all that waits (`gathered`): a burst of
-deaths (a node's tasks, a process of many) costs a few messages a call, not one a death.
+queue a call, and a call's next message, at least `SPACING` after its last, takes all that waits
+(`gathered`, `merged`): a burst of deaths (a node's tasks, a process of many) costs a few messages a call, not
+one a death.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ import time
 from collections.abc import Callable
 
 from ...faults import Fault
-from ..messages import MOST_NEWS, SHOWN, News, Source
+from ..messages import MOST_NEWS, REASON, SHOWN, News, Source
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 log = logging.getLogger("slurm_resolver")
+
+SPACING = 0.2
+"""Seconds between two messages of one call that tell deaths: the first goes at once, the news that comes within
+this after it waits for the next message, and goes with all that came meanwhile. A burst (a process of a thousand
+tasks gone) costs every call a few messages, not one a news heard: otherwise every hop sends on each news as it
+comes, and the cores of a large job on few machines are spent on the flood, which delays its first news too."""
 
 
 def _call(callback: Callable[[int, Fault], None], rank: int, fault: Fault) -> None:
@@ -115,9 +122,81 @@ class Deaths:
 
 
 def gathered(first: News, queue: asyncio.Queue[News]) -> list[News]:
-    """``first`` and the news queued behind it, as one message carries them: at most `MOST_NEWS`, none after an
-    end (``leaving``)."""
+    """``first`` and the news queued behind it, as one message carries them once `merged`: at most `MOST_NEWS`
+    news on the wire, none after an end (``leaving``)."""
     news = [first]
-    while not news[-1].leaving and len(news) < MOST_NEWS and not queue.empty():
+    groups = _Groups()
+    groups.add(first)
+    waiting = queue._queue  # type: ignore[attr-defined]  # a deque: the next is looked at before it is taken
+    while not news[-1].leaving and waiting and (groups.count < MOST_NEWS or groups.joins(waiting[0])):
         news.append(queue.get_nowait())
+        groups.add(news[-1])
     return news
+
+
+def merged(news: list[News]) -> list[News]:
+    """``news`` as a message carries it: the deaths of one cause (and status) together, `SHOWN` ranks a news, their
+    reasons joined (a burst of a thousand deaths heard one by one goes on in a few messages, not a hundred);
+    news of an end, or that came merged already, as it is."""
+    if len(news) < 2:
+        return news
+    out: list[News | list[News]] = []  # a news as it is, or a group of news to merge
+    groups = _Groups()
+    for told in news:
+        group = groups.add(told)
+        if group is None or len(group) == 1:  # as it is, or the first of a group
+            out.append(told if group is None else group)
+    return [_merge(each) if isinstance(each, list) else each for each in out]
+
+
+def _merge(group: list[News]) -> News:
+    if len(group) == 1:
+        return group[0]
+    reason = "; ".join(dict.fromkeys(n.reason for n in group))
+    return News(tuple(r for n in group for r in n.failed), reason if len(reason) <= REASON else
+                reason[:REASON - 1] + "\u2026", cause=group[0].cause, status=group[0].status)
+
+
+class _Groups:
+    """The news of a message, in groups to merge (`gathered` and `merged` group alike)."""
+
+    __slots__ = ("count", "open")
+
+    def __init__(self) -> None:
+        self.count = 0
+        """News once merged."""
+        self.open: list[tuple[list[News], list[int]]] = []
+        """The open group of each cause, and its count of ranks (a cause is an enum, whose hash is a Python call; a
+        message's causes are few)."""
+
+    def _open(self, news: News) -> tuple[list[News], list[int]] | None:
+        """The open group ``news`` may join (where it has room, or not); None where there is none for its cause."""
+        return next((o for o in self.open if o[0][0].cause is news.cause and o[0][0].status == news.status), None)
+
+    def joins(self, news: News) -> bool:
+        """Whether ``news`` joins an open group (then it adds no news once merged)."""
+        if not _mergeable(news):
+            return False
+        found = self._open(news)
+        return found is not None and found[1][0] + len(news.failed) <= SHOWN
+
+    def add(self, news: News) -> list[News] | None:
+        """Count ``news`` in: the group it joins or opens (``news`` in it), or None where it goes as it is."""
+        if not _mergeable(news):
+            self.count += 1
+            return None
+        found = self._open(news)
+        if found is not None and found[1][0] + len(news.failed) <= SHOWN:
+            found[0].append(news)
+            found[1][0] += len(news.failed)
+            return found[0]
+        if found is not None:
+            self.open.remove(found)
+        self.count += 1
+        group = ([news], [len(news.failed)])
+        self.open.append(group)
+        return group[0]
+
+
+def _mergeable(news: News) -> bool:
+    return bool(news.failed) and not news.leaving and news.hand_over is None and len(news.failed) < SHOWN

@@ -33,7 +33,7 @@ from ..tree import Tree
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
 from .beats import Beat, Event, Lost, decode_event, encode_beat, encode_first_beat
-from .deaths import Deaths, gathered
+from .deaths import SPACING, Deaths, gathered, merged
 from .processes import Process, Seen, seen
 from .watch import WATCH
 
@@ -111,6 +111,7 @@ class Heartbeat:
         first = Beat(self.cluster.launch.key, self.rank, self.node, nonce, port, process=self.process)
         yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
         progress, told = self._progress, None
+        sent = -SPACING  # when the last beat with news went (`SPACING` between two)
         while self.calls == mine:  # a call left behind takes no beat from the one that follows it
             if progress is None:
                 news = await self.deaths.up.get()
@@ -120,6 +121,8 @@ class Heartbeat:
                         news = await self.deaths.up.get()
                 except asyncio.TimeoutError:
                     news = News()
+            if news.failed and not news.leaving and time.monotonic() < sent + SPACING:
+                await asyncio.sleep(sent + SPACING - time.monotonic())  # what comes meanwhile goes with it
             if self.calls != mine:  # taken while the next call started: it is that call's to carry
                 if news:
                     self.deaths.up.put_nowait(news)
@@ -129,7 +132,9 @@ class Heartbeat:
                 continue  # nothing to say
             told = marks
             carried = gathered(news, self.deaths.up) if news else []
-            yield encode_beat(carried, marks)
+            if news.failed:
+                sent = time.monotonic()
+            yield encode_beat(merged(carried), marks)
             if carried and carried[-1].leaving:
                 return
 
@@ -146,33 +151,28 @@ class Heartbeat:
         nonce = secrets.token_bytes(NONCE)
         self.answered = False
         events = self._call(above, nonce).__aiter__()
-        pending: asyncio.Future[bytes] | None = None
+        pending: asyncio.Future[Any] | None = None  # the first event, then the end of the others (`_heard`)
         guard: asyncio.Future[str] | None = None
         # Where the node above this one's pings the task above, its word may come before that task's first event.
         told = asyncio.ensure_future(asyncio.shield(self._word(above))) if self._pinged_above(above) else None
-        world = self.cluster.world_size
         try:
-            while True:
+            while True:  # the first event, then the others, read by one task (not one a message)
                 if pending is None:
-                    pending = asyncio.ensure_future(events.__anext__())
+                    pending = asyncio.ensure_future(events.__anext__() if guard is None else self._heard(events))
                 waited: set[asyncio.Future[Any]] = {pending, *(f for f in (guard, told) if f is not None)}
                 done, _ = await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
                 if pending not in done:
                     why = next(f for f in (told, guard) if f is not None and f in done)
                     raise _Silent(why.result())
+                if guard is not None:
+                    ended: Event | None = pending.result()  # raises as the call broke
+                    return ended
                 try:
                     data, pending = pending.result(), None
                 except StopAsyncIteration:
                     return None
-                if guard is None:  # the first event: the task above, proven
-                    guard = asyncio.ensure_future(self._guard(above, self._check_first(data, nonce)))
-                    self.answered = True
-                    continue
-                event = decode_event(data, world)
-                for died in event.died:
-                    self.deaths.heard(died, "reported dead", from_above=True)
-                if event.leaving:
-                    return event
+                guard = asyncio.ensure_future(self._guard(above, self._check_first(data, nonce)))  # the first event:
+                self.answered = True  # the task above, proven
         finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
             for waiting in (pending, guard, told):
                 if waiting is not None and not waiting.done():
@@ -180,7 +180,20 @@ class Heartbeat:
                     await asyncio.wait({waiting})
                     if not waiting.cancelled():  # it ended on its own before the cancel came (the call broke then)
                         waiting.exception()
-            await end_call(events)
+            self.calls += 1  # its beats end with it (a beat written into a call that ended is an error gRPC
+            await end_call(events)  # formats a traceback of: 3 ms, in every task whose task above died)
+
+    async def _heard(self, events: AsyncIterator[bytes]) -> Event | None:
+        """The events after the first, the deaths they tell heard, until the call ends: its last event where the task
+        above leaves normally, else None; raises as the call breaks."""
+        world = self.cluster.world_size
+        async for data in events:
+            event = decode_event(data, world)
+            for died in event.died:
+                self.deaths.heard(died, "reported dead", from_above=True)
+            if event.leaving:
+                return event
+        return None
 
     def _pinged_above(self, above: int) -> bool:
         """Whether the task ``above`` is on another node, which the node above it pings (not the top of the tree):

@@ -39,7 +39,7 @@ from ..trust.gate import Gate
 from ..trust.seals import Authority, Purpose
 from ..waits import Later
 from .beats import Beat, Lost, decode_beat, decode_lost, encode_event, encode_first_event, encode_lost
-from .deaths import Deaths, gathered
+from .deaths import SPACING, Deaths, gathered, merged
 from .processes import Process, Seen, seen
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -251,6 +251,7 @@ class Watch:
             del self._unstarted[source]  # begun: its end is told below
         reader = asyncio.ensure_future(self._read(source, beats))
         getting: asyncio.Future[News] | None = None
+        sent = -SPACING  # when the last event went (`SPACING` between two)
         try:
             while True:
                 if getting is None:
@@ -260,6 +261,12 @@ class Watch:
                 if getting not in done:
                     break  # the call ended
                 news, getting = getting.result(), None
+                wait = sent + SPACING - time.monotonic()
+                if wait > 0 and not news.leaving:  # what comes meanwhile goes with it
+                    done, _ = await asyncio.wait({reader}, timeout=wait)
+                    if done:
+                        break
+                sent = time.monotonic()
                 yield self._event(gathered(news, queue))
         finally:
             if getting is not None:
@@ -282,7 +289,7 @@ class Watch:
         for its calls below, not one a call)."""
         told, written = self._last
         if len(told) != len(news) or any(a is not b for a, b in zip(told, news)):
-            written = encode_event(news)
+            written = encode_event(merged(news))
             self._last = (tuple(news), written)
         return written
 

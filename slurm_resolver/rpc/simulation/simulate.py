@@ -89,6 +89,8 @@ class Simulation:
     only by tasks killed with them."""
     heard_s: float = 0.0
     """Seconds from that process's end until the last living task heard of a death."""
+    heard_median_s: float = 0.0
+    """... until half the living tasks had."""
     unheard: int = 0
     """Living tasks that never heard of one."""
     stacks_s: float = 0.0
@@ -115,7 +117,8 @@ class Simulation:
                     **({"first_death_s": round(self.first_death_s, 3)} if self.first_death_s is not None else {})}
                    if self.held_s else {}),
                 **({"killed": len(self.killed), "declared_dead_but_alive": len(set(self.dead) - set(self.killed)),
-                    "last_heard_s": round(self.heard_s, 3), "never_heard": self.unheard} if self.killed else {}),
+                    "last_heard_s": round(self.heard_s, 3), "median_heard_s": round(self.heard_median_s, 3),
+                    "never_heard": self.unheard} if self.killed else {}),
                 **({"stacks_s": round(self.stacks_s, 3), "stacks_answered": self.stacks_answered,
                     "stacks_bytes": self.stacks_bytes} if self.stacks_answered else {})}
 

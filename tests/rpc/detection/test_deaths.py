@@ -6,8 +6,8 @@ import asyncio
 import time
 
 from slurm_resolver.faults import Cause, Fault
-from slurm_resolver.rpc.detection.deaths import Deaths, gathered
-from slurm_resolver.rpc.messages import MOST_NEWS, SHOWN, News, Source
+from slurm_resolver.rpc.detection.deaths import Deaths, gathered, merged
+from slurm_resolver.rpc.messages import MOST_NEWS, REASON, SHOWN, HandOver, News, Source
 
 
 def test_a_death_found_here_goes_up_and_down_once_and_to_every_callback() -> None:
@@ -98,16 +98,36 @@ def test_each_death_is_recorded_for_its_own_task_node_and_time() -> None:
 
 
 def test_a_message_gathers_the_news_queued_behind_its_first_up_to_a_bound_and_to_an_end() -> None:
-    async def scenario() -> tuple[list[int], list[int], int]:
+    async def scenario() -> tuple[list[int], list[int], int, list[int], int]:
         queue: asyncio.Queue[News] = asyncio.Queue()
-        for rank in range(1, MOST_NEWS + 5):
-            queue.put_nowait(News((rank,), "killed"))
-        first = gathered(News((0,), "killed"), queue)
+        for rank in range(1, MOST_NEWS + 5):  # as many reasons as a message carries, and more
+            queue.put_nowait(News((rank,), "exited", cause=Cause.EXITED, status=rank))
+        first = gathered(News((0,), "exited", cause=Cause.EXITED), queue)
         ending: asyncio.Queue[News] = asyncio.Queue()
         for news in (News((7,), "x"), News(leaving=True), News((8,), "after")):
             ending.put_nowait(news)
         ended = gathered(News((6,), "x"), ending)
-        return [n.failed[0] for n in first], [len(n.failed) for n in ended], ending.qsize()
+        burst: asyncio.Queue[News] = asyncio.Queue()
+        for rank in range(1, MOST_NEWS * SHOWN + 1):  # deaths of one cause: SHOWN a news on the wire
+            burst.put_nowait(News((rank,), f"rank {rank} died", cause=Cause.CRASHED))
+        many = gathered(News((0,), "rank 0 died", cause=Cause.CRASHED), burst)
+        return ([n.failed[0] for n in first], [len(n.failed) for n in merged(ended)], ending.qsize(),
+                [len(n.failed) for n in merged(many)], burst.qsize())
 
-    first, ended, left = asyncio.run(scenario())
-    assert first == list(range(MOST_NEWS)) and ended == [1, 1, 0] and left == 1  # the news after an end waits
+    first, ended, left, many, unsent = asyncio.run(scenario())
+    assert first == list(range(MOST_NEWS)) and ended == [2, 0] and left == 1  # the news after an end waits
+    assert many == [SHOWN] * MOST_NEWS and unsent == 1
+
+
+def test_news_of_one_cause_merge_with_their_reasons_and_the_rest_stays_as_it_came() -> None:
+    over = News(leaving=True, hand_over=HandOver(3, 0))
+    full = News(tuple(range(20, 20 + SHOWN)), "a node's tasks", cause=Cause.SILENT)
+    news = [News((1,), "rank 1 died", cause=Cause.CRASHED), full, News((2,), "rank 2 exited", cause=Cause.EXITED,
+            status=3), News((4,), "rank 4 died", cause=Cause.CRASHED), News((5,), "x" * REASON, cause=Cause.CRASHED),
+            over]
+    out = merged(news)
+    assert out[0] == News((1, 4, 5), "rank 1 died; rank 4 died; " + "x" * (REASON - 27) + "\u2026",
+                          cause=Cause.CRASHED)
+    assert len(out[0].reason) == REASON and out[1:] == news[1:3] + [over] and out[1] is full
+    assert merged(news[:1])[0] is news[0] and merged([news[0], news[0]]) == [News((1, 1), "rank 1 died",
+                                                                                  cause=Cause.CRASHED)]

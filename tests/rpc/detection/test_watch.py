@@ -188,3 +188,76 @@ def test_news_told_below_is_written_once_for_every_call_that_tells_it() -> None:
         assert written == [1] * 4
 
     run(scenario)
+
+
+def test_a_burst_goes_down_in_two_events_a_call_the_first_death_at_once() -> None:
+    """News that comes one by one goes down as it came only at first: what comes within `SPACING` of a call's
+    last event waits for its next one, merged (seventeen deaths told one by one: two events a call, the first
+    with one death, at once; the next with sixteen, in two reasons of eight ranks)."""
+    from slurm_resolver.faults import Cause
+    from slurm_resolver.rpc.detection import watch as watch_module
+    from slurm_resolver.rpc.detection.deaths import SPACING
+    from slurm_resolver.rpc.messages import SHOWN, News
+
+    written: list[tuple[float, list[int]]] = []
+    encode = watch_module.encode_event
+
+    def counted(news: list[News]) -> bytes:
+        written.append((time.monotonic(), [len(n.failed) for n in news]))
+        return encode(news)
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        root = tasks[0]._detector
+        await until(lambda: len(root.deaths.below) == per_node - 1 + 3, 5)  # its node's tasks, three leaders
+        dead = [r for r in range(1, 32) if r % per_node][:2 * SHOWN + 1]  # no leader among them
+        heard: dict[int, set[int]] = {t.rank: set() for t in tasks}
+        for task in tasks[1:]:
+            task.on_failure(lambda rank, why, me=task.rank: heard[me].add(rank))
+        with patch.object(watch_module, "encode_event", counted):
+            start = time.monotonic()
+            root.deaths.tell_below(News((dead[0],), f"rank {dead[0]} died", cause=Cause.CRASHED))
+            await until(lambda: all(heard[t.rank] for t in tasks[1:] if t.rank != dead[0]), 5)
+            first = time.monotonic() - start
+            for rank in dead[1:]:  # one by one, within the spacing
+                root.deaths.tell_below(News((rank,), f"rank {rank} died", cause=Cause.CRASHED))
+            await until(lambda: all(heard[t.rank] >= set(dead) - {t.rank} for t in tasks[1:]), 5)
+        leaders = NODES  # each writes an event once for all its calls below
+        assert sorted(len(n) for _, n in written) == [1] * leaders + [2] * leaders
+        assert [n for _, n in written if len(n) == 2] == [[SHOWN, SHOWN]] * leaders
+        roots = [at for at, _ in written[:1]] + [at for at, n in written if len(n) == 2][:1]
+        assert roots[1] - roots[0] >= SPACING * 0.9 and first < SPACING * 4
+
+    per_node = 8
+    run(scenario, nodes=NODES, per_node=per_node)
+
+
+def test_deaths_found_below_go_up_in_two_beats_the_first_at_once() -> None:
+    """The same up the tree: a leader that finds seventeen deaths one by one tells its first at once, and the
+    others together in its next beat, `SPACING` later."""
+    from slurm_resolver.faults import Cause, Fault
+    from slurm_resolver.rpc.detection import heartbeat as heartbeat_module
+    from slurm_resolver.rpc.detection.deaths import SPACING
+    from slurm_resolver.rpc.messages import SHOWN, News
+
+    beats: list[tuple[float, list[int]]] = []
+    encode = heartbeat_module.encode_beat
+
+    def counted(news: list[News], progress: object = None) -> bytes:
+        if news:
+            beats.append((time.monotonic(), [len(n.failed) for n in news]))
+        return encode(news, progress)  # type: ignore[arg-type]
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        root, leader = tasks[0]._detector, tasks[per_node]._detector  # the leader of node 1, below the root
+        await until(lambda: len(root.deaths.below) == per_node - 1 + 3, 5)
+        dead = [r for r in range(1, 4 * per_node) if r % per_node and r // per_node != 1][:2 * SHOWN + 1]
+        with patch.object(heartbeat_module, "encode_beat", counted):
+            leader.deaths.declare(dead[:1], Fault(Cause.CRASHED, f"rank {dead[0]} died"))
+            await until(lambda: dead[0] in root.deaths.failed, 5)
+            for rank in dead[1:]:  # one by one, within the spacing
+                leader.deaths.declare([rank], Fault(Cause.CRASHED, f"rank {rank} died"))
+            await until(lambda: set(dead) <= set(root.deaths.failed), 5)
+        assert [n for _, n in beats] == [[1], [SHOWN, SHOWN]] and beats[1][0] - beats[0][0] >= SPACING * 0.9
+
+    per_node = 8
+    run(scenario, nodes=NODES, per_node=per_node)

@@ -108,7 +108,7 @@ import os, sys
 from tests.rpc.test_bootstrap import run_all, stop
 tasks = run_all(3, timeout=20, step="11")
 statuses = []
-for i in range(120):  # while the tasks' servers, heartbeats and channels run
+for i in range({forks}):  # while the tasks' servers, heartbeats and channels run
     pid = os.fork()
     if pid == 0:
         if i % 2:
@@ -122,10 +122,13 @@ print(sorted(set(statuses)), flush=True)
 
 @pytest.mark.parametrize("first", ["", "import grpc"])
 def test_a_process_forked_beside_a_tasks_server_lives(first: str) -> None:
-    """gRPC's fork handlers (on by default) killed about one child in three with SIGSEGV."""
+    """gRPC's fork handlers (on by default) killed about one child in three with SIGSEGV. Where grpc came first
+    they are on (too late to change): what is asserted there is the warning, over a few forks only (its fork
+    handlers also hang a fork now and then, which is gRPC's, and the reason for the warning)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRPC_")}
-    done = subprocess.run([sys.executable, "-c", FORKS.format(first=first)], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=Path(__file__).parents[3])
+    script = FORKS.format(first=first, forks=6 if first else 120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=Path(__file__).parents[3])
     assert done.returncode == 0, done.stderr[-2000:]
     if first:  # too late to change gRPC's settings: said, with the fix
         assert "grpc was imported before slurm_resolver" in done.stderr

@@ -119,7 +119,7 @@ def test_a_process_that_dies_with_its_nodes_is_heard_of_by_every_living_task_at_
     run = over_grpc(16, 4, procs=4, timeout=60, heartbeat=1.0, hold=3.0, kill=1)
     assert run.ok, run.errors
     assert len(run.killed) == 16 and run.dead and set(run.dead) <= set(run.killed)
-    assert run.unheard == 0 and 0 < run.heard_s < 2.0  # 0.1 s on the project's VM
+    assert run.unheard == 0 and 0 < run.heard_median_s <= run.heard_s < 2.0  # 0.1 s on the project's VM
     assert run.summary()["declared_dead_but_alive"] == 0
 
 
