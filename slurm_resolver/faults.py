@@ -19,8 +19,6 @@ from .values import PublicValue, fill
 
 __all__ = ["Cause", "Fault"]
 
-_new = object.__new__
-
 
 class Cause(enum.Enum):
     """Why a task failed, as a type: what decides who speaks for the job, what it says, and whether
@@ -76,11 +74,9 @@ class Fault(PublicValue):
 
     def of(self, rank: int, node: str = "", at: float | None = None) -> Fault:
         """This fault, recorded for the task of ``rank`` (on ``node``, at ``at``; both kept where not given)."""
-        # Its fields copied, not made again through __init__ (twice dearer) nor dataclasses.replace (ten times): a burst
+        # Copied (`_evolve`), not made again through __init__ nor dataclasses.replace (several times dearer): a burst
         # of deaths is recorded once for every task of the job where asked (`Bootstrapped.faults()`, a callback).
-        made = _new(type(self))
-        made.__dict__.update(self.__dict__, rank=rank, node=node or self.node, at=self.at if at is None else at)
-        return made
+        return self._evolve(rank=rank, node=node or self.node, at=self.at if at is None else at)
 
     @property
     def killed(self) -> bool:

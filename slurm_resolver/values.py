@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError, dataclass, field, fields
+from functools import cached_property
 from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -158,6 +159,9 @@ class PublicValue(Value):
 
     __slots__ = ()
     __dataclass_fields__: ClassVar[dict[str, Any]]
+    _caches: ClassVar[bool] = False
+    """Whether the class keeps values computed from its fields (cached properties): `_evolve` copies the fields
+    alone, else the whole instance dictionary (a third cheaper)."""
 
     def __init_subclass__(cls, *, eq: bool = True, **keywords: Any) -> None:
         super().__init_subclass__(**keywords)
@@ -170,6 +174,7 @@ class PublicValue(Value):
         cls.COMPARED = tuple(f.name for f in given if f.compare)
         cls._values = staticmethod(_getter(cls.FIELDS))  # type: ignore[method-assign,assignment]
         cls._compared = staticmethod(_getter(cls.COMPARED))  # type: ignore[method-assign,assignment]
+        cls._caches = any(isinstance(v, cached_property) for k in cls.__mro__ for v in vars(k).values())
         if not eq:
             for name in ("__eq__", "__hash__"):
                 if name not in vars(cls):  # a method the class writes stays
@@ -180,7 +185,8 @@ class PublicValue(Value):
         every field, nor the class's ``__init__`` (so none of its checks: only for changes that need none).
         Values computed from the fields (cached properties) are not carried over. A real task gains under a
         microsecond; a simulation of thousands of tasks in one process, 15% of a task's bytecodes
-        (`Cluster.as_rank`, benchmarks/README.md, issue 40 item 6)."""
+        (`Cluster.as_rank`, benchmarks/README.md, issue 40 item 6), and a burst of deaths heard, a `Fault` made for
+        every rank in every task where asked (`Fault.of`)."""
         copy = object.__new__(type(self))
-        vars(copy).update(zip(self.FIELDS, self._values(self)), **changes)
+        vars(copy).update(zip(self.FIELDS, self._values(self)) if self._caches else vars(self), **changes)
         return copy

@@ -89,3 +89,25 @@ def test_the_checks_of_init_hold_for_replace() -> None:
 def test_a_class_keeps_the_methods_it_writes() -> None:
     assert Cluster.__repr__ is not PublicValue.__repr__ and Cluster.__eq__ is not PublicValue.__eq__
     assert Cluster.__hash__ is None and Snapshot.__hash__ is not PublicValue.__hash__
+
+
+def test_evolve_copies_the_fields_with_the_changes_and_no_value_computed_from_them() -> None:
+    from functools import cached_property
+
+    class Area(PublicValue):
+        width: int
+        height: int
+
+        def __init__(self, width: int, height: int) -> None:
+            fill(self, width, height)
+
+        @cached_property
+        def area(self) -> int:
+            return self.width * self.height
+
+    wide = Area(3, 2)
+    assert wide.area == 6 and Area._caches and not Size._caches
+    taller = wide._evolve(height=5)
+    assert taller == Area(3, 5) and taller.area == 15 and wide.area == 6  # computed again, not copied
+    noted = Size(4, note="x")._evolve(width=7)
+    assert (noted.width, noted.height, noted.note) == (7, 1, "x") and noted == Size(7)

@@ -121,6 +121,13 @@ class Deaths:
         return own + [News.of([rank], fault) for rank, fault in list(self.failed.items())[:SHOWN - len(own)]]
 
 
+def held(news: News, sent: float) -> float:
+    """Seconds ``news``, the first that waits for a call's next message, is held so that what comes meanwhile goes
+    with it: until `SPACING` after the call's last message (``sent``, `time.monotonic`) where it tells deaths;
+    never an end (``leaving``)."""
+    return max(0.0, sent + SPACING - time.monotonic()) if news.failed and not news.leaving else 0.0
+
+
 def gathered(first: News, queue: asyncio.Queue[News]) -> list[News]:
     """``first`` and the news queued behind it, as one message carries them once `merged`: at most `MOST_NEWS`
     news on the wire, none after an end (``leaving``)."""

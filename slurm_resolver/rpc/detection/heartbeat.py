@@ -33,7 +33,7 @@ from ..tree import Tree
 from ..trust.seals import Authority, Purpose
 from ..wire import NONCE, unwrap
 from .beats import Beat, Event, Lost, decode_event, encode_beat, encode_first_beat
-from .deaths import SPACING, Deaths, gathered, merged
+from .deaths import SPACING, Deaths, gathered, held, merged
 from .processes import Process, Seen, seen
 from .watch import WATCH
 
@@ -121,8 +121,9 @@ class Heartbeat:
                         news = await self.deaths.up.get()
                 except asyncio.TimeoutError:
                     news = News()
-            if news.failed and not news.leaving and time.monotonic() < sent + SPACING:
-                await asyncio.sleep(sent + SPACING - time.monotonic())  # what comes meanwhile goes with it
+            wait = held(news, sent)
+            if wait:
+                await asyncio.sleep(wait)
             if self.calls != mine:  # taken while the next call started: it is that call's to carry
                 if news:
                     self.deaths.up.put_nowait(news)

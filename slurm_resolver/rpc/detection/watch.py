@@ -39,7 +39,7 @@ from ..trust.gate import Gate
 from ..trust.seals import Authority, Purpose
 from ..waits import Later
 from .beats import Beat, Lost, decode_beat, decode_lost, encode_event, encode_first_event, encode_lost
-from .deaths import SPACING, Deaths, gathered, merged
+from .deaths import SPACING, Deaths, gathered, held, merged
 from .processes import Process, Seen, seen
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -261,11 +261,9 @@ class Watch:
                 if getting not in done:
                     break  # the call ended
                 news, getting = getting.result(), None
-                wait = sent + SPACING - time.monotonic()
-                if wait > 0 and not news.leaving:  # what comes meanwhile goes with it
-                    done, _ = await asyncio.wait({reader}, timeout=wait)
-                    if done:
-                        break
+                wait = held(news, sent)
+                if wait and (await asyncio.wait({reader}, timeout=wait))[0]:
+                    break  # the call ended meanwhile
                 sent = time.monotonic()
                 yield self._event(gathered(news, queue))
         finally:
