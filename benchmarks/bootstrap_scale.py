@@ -139,7 +139,11 @@ def main() -> None:
             how = "stopped" if args.stop else "ended"
             print(f"process {args.kill} {how} with its {len(run.killed)} tasks: {row['declared_dead_but_alive']} "
                   f"living tasks declared dead; every living task but {run.unheard} heard of a death, the last "
-                  f"{run.heard_s:.3f} s after (half of them {run.heard_median_s:.3f} s after)", flush=True)
+                  f"{run.heard_s:.3f} s after (half of them {run.heard_median_s:.3f} s after); at the hold's end "
+                  f"{run.unwatching} living tasks watched on nobody (cut off with the tasks below them); of the "
+                  f"{len(run.dead)} deaths declared, a living task knew {row['deaths_known_median']} (the median; "
+                  f"the fewest {row['deaths_known_fewest']}, a tenth of them {run.known[len(run.known) // 10]} or "
+                  f"fewer)", flush=True)
         if not run.ok:
             print(f"errors: {run.errors}", flush=True)
 

@@ -115,10 +115,16 @@ class Deaths:
         self.callbacks.append(callback)
 
     def missed(self) -> list[News]:
-        """What a task that starts watching here missed (this task's own failure, the first deaths: one
-        news each)."""
+        """What a task that starts watching here missed: this task's own failure, then every death known, in the order
+        heard, as news of up to `SHOWN` ranks recorded with one fault (the call's messages carry them within their
+        bound, `SPACING` apart). A task below that calls late, a successor's, or one whose task above died (its
+        subtree was cut off while the others heard) learns every death; not only the first."""
         own = [News.of([self.rank], self.own)] if self.own is not None else []
-        return own + [News.of([rank], fault) for rank, fault in list(self.failed.items())[:SHOWN - len(own)]]
+        groups: dict[int, tuple[Fault, list[int]]] = {}
+        for rank, fault in list(self.failed.items()):
+            groups.setdefault(id(fault), (fault, []))[1].append(rank)
+        return own + [News.of(ranks[start:start + SHOWN], fault) for fault, ranks in groups.values()
+                      for start in range(0, len(ranks), SHOWN)]
 
 
 def held(news: News, sent: float) -> float:

@@ -11,7 +11,9 @@ it (`Lost`: one ping an edge of the tree, not two), or, where it is the top of t
 core pinging it. When the task
 above leaves normally it names a successor, a task of its own node that watches in its place: the
 successor takes its sources over and watches on the task it watched on, and the others move their
-call to the successor, so that failure detection outlives a leader whose work is done.
+call to the successor, so that failure detection outlives a leader whose work is done. When the task above
+dies, the tasks that watched on it watch elsewhere (`Heartbeat._adopters`): the lowest task of its node
+still listening takes its place, and where its node died whole, the node above takes its child nodes.
 """
 
 from __future__ import annotations
@@ -52,6 +54,26 @@ class _Silent(Exception):
 
 class _Stranger(Exception):
     """What answered the watch is not a task of this job."""
+
+
+ADOPTING = 3
+"""Patiences a task whose task above died asks a candidate that still listens to take its call (it takes it once it
+saw the death: at once where the dead task's process ended, after a patience where it stopped)."""
+
+
+async def _paused(pause: float) -> float:
+    """Wait about ``pause`` seconds before a call is made again; the next wait (doubled, up to a second)."""
+    await asyncio.sleep(pause * random.uniform(0.5, 1.5))
+    return min(1.0, 2 * pause)
+
+
+async def _cancelled(waiting: asyncio.Future[Any] | None) -> None:
+    """``waiting`` cancelled and ended (what it ended with, where it ended before the cancel came, dropped)."""
+    if waiting is not None:
+        waiting.cancel()
+        await asyncio.wait({waiting})
+        if not waiting.cancelled():
+            waiting.exception()
 
 
 class Heartbeat:
@@ -103,11 +125,10 @@ class Heartbeat:
         self.tree = tree
         self._words: dict[int, asyncio.Future[str]] = {}  # a task above found silent by the node above it: why
 
-    async def _beats(self, port: int, nonce: bytes) -> AsyncIterator[bytes]:
-        """This task's beats on one call, each with news (or new progress marks); they end (and so does the
-        call) once it follows another call."""
-        self.calls += 1
-        mine = self.calls
+    async def _beats(self, port: int, nonce: bytes, mine: int) -> AsyncIterator[bytes]:
+        """This task's beats on call number ``mine``, each with news (or new progress marks); they end (and so does
+        the call) once it follows another call. The number is the call's from its making, not from the first beat
+        its stream asks for: gRPC may ask an ended call's stream for its first beat after the next call began."""
         first = Beat(self.cluster.launch.key, self.rank, self.node, nonce, port, process=self.process)
         yield encode_first_beat(first, lambda header: self.authority.seal(Purpose.CALL, header))
         progress, told = self._progress, None
@@ -144,18 +165,22 @@ class Heartbeat:
         first_above, link = self._first
         if above != first_above or link is None:
             link = self.network.connect(host, port)
-        return link.stream(WATCH, self._beats(port, nonce))
+        self.calls += 1
+        return link.stream(WATCH, self._beats(port, nonce, self.calls))
 
-    async def _follow_one(self, above: int) -> Event | None:
+    async def _follow_one(self, above: int, candidate: bool = False) -> Event | None:
         """Follow one call to ``above`` until it ends: its last event if it left normally, else None
-        (a death declared, or this task leaving). Raises as the call broke, or the task above stopped."""
+        (a death declared, or this task leaving). Raises as the call broke, or the task above stopped; a
+        ``candidate`` (`_adopters`) on another node raises too where it stops answering before its first event."""
         nonce = secrets.token_bytes(NONCE)
         self.answered = False
         events = self._call(above, nonce).__aiter__()
         pending: asyncio.Future[Any] | None = None  # the first event, then the end of the others (`_heard`)
         guard: asyncio.Future[str] | None = None
-        # Where the node above this one's pings the task above, its word may come before that task's first event.
-        told = asyncio.ensure_future(asyncio.shield(self._word(above))) if self._pinged_above(above) else None
+        # Where the node above this one's pings the task above, its word may come before that task's first event; a
+        # candidate may be dead too (its node gone): it answers within a patience, or the next is tried.
+        word = asyncio.ensure_future(asyncio.shield(self._word(above))) if self._pinged_above(above) else None
+        told = asyncio.ensure_future(self._unanswered(above)) if candidate else word  # a candidate: to its 1st event
         try:
             while True:  # the first event, then the others, read by one task (not one a message)
                 if pending is None:
@@ -174,15 +199,29 @@ class Heartbeat:
                     return None
                 guard = asyncio.ensure_future(self._guard(above, self._check_first(data, nonce)))  # the first event:
                 self.answered = True  # the task above, proven
+                if told is not word:  # a candidate that answered: watched as the task above now
+                    await _cancelled(told)
+                    told = word
         finally:  # end the call itself, so that the task above sees it end (a cancelled task is a dead one)
-            for waiting in (pending, guard, told):
+            for waiting in (pending, guard, told, word):
                 if waiting is not None and not waiting.done():
-                    waiting.cancel()
-                    await asyncio.wait({waiting})
-                    if not waiting.cancelled():  # it ended on its own before the cancel came (the call broke then)
-                        waiting.exception()
+                    await _cancelled(waiting)  # (one that ended on its own before the cancel came: the call broke)
             self.calls += 1  # its beats end with it (a beat written into a call that ended is an error gRPC
             await end_call(events)  # formats a traceback of: 3 ms, in every task whose task above died)
+
+    async def _unanswered(self, candidate: int) -> str:
+        """Why a candidate (`_adopters`) will not take this task's call: its server gone (it died with the task above:
+        a process's sockets close one by one as it ends, so that a probe made as it died found it listening; probed
+        four times a patience for a patience), or, after that patience, silent (`Network.lost`: a node without power
+        answers no ping). A candidate that lives is waited for however busy it is: a call given up after the
+        candidate took it would be this task's death to it."""
+        host, port = self.cluster.endpoint(candidate)
+        until = time.monotonic() + self.patience
+        while time.monotonic() < until:
+            await asyncio.sleep(self.patience / 4)
+            if await self.network.gone(host, port):
+                return "its server is gone"
+        return await self.network.lost(host, port, self.patience, self.patience)
 
     async def _heard(self, events: AsyncIterator[bytes]) -> Event | None:
         """The events after the first, the deaths they tell heard, until the call ends: its last event where the task
@@ -197,10 +236,12 @@ class Heartbeat:
         return None
 
     def _pinged_above(self, above: int) -> bool:
-        """Whether the task ``above`` is on another node, which the node above it pings (not the top of the tree):
-        its silence is told from there (`told`)."""
+        """Whether the task ``above`` is on this node's parent node, which the node above it pings (not the top of the
+        tree): its silence is told from there (`told`). A task adopted further up (`_adopters`) pings its own."""
         position = self.cluster.placement.node_index(above)
-        return position != self.node and self.tree is not None and self.tree.parent(position) is not None
+        tree = self.tree
+        return (tree is not None and position != self.node and tree.parent(self.node) == position
+                and tree.parent(position) is not None)
 
     async def _guard(self, above: int, process: Process | None) -> str:
         """Return, with why, once the task ``above`` stops answering; never where this cannot be told (its
@@ -250,6 +291,8 @@ class Heartbeat:
             position = tree.parent(position)
         if position is None or lost.node == placement.node_index(above):
             return False
+        if lost.above != above and lost.above in self.deaths.failed:
+            return True  # about the dead task whose place the one watched on now took: stale (its teller may stop)
         word = self._word(above)
         if not word.done():
             log.debug("slurm_resolver: rank %d heard from rank %d that rank %d is silent: %s", self.rank, lost.source,
@@ -280,32 +323,48 @@ class Heartbeat:
         above = self._first[0]
         moved_at = 0.0  # when the call last moved to a successor: it may not be ready for a moment
         pause = 0.05  # before a call made again: doubled while calls go unanswered, up to a second
+        candidates: list[int] | None = None  # where the task above died: who may take this call, after ``above``
         while above is not None and not (self.deaths.leaving and self.deaths.up.empty()):
             self.above = above  # a task that ends before its call is made still makes it, to say so
             try:
-                event = await self._follow_one(above)
+                event = await self._follow_one(above, candidates is not None)
             except Exception as exc:  # noqa: BLE001 - refused, malformed, silent, broken: the call is over
                 if self.deaths.leaving:
                     return
+                if candidates is not None and not self.answered:  # a candidate that did not take the call: not
+                    # declared dead (it may live, and watch elsewhere). One that still listens may not have seen the
+                    # death yet (a task of the dead one's node takes its place once it has): asked again for
+                    # `ADOPTING` patiences; then the next.
+                    if (isinstance(exc, LinkError) and time.monotonic() - moved_at < ADOPTING * self.patience
+                            and not await self.network.gone(*self.cluster.endpoint(above))):
+                        pause = await _paused(pause)
+                        continue
+                    log.debug("slurm_resolver: rank %d's watch was not taken at rank %d: %r", self.rank, above, exc)
+                    above, candidates = self._next(candidates)
+                    moved_at = time.monotonic()
+                    continue
                 cut = isinstance(exc, LinkError) and exc.kind is CallFailure.CUT and not self.answered
                 if isinstance(exc, LinkError) and (exc.code in (Refusal.BUSY, Refusal.UNREADY) or cut
                                                    or time.monotonic() - moved_at < self.patience):
                     # The task above lives and says "call again" (this task's first beat came late: its loop
                     # stood still), or it cut the call short before it answered (its wait for the first beat ran
                     # out as the beat came, on busy cores), or it is a successor that has not taken over yet, or a
-                        # parent that has not yet seen its predecessor leave: ask again. A call cut short may also be
+                    # parent that has not yet seen its predecessor leave: ask again. A call cut short may also be
                     # a server that is ending: asked again only where its port still takes connections.
-                    if cut and await self.network.gone(*self.cluster.endpoint(above)):
-                        self.deaths.declare([above], Fault(Cause.CRASHED, f"{self.cluster.label(above)} died: its "
-                                                           f"server ended rank {self.rank}'s watch before answering "
-                                                           f"({exc.detail}), then refused connections"))
-                        return
-                    await asyncio.sleep(pause * random.uniform(0.5, 1.5))
-                    pause = min(1.0, 2 * pause)
-                    continue
-                self.deaths.declare([above], self._why(above, exc))
-                return
+                    if not (cut and await self.network.gone(*self.cluster.endpoint(above))):
+                        pause = await _paused(pause)
+                        continue
+                    fault = Fault(Cause.CRASHED, f"{self.cluster.label(above)} died: its server ended rank "
+                                                 f"{self.rank}'s watch before answering ({exc.detail}), then refused "
+                                                 "connections")
+                else:
+                    fault = self._why(above, exc)
+                self.deaths.declare([above], fault)
+                above, candidates = await self._orphaned(above)
+                moved_at, pause = time.monotonic(), 0.05
+                continue
             pause = 0.05
+            candidates = None  # taken: the task above now
             if event is None or event.hand_over is None:
                 return  # the task above ends normally and nobody takes over
             await asyncio.sleep(self.heartbeat)  # where the whole job ends together, nobody moves: no new call
@@ -314,6 +373,61 @@ class Heartbeat:
             above = self._move(above, event.hand_over)
             moved_at = time.monotonic()
             log.debug("slurm_resolver: rank %d watches on rank %s from now on", self.rank, above)
+
+    async def _orphaned(self, dead: int) -> tuple[int | None, list[int] | None]:
+        """Where this task's call goes now that the task above it, ``dead``, died: the first of `_adopters`, and the
+        others after it (None, None: nowhere; this task stops watching); where this task is the lowest task left on
+        ``dead``'s node, it takes ``dead``'s place first. Looked for one to two heartbeats later: the news of the death
+        goes first (a burst of deaths leaves thousands of tasks to move at once)."""
+        await asyncio.sleep(self.heartbeat * random.uniform(1.0, 2.0))
+        if self.deaths.leaving:
+            return None, None
+        successor, found = await self._adopters(dead)
+        if self.deaths.leaving:
+            return None, None
+        if successor:
+            self._take_over(frozenset({Source.task(dead)}))
+        if found:
+            log.debug("slurm_resolver: rank %d watches on rank %d now that rank %d died", self.rank, found[0], dead)
+        return self._next(found)
+
+    @staticmethod
+    def _next(candidates: list[int] | None) -> tuple[int | None, list[int] | None]:
+        """The next candidate, and those after it."""
+        if not candidates:
+            return None, None
+        return candidates[0], candidates[1:]
+
+    async def _adopters(self, dead: int) -> tuple[bool, list[int]]:
+        """Whether this task takes the place of the task above it, ``dead``, which died, and who may take its call
+        then (none: it stops watching), so that a death does not cut the tasks below it off from failure detection
+        for the rest of the job.
+
+        On ``dead``'s node, its lowest task still listening takes its place (as a successor does: this task itself,
+        where it is that one, then calls where ``dead`` called); the others, and its child nodes' leaders, call it.
+        Only where no task of that node listens (it died whole), the leader of its parent node, which takes the calls
+        of its child nodes' child nodes once their parent's holder died (`Watch.adopts`): one generation, so that no
+        server takes more than the fan-out and its square."""
+        tree, placement = self.tree, self.cluster.placement
+        if tree is None:
+            return False, []
+        position = placement.node_index(dead)
+        parent = tree.parent(position)
+        here = await self._listening(position, dead)
+        if here and (position != self.node or here[0] < self.rank):
+            return False, here[:1]
+        above = [] if parent is None else (await self._listening(parent, dead))[:1]
+        return position == self.node, above
+
+    async def _listening(self, position: int, dead: int) -> list[int]:
+        """The tasks of node ``position`` but this one and ``dead`` not known dead whose server still takes
+        connections, lowest rank first (probed together: a node without power answers no probe, which is no
+        refusal, and counts as listening until its call finds it silent: `_unanswered`)."""
+        cluster, failed = self.cluster, self.deaths.failed
+        ranks = sorted(r for r in map(int, cluster.placement.ranks_on(position)) if r not in (dead, self.rank)
+                       and r not in failed)
+        gone = await asyncio.gather(*(self.network.gone(*cluster.endpoint(r)) for r in ranks))
+        return [r for r, ended in zip(ranks, gone) if not ended]
 
     def _move(self, above: int, hand_over: HandOver) -> int | None:
         """Whom to watch on after ``above`` handed over: its successor, or (for the successor) its parent."""

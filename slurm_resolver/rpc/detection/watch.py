@@ -69,6 +69,11 @@ class Watched(Protocol):
         """Rank ``lost.source`` found ``lost.above`` silent: whether this task watched on it (and now knows)."""
         ...
 
+    def adopts(self, node: int) -> bool:
+        """Whether this task takes the call of node ``node``'s leader, whose parent node's holder died
+        (`Watch.adopts`)."""
+        ...
+
 
 class WatchHandler:
     """The server's side of Watch, a part of a task's server: a call's first beat checked (`Gate`), then
@@ -108,7 +113,7 @@ class WatchHandler:
             raise Refused(Refusal.NOT_LEADER, f"rank {rank} watches no task (yet)")
         source = Source.task(beat.source)
         source = source if source in watched.sources else Source.node(beat.node)
-        if source not in watched.sources:
+        if source not in watched.sources and not watched.adopts(beat.node):
             raise Refused(Refusal.NOT_LEADER, f"rank {beat.source} (node {beat.node}) is not watched at rank {rank}")
         events = watched.serve(source, beat, beats)
         try:
@@ -502,6 +507,22 @@ class Watch:
                 await losing
         self._lost.clear()
 
+    def adopts(self, node: int) -> bool:
+        """Whether this task takes the call of node ``node``'s leader (or successor) from now on: the node's parent node
+        is one of this task's child nodes, and the task that held it died (that node's tasks call here only where none
+        of them still listens: `Heartbeat._adopters`). One generation only: a task takes at most the square of the
+        fan-out more calls, and only those of the child nodes of its dead child nodes."""
+        tree = self.plan.tree
+        parent = tree.parent(node) if 0 < node < tree.size else None
+        if (parent is None or parent not in tree.children(self.plan.position) or Source.node(parent) not in self.sources
+                or self.deaths.leaving):
+            return False
+        if self._rank(Source.node(parent)) not in self.deaths.failed:
+            return False  # its parent node's leader (or successor) lives: the call goes there
+        self.sources = self.sources | {Source.node(node)}
+        log.debug("slurm_resolver: rank %d watches node %d, whose parent node's leader died", self.plan.rank, node)
+        return True
+
     # Handing over.
 
     def successor(self) -> tuple[int, frozenset[Source]] | None:
@@ -512,8 +533,10 @@ class Watch:
         return (min(staying), frozenset(self._left)) if staying else None
 
     def take_over(self, gone: frozenset[Source]) -> None:
-        """Watch in the place of this node's leader, which left normally: its node's other tasks and
-        its child nodes (but ``gone``, which left normally too) will call here."""
+        """Watch in the place of this node's leader, which left normally or died: its node's other tasks and
+        its child nodes (but ``gone``, which left normally too) will call here. Nothing while this task leaves."""
+        if self.deaths.leaving:
+            return
         position = self.plan.position
         node = {Source.task(int(r)) for r in self.cluster.placement.ranks_on(position)} - {Source.task(self.plan.rank)}
         self.sources = frozenset(node | {Source.node(c) for c in self.plan.tree.children(position)})

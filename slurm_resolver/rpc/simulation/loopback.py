@@ -173,6 +173,10 @@ def _worker(index: int, plan: _Plan, signals: _Signals) -> None:
             row["dead"] = sorted({rank for b in done if b is not None for rank in b.failures()})
             row["first"] = first
             row["heard"] = [heard.get(b.me.rank) for b in done if b is not None]
+            detectors = [b._detector for b in done if b is not None and b._detector is not None]
+            row["unwatching"] = sum(d.deaths.rank != 0 and (d.heartbeat.above is None or not d.heartbeat.answered)
+                                    for d in detectors)
+            row["known"] = [len(d.deaths.failed) for d in detectors]
         await loop.run_in_executor(None, signals.finished.wait)  # every process is done: servers may stop
         await asyncio.gather(*(b.aio.stop(0) for b in done if b is not None))
         return row
@@ -240,16 +244,19 @@ def over_grpc(nodes: int, tasks_per_node: int, procs: int = 4, *, timeout: float
     heard = [t for row in rows for t in row["heard"]]
     killed = signals.killed_at.value
     after = sorted(t - killed for t in heard if t is not None) if kill is not None else []
+    dead = sorted({rank for r in rows for rank in r["dead"]})
     return Simulation(ranks=nodes * tasks_per_node, wall_s=max(r["end"] for r in rows) - min(r["start"] for r in rows),
                       ok=failed == 0, errors=dict(sorted(errors.items())[:8]), failed=failed,
                       cpu_s=sum(r["cpu"] for r in rows), held_s=hold, held_cpu_s=sum(r["held_cpu"] for r in rows),
                       counted_s=hold - settling(hold), armed_cpu_s=sum(r.get("armed_cpu", 0.0) for r in rows),
                       armed_s=max((r.get("armed_s", 0.0) for r in rows), default=0.0),
                       first_death_s=_first_death(heard, rows) if kill is None else None,
-                      dead=sorted({rank for r in rows for rank in r["dead"]}),
+                      dead=dead,
                       first_deaths=sorted(f for r in rows for f in r.get("first", []))[:4],
                       killed=[r for row in rows if row["index"] == kill for r in row["ranks"]],
                       unheard=sum(t is None for t in heard) if kill is not None else 0,
+                      unwatching=sum(r.get("unwatching", 0) for r in rows),
+                      known=sorted(n for r in rows for n in r.get("known", ())),
                       heard_s=after[-1] if after else 0.0, heard_median_s=after[len(after) // 2] if after else 0.0,
                       **next(({k: r[k] for k in ("stacks_s", "stacks_answered", "stacks_bytes")}
                               for r in rows if "stacks_s" in r), {}))

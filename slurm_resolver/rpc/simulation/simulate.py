@@ -93,6 +93,11 @@ class Simulation:
     """... until half the living tasks had."""
     unheard: int = 0
     """Living tasks that never heard of one."""
+    unwatching: int = 0
+    """Living tasks that watched on no task above at the hold's end, or whose call there was not yet taken (rank 0
+    aside, the top of the tree): cut off from failure detection, with every task below them."""
+    known: list[int] = field(default_factory=list, repr=False)
+    """How many deaths each living task knew of at the hold's end (of ``len(dead)`` declared), fewest first."""
     stacks_s: float = 0.0
     """With stacks asked (``over_grpc(stacks=True)``): seconds rank 0 took to gather the job's stacks."""
     stacks_answered: int = 0
@@ -118,7 +123,10 @@ class Simulation:
                    if self.held_s else {}),
                 **({"killed": len(self.killed), "declared_dead_but_alive": len(set(self.dead) - set(self.killed)),
                     "last_heard_s": round(self.heard_s, 3), "median_heard_s": round(self.heard_median_s, 3),
-                    "never_heard": self.unheard} if self.killed else {}),
+                    "never_heard": self.unheard, "watching_nobody": self.unwatching,
+                    "deaths_known_fewest": self.known[0] if self.known else 0,
+                    "deaths_known_median": self.known[len(self.known) // 2] if self.known else 0}
+                   if self.killed else {}),
                 **({"stacks_s": round(self.stacks_s, 3), "stacks_answered": self.stacks_answered,
                     "stacks_bytes": self.stacks_bytes} if self.stacks_answered else {})}
 

@@ -41,6 +41,22 @@ def test_a_death_heard_from_above_goes_down_only_and_late_callbacks_hear_the_kno
     assert asyncio.run(scenario()) == (0, [(7, "node lost")], 1)
 
 
+def test_a_task_that_starts_watching_late_is_told_every_death_known_in_news_of_at_most_shown_ranks() -> None:
+    """A call made after a burst (a task whose task above died, a successor's tasks) hears every death known, in the
+    order heard: this task's own failure first, then news of up to `SHOWN` ranks for each recorded fault."""
+    deaths = Deaths(rank=0)
+    burst, other = Fault(Cause.CRASHED, "killed"), Fault(Cause.SILENT, "node lost")
+    deaths.declare(list(range(1, 2 * SHOWN + 3)), burst)
+    deaths.declare([100], other, from_above=True)
+    deaths.declare([101], other)
+    deaths.own = Fault(Cause.REPORTED, "out of memory")
+    missed = deaths.missed()
+    assert [n.failed for n in missed] == [(0,), tuple(range(1, SHOWN + 1)), tuple(range(SHOWN + 1, 2 * SHOWN + 1)),
+                                          (2 * SHOWN + 1, 2 * SHOWN + 2), (100,), (101,)]
+    assert [n.reason for n in missed] == ["out of memory", "killed", "killed", "killed", "node lost", "node lost"]
+    assert all(len(n.failed) <= SHOWN for n in missed)
+
+
 def test_news_heard_is_passed_on_as_it_came_and_recorded_once_for_all_its_ranks() -> None:
     """A burst reaches every task of the job: the news each hears goes to the tasks below as the very object it
     came as (where every death in it is new), and its deaths share one recorded fault (each rank's is made where

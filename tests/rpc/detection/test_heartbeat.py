@@ -80,6 +80,100 @@ def test_a_leader_whose_call_closes_is_declared_dead_by_its_tasks_and_everyone()
     run(scenario)
 
 
+async def _dies(task: Bootstrapped) -> None:
+    """``task``'s process dies: it says nothing, and every call to it and from it breaks."""
+    served, task._served, detector, task._detector = task._served, None, task._detector, None
+    assert served is not None and detector is not None and detector._beating is not None
+    detector.deaths.leaving = True
+    await detector.watch.stop()
+    detector._beating.cancel()
+    await served.stop(0)
+
+
+def _watching(tasks: list[Bootstrapped]) -> bool:
+    return all(len(t._detector.deaths.below) == len(t._detector.watch.sources) for t in tasks)
+
+
+def test_a_leader_that_dies_is_replaced_by_its_nodes_lowest_task_and_the_tree_below_stays_watched() -> None:
+    """A chain (fan-out 1): node 0 (ranks 0, 1) <- node 1 (2, 3) <- node 2 (4, 5). Rank 2 dies: rank 3, on its node,
+    watches in its place (on the root, for node 1), and node 2's leader moves its call to rank 3; a later death on
+    node 2 is still known to every task (before, node 2 watched nobody once rank 2 died)."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        await _dies(tasks[2])
+        living = [t for t in tasks if t.rank != 2]
+        await until(lambda: all(2 in t.failures() for t in living), 3.0)
+        beats = {t.rank: t._detector.heartbeat for t in living}
+        await until(lambda: beats[3].above == 0 and beats[3].answered and beats[4].above == 3 and beats[4].answered,
+                    4.0)
+        successor = tasks[3]._detector.watch
+        assert Source.node(2) in successor.sources and Source.task(4) not in successor.sources
+        await tasks[5].aio.fail("out of memory on node 2")
+        await until(lambda: all(5 in t.failures() for t in living if t.rank != 5), 4.0)
+        assert tasks[0].failures()[5] == "out of memory on node 2"
+        assert all(set(t.failures()) == {2, 5} for t in living if t.rank != 5), [t.failures() for t in living]
+
+    run(scenario, nodes=3, per_node=2, fanout=1)
+
+
+def test_a_node_that_dies_whole_leaves_its_child_node_to_the_node_above_it() -> None:
+    """The same chain; node 1 dies whole (ranks 2 and 3, as a node without power): node 2's leader moves its call to
+    the root, which takes it (its child node's leader died), one generation only; a later death on node 2 is still
+    known to the root's node."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        root = tasks[0]._detector.watch
+        assert not root.adopts(2)  # node 1's leader lives: node 2's call goes there
+        await asyncio.gather(_dies(tasks[2]), _dies(tasks[3]))
+        await until(lambda: 2 in tasks[0].failures() and 2 in tasks[4].failures(), 3.0)
+        beat = tasks[4]._detector.heartbeat
+        await until(lambda: beat.above == 0 and beat.answered, 4.0)
+        assert Source.node(2) in root.sources and not root.adopts(0) and not root.adopts(3) and not root.adopts(-1)
+        await tasks[5].aio.fail("out of memory on node 2")
+        await until(lambda: all(5 in tasks[r].failures() for r in (0, 1, 4)), 4.0)
+        assert tasks[1].failures()[5] == "out of memory on node 2"
+
+    run(scenario, nodes=3, per_node=2, fanout=1)
+
+
+def test_a_task_whose_two_nodes_above_died_stops_watching() -> None:
+    """A chain of 4 nodes; nodes 1 and 2 die whole: node 3's leader finds no task on node 2 nor node 1 to take its
+    call (the root adopts one generation only), and stops watching, as before, having declared its leader dead."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        await asyncio.gather(*(_dies(tasks[r]) for r in (2, 3, 4, 5)))
+        await until(lambda: 4 in tasks[6].failures() and 2 in tasks[0].failures(), 3.0)
+        await until(lambda: tasks[6]._detector.heartbeat.above is None, 4.0)
+        assert Source.node(3) not in tasks[0]._detector.watch.sources
+
+    run(scenario, nodes=4, per_node=2, fanout=1)
+
+
+def test_an_ended_calls_stream_asked_for_its_first_beat_late_leaves_the_next_call_beating() -> None:
+    """gRPC may ask a call's stream for its first beat only after the call ended and the next began (a call refused
+    at once, made again): the next call's beats go on (a call's number is taken as it is made; taken at its first
+    beat, the late stream ended the next call's beats, and its leader declared this task dead)."""
+    from slurm_resolver.faults import Cause, Fault
+    from slurm_resolver.rpc.detection.deaths import Deaths
+    from slurm_resolver.rpc.messages import News
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        real = tasks[5]._detector.heartbeat
+        beat = Heartbeat(Deaths(5), real.cluster, 5, real.node, 4, None, real.network, real.authority, 0.2, 1.5,
+                         lambda gone: None)
+        ended, current = beat._beats(1, b"n" * 16, 1), beat._beats(1, b"m" * 16, 2)
+        beat.calls = 2
+        await current.__anext__()  # its first beat
+        await ended.__anext__()  # the ended call's, asked for late
+        beat.deaths.up.put_nowait(News.of([7], Fault(Cause.CRASHED, "killed")))
+        assert await asyncio.wait_for(current.__anext__(), 2.0)  # the news, on the call that goes on
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(ended.__anext__(), 2.0)
+        assert beat.deaths.up.empty()
+
+    run(scenario)
+
+
 Call = Callable[[Heartbeat, int, bytes], AsyncIterator[bytes]]
 
 
@@ -156,8 +250,12 @@ def test_a_stopped_leader_below_the_top_is_pinged_by_its_parent_alone_whose_word
         await until(lambda: all(2 in tasks[r].failures() for r in (0, 1, 6, 7)), 8.0)
         assert "rank 0, on a node above its, found it silent" in tasks[6].failures()[2], tasks[6].failures()
         assert "stopped answering: no answer at" in tasks[0].failures()[2]
-        assert 6 not in tasks[2]._detector.failed and pinged == [tasks[6].server.port]  # node 3 watched while told
-        assert tasks[6]._detector.heartbeat.tree is not None and tasks[6]._detector.heartbeat.above is None
+        assert 6 not in tasks[2]._detector.failed and pinged[:1] == [tasks[6].server.port]  # node 3 watched while told
+        # Rank 3, on node 1, listens but does not know its leader dead (it sees no stopped process here): rank 6 asks
+        # it to take its call for `ADOPTING` patiences, then (no other candidate: a task of node 1 listens, so the
+        # root is none) watches nobody, declaring nobody else.
+        await until(lambda: tasks[6]._detector.heartbeat.above is None, 10.0)
+        assert 3 not in tasks[6].failures() and Source.node(3) not in tasks[0]._detector.watch.sources
 
     run(scenario, nodes=4, per_node=2, fanout=2)
 
