@@ -240,8 +240,7 @@ class Heartbeat:
         tree): its silence is told from there (`told`). A task adopted further up (`_adopters`) pings its own."""
         position = self.cluster.placement.node_index(above)
         tree = self.tree
-        return (tree is not None and position != self.node and tree.parent(self.node) == position
-                and tree.parent(position) is not None)
+        return tree is not None and tree.parent(self.node) == position and tree.parent(position) is not None
 
     async def _guard(self, above: int, process: Process | None) -> str:
         """Return, with why, once the task ``above`` stops answering; never where this cannot be told (its
