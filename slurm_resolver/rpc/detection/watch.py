@@ -212,6 +212,7 @@ class Watch:
         self._checking: asyncio.Task[None] | None = None
         self._probes: dict[Source, tuple[float, float]] = {}  # an unheard task found listening: next probe, wait
         self._unstarted: dict[Source, tuple[asyncio.Queue[News], AsyncIterator[bytes]]] = {}  # served, not begun
+        self._reading: dict[Source, asyncio.Future[None]] = {}  # what reads a begun call's beats (cancelled: its end)
         self._unheard = True  # whether some task of this node is still to be looked for as one that never called
         self._last: tuple[tuple[News, ...], bytes] = ((), b"")  # the last event written, and what it told
 
@@ -224,12 +225,7 @@ class Watch:
     def serve(self, source: Source, first: Beat, beats: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         """The events for the task below whose first beat was ``first``: its call breaking is its death."""
         if source in self.deaths.below:
-            served = self._unstarted.get(source)
-            if served is not None and served[0] is self.deaths.below[source]:  # cut short, its end not told yet
-                raise Refused(Refusal.BUSY, f"{self.cluster.label(self._rank(source))}'s previous watch is ending: "
-                                            "call again")
-            raise Refused(Refusal.INVALID, f"{self.cluster.label(self._rank(source))} is watched already: "
-                                           "one call a task")
+            self._replace(source, first.source)
         queue: asyncio.Queue[News] = asyncio.Queue()
         for event in self.deaths.missed():
             queue.put_nowait(event)
@@ -247,14 +243,40 @@ class Watch:
         self._unstarted[source] = (queue, events)
         return events
 
+    def _replace(self, source: Source, caller: int) -> None:
+        """Make room for ``caller``'s call for ``source``, which another call holds: the call of a task known dead
+        whose connection stays open (its process stopped, its node without power: nothing closes it) is ended,
+        and ``caller``, a task of that node, takes its place (the successor of a node's dead leader). Raises
+        `Refused` otherwise: ``BUSY`` (call again) where the holder's death is not known here yet, or its previous
+        call is ending; ``INVALID`` for a second call of a task (one call a task)."""
+        holder, label = self._rank(source), self.cluster.label
+        served = self._unstarted.get(source)
+        if served is not None and served[0] is self.deaths.below[source]:  # cut short, its end not told yet
+            raise Refused(Refusal.BUSY, f"{label(holder)}'s previous watch is ending: call again")
+        if (holder == caller or source.kind is SourceKind.TASK
+                or self.cluster.placement.node_index(caller) != source.number):
+            raise Refused(Refusal.INVALID, f"{label(holder)} is watched already: one call a task")
+        if holder not in self.deaths.failed:
+            raise Refused(Refusal.BUSY, f"{label(holder)} holds node {source.number}'s watch here, and is not known "
+                                        f"dead here yet: call again")
+        del self.deaths.below[source]  # its call's end declares nobody (`_events`)
+        reading = self._reading.pop(source, None)
+        if reading is not None:
+            reading.cancel()  # which ends the call
+        log.debug("slurm_resolver: rank %d takes node %d's watch from rank %d, dead, for rank %d", self.plan.rank,
+                  source.number, holder, caller)
+
     async def _events(self, source: Source, queue: asyncio.Queue[News], beats: AsyncIterator[bytes]
                       ) -> AsyncIterator[bytes]:
         """News down the call, as it comes, each event with all that waited for it (nothing else: the call's
-        connection tells that this task lives)."""
+        connection tells that this task lives). Its end is its holder's death, unless another call took its place
+        (`_replace`)."""
         served = self._unstarted.get(source)
         if served is not None and served[0] is queue:
             del self._unstarted[source]  # begun: its end is told below
         reader = asyncio.ensure_future(self._read(source, beats))
+        if self.deaths.below.get(source) is queue:
+            self._reading[source] = reader
         getting: asyncio.Future[News] | None = None
         sent = -SPACING  # when the last event went (`SPACING` between two)
         try:
@@ -275,16 +297,21 @@ class Watch:
             if getting is not None:
                 getting.cancel()
             reader.cancel()
-            losing = self._lost.pop(source, None)
-            if losing is not None:
-                losing.cancel()  # its end is told here
-            self._processes.pop(source, None)
-            if self.deaths.below.get(source) is queue:
-                del self.deaths.below[source]
-            if source not in self._left and not self.deaths.leaving:
-                rank = self._rank(source)
-                self.deaths.declare([rank], Fault(Cause.CRASHED, f"{self.cluster.label(rank)} died: its connection "
-                                                                 f"to rank {self.plan.rank} closed"))
+            if self.deaths.below.get(source) is queue:  # (else another call took its place: it ends alone)
+                self._end(source)
+
+    def _end(self, source: Source) -> None:
+        """The call that holds ``source`` ended: unless its holder left normally, it is dead."""
+        del self.deaths.below[source]
+        self._reading.pop(source, None)
+        losing = self._lost.pop(source, None)
+        if losing is not None:
+            losing.cancel()  # its end is told here
+        self._processes.pop(source, None)
+        if source not in self._left and not self.deaths.leaving:
+            rank = self._rank(source)
+            self.deaths.declare([rank], Fault(Cause.CRASHED, f"{self.cluster.label(rank)} died: its connection "
+                                                             f"to rank {self.plan.rank} closed"))
 
     def _event(self, news: list[News]) -> bytes:
         """The event that tells ``news``: written once for every call below that tells the same (each call's queue

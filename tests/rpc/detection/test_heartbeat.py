@@ -15,7 +15,7 @@ from slurm_resolver.rpc.detection.heartbeat import Heartbeat
 from slurm_resolver.rpc.detection.processes import Seen
 from slurm_resolver.rpc.messages import Source
 from slurm_resolver.rpc.network.in_process import LocalNetwork
-from slurm_resolver.rpc.transport import CallFailure, LinkError
+from slurm_resolver.rpc.transport import CallFailure, LinkError, Refusal, Refused
 
 from .test_watch import run, until
 
@@ -132,6 +132,55 @@ def test_a_node_that_dies_whole_leaves_its_child_node_to_the_node_above_it() -> 
         await tasks[5].aio.fail("out of memory on node 2")
         await until(lambda: all(5 in tasks[r].failures() for r in (0, 1, 4)), 4.0)
         assert tasks[1].failures()[5] == "out of memory on node 2"
+
+    run(scenario, nodes=3, per_node=2, fanout=1)
+
+
+def test_a_stopped_leader_whose_call_stays_open_is_replaced_at_its_parent_by_its_nodes_lowest_task() -> None:
+    """The chain again; rank 2 (node 1's leader) is stopped (SIGSTOP, or its node without power): its call to the root
+    stays open, as nothing closes it. Rank 3 sees its process stopped and takes its place: the root, which found rank 2
+    silent itself, ends rank 2's call and takes rank 3's for node 1 (before, it refused it, "watched already", and
+    node 1 and node 2 watched nobody); node 2's leader moves its call to rank 3, and a later death on node 2 is known
+    to every living task."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        leader = tasks[2]
+        leader._detector.deaths.declare = lambda *args, **kwargs: None  # stopped: it says nothing
+        tasks[3]._detector.heartbeat.seen = lambda process: Seen.STOPPED  # what rank 3 reads of rank 2's process
+        tasks[0]._member.uplink.network.freeze(leader.cluster.task(2).host, leader.server.port)
+        living = [t for t in tasks if t.rank != 2]
+        await until(lambda: all(2 in t.failures() for t in living), 8.0)
+        beats, root = {t.rank: t._detector.heartbeat for t in living}, tasks[0]._detector.watch
+        await until(lambda: beats[3].above == 0 and beats[3].answered and beats[4].above == 3 and beats[4].answered,
+                    8.0)
+        assert root._holders[Source.node(1)] == 3 and Source.node(1) in root.deaths.below
+        await tasks[5].aio.fail("out of memory on node 2")
+        await until(lambda: all(5 in t.failures() for t in living if t.rank != 5), 4.0)
+        assert all(set(t.failures()) == {2, 5} for t in living if t.rank != 5), [t.failures() for t in living]
+
+    run(scenario, nodes=3, per_node=2, fanout=1)
+
+
+def test_a_second_call_for_a_node_is_refused_while_its_holder_lives() -> None:
+    """The root takes one call for node 1: a second, from its leader again, is refused (one call a task); one from
+    another task of node 1, while its leader lives, is asked to call again (it is no successor yet); one from a task
+    of another node, never."""
+    from slurm_resolver.rpc.detection.beats import Beat
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        root, key = tasks[0]._detector.watch, tasks[0].cluster.launch.key
+
+        async def beats() -> AsyncIterator[bytes]:
+            await asyncio.Event().wait()
+            yield b""  # pragma: no cover - never
+
+        for caller, refusal in ((2, Refusal.INVALID), (3, Refusal.BUSY), (4, Refusal.INVALID)):
+            beat = Beat(key, caller, 1, b"\0" * 16, tasks[caller].server.port)
+            with pytest.raises(Refused) as refused:
+                root.serve(Source.node(1), beat, beats())
+            assert refused.value.code is refusal, (caller, refused.value)
+        assert root._holders[Source.node(1)] == 2 and tasks[0].failures() == {}
 
     run(scenario, nodes=3, per_node=2, fanout=1)
 
