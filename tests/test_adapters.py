@@ -37,7 +37,17 @@ def test_jax_arguments_and_env() -> None:
     assert adapters.jax_arguments(b) == {"coordinator_address": "node1:8888", "num_processes": 6, "process_id": 5,
                                          "local_device_ids": None}
     # only what jax.distributed.initialize() reads: its own Slurm detection tells the count and id here
-    assert adapters.jax_env(b, captured("srun_N3_n6")[5]) == {"JAX_COORDINATOR_ADDRESS": "node1:8888"}
+    # and, for a task without a GPU, JAX kept off the node's GPUs (another job's)
+    assert adapters.jax_env(b, captured("srun_N3_n6")[5]) == {"JAX_COORDINATOR_ADDRESS": "node1:8888",
+                                                              "JAX_PLATFORMS": "cpu"}
+
+
+@pytest.mark.parametrize("given", [{"JAX_PLATFORMS": "cuda"}, {"JAX_PLATFORMS": ""}, {"ROCR_VISIBLE_DEVICES": "0"},
+                                   {"HIP_VISIBLE_DEVICES": "1"}, {"TPU_VISIBLE_CHIPS": "0"}])
+def test_jax_platforms_is_left_to_the_environment_that_sets_it_or_gives_other_accelerators(given: dict[str, str]
+                                                                                           ) -> None:
+    b = planned(5)
+    assert "JAX_PLATFORMS" not in adapters.jax_env(b, {**captured("srun_N3_n6")[5], **given})
 
 
 def _task(case: str, rank: int, **changes: str) -> tuple[Bootstrapped, dict[str, str]]:
