@@ -404,18 +404,21 @@ class Heartbeat:
 
         On ``dead``'s node, its lowest task still listening takes its place (as a successor does: this task itself,
         where it is that one, then calls where ``dead`` called); the others, and its child nodes' leaders, call it.
-        Only where no task of that node listens (it died whole), the leader of its parent node, which takes the calls
-        of its child nodes' child nodes once their parent's holder died (`Watch.adopts`): one generation, so that no
-        server takes more than the fan-out and its square."""
+        Where no task of that node listens (it died whole), or, for a child node's leader, where that task does not
+        take the call (silent too: the node without power; or it does not learn of the death), the leader of its
+        parent node, which takes the calls of its child nodes' child nodes once their parent's holder died
+        (`Watch.adopts`): one generation, so that no server takes more than the fan-out and its square."""
         tree, placement = self.tree, self.cluster.placement
         if tree is None:
             return False, []
         position = placement.node_index(dead)
         parent = tree.parent(position)
         here = await self._listening(position, dead)
-        if here and (position != self.node or here[0] < self.rank):
+        if here and position == self.node and here[0] < self.rank:
             return False, here[:1]
         above = [] if parent is None else (await self._listening(parent, dead))[:1]
+        if here and position != self.node:
+            return False, here[:1] + above
         return position == self.node, above
 
     async def _listening(self, position: int, dead: int) -> list[int]:

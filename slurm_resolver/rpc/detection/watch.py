@@ -48,6 +48,8 @@ log = logging.getLogger("slurm_resolver")
 
 FIRST_BEAT = 10.0
 """Seconds a server waits for a watch call's first beat (then it refuses the call)."""
+PROBE = 2.0
+"""Seconds a probe of a server (`Network.gone`) may take: a connection neither made nor refused by then is none."""
 
 
 class Watched(Protocol):
@@ -355,7 +357,41 @@ class Watch:
         if source not in self._left and not self.deaths.leaving and rank not in self.deaths.failed:
             words = f"{cluster.label(rank)} stopped answering: {why} (its process stopped or ended, or its node gone)"
             self.deaths.declare([rank], Fault(Cause.SILENT, words))
-            await self._tell_lost(source.number, rank, words)
+            await asyncio.gather(self._tell_lost(source.number, rank, words), self._bereft(source.number, rank))
+
+    async def _bereft(self, position: int, holder: int) -> None:
+        """Node ``position``'s holder here, ``holder``, is silent: its node's other tasks that are silent too (none
+        answers a connection or a ping: its node without power, its processes stopped) are declared dead with it,
+        within about a patience (before, only the holder was: nobody else watches them). A task of the node that
+        lives answers gRPC's pings whatever its Python does, and takes the holder's place here, which ends this
+        (`_lose`); one whose server is gone ended, normally or not, which only its own leader could tell: neither is
+        declared."""
+        cluster, failed = self.cluster, self.deaths.failed
+        ranks = [r for r in map(int, cluster.placement.ranks_on(position)) if r != holder and r not in failed]
+        checks = [asyncio.ensure_future(self._silent(r)) for r in ranks]
+        if not checks:
+            return
+        try:
+            await asyncio.wait(checks, timeout=2 * self.patience + 2 * PROBE)
+        finally:
+            for check in checks:
+                check.cancel()
+        found = [(r, c.result()) for r, c in zip(ranks, checks) if c.done() and not c.cancelled()
+                 and c.exception() is None and c.result() is not None and r not in failed]
+        if found and not self.deaths.leaving:
+            silent = [r for r, _ in found]
+            words = (f"{len(silent)} more of {cluster.placement.node_of(holder)}'s tasks stopped answering with "
+                     f"{cluster.label(holder)}: {found[0][1]} (its node without power, or its processes stopped)")
+            self.deaths.declare(silent, Fault(Cause.SILENT, words))
+
+    async def _silent(self, rank: int) -> str | None:
+        """Why the task ``rank`` is silent (it neither takes nor refuses a connection, and answers no ping for a
+        patience); None where its server is gone (it ended). Never returns while it answers."""
+        host, port = self.cluster.endpoint(rank)
+        if await self.network.gone(host, port):
+            return None
+        why = await self.network.lost(host, port, self.patience, self.patience)
+        return None if await self.network.gone(host, port) else why
 
     async def _tell_lost(self, position: int, rank: int, words: str) -> None:
         """Tell the leaders of node ``position``'s child nodes that ``rank``, who watched there for it, is silent:

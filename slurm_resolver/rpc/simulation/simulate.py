@@ -86,7 +86,8 @@ class Simulation:
     killed: list[int] = field(default_factory=list)
     """The ranks whose process was ended on purpose while it ran. ``dead`` may name no other; it names
     the killed tasks that a living task watched (a node's leader for its node), not those watched
-    only by tasks killed with them."""
+    only by tasks killed with them, except where they stopped (``stop``): a node's other tasks are then
+    found silent by the node above too."""
     heard_s: float = 0.0
     """Seconds from that process's end until the last living task heard of a death."""
     heard_median_s: float = 0.0

@@ -161,6 +161,29 @@ def test_a_stopped_leader_whose_call_stays_open_is_replaced_at_its_parent_by_its
     run(scenario, nodes=3, per_node=2, fanout=1)
 
 
+def test_a_node_without_power_is_declared_dead_whole_and_its_child_node_watched_from_above() -> None:
+    """The chain again; node 1 loses power (ranks 2 and 3 silent: no connection, no ping answered). The root finds its
+    leader silent and then its other task (before, only rank 2 was declared: nobody watched rank 3); node 2's leader,
+    told by the root, asks rank 3 to take its call, finds it silent too, and calls the root, which takes it. A later
+    death on node 2 is known to every living task."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        network = tasks[0]._member.uplink.network
+        for rank in (2, 3):
+            tasks[rank]._detector.deaths.declare = lambda *args, **kwargs: None  # it says nothing
+            network.freeze(tasks[rank].cluster.task(rank).host, tasks[rank].server.port)
+        living = [t for t in tasks if t.rank not in (2, 3)]
+        await until(lambda: all({2, 3} <= set(t.failures()) for t in living), 10.0)
+        assert "more of node2's tasks stopped answering with" in tasks[0].failures()[3], tasks[0].failures()
+        beat = tasks[4]._detector.heartbeat
+        await until(lambda: beat.above == 0 and beat.answered, 10.0)
+        await tasks[5].aio.fail("out of memory on node 2")
+        await until(lambda: all(5 in t.failures() for t in living if t.rank != 5), 4.0)
+        assert all(set(t.failures()) == {2, 3, 5} for t in living if t.rank != 5), [t.failures() for t in living]
+
+    run(scenario, nodes=3, per_node=2, fanout=1)
+
+
 def test_a_second_call_for_a_node_is_refused_while_its_holder_lives() -> None:
     """The root takes one call for node 1: a second, from its leader again, is refused (one call a task); one from
     another task of node 1, while its leader lives, is asked to call again (it is no successor yet); one from a task
@@ -284,12 +307,12 @@ def test_a_stopped_leader_below_the_top_is_pinged_by_its_parent_alone_whose_word
     itself, and tells its node."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
         await until(lambda: tasks[6]._detector.heartbeat.answered, 4.0)
-        pinged: list[int] = []
+        pinged: list[tuple[str, int]] = []
         network = tasks[0]._member.uplink.network
         real_lost = network.lost
 
         async def lost(host: str, port: int, patience: float, first: float | None = None) -> str:
-            pinged.append(port)
+            pinged.append((host, port))
             return await real_lost(host, port, patience, first)
 
         network.lost = lost  # every watch made from now on (none: they are all made) would be seen here
@@ -299,12 +322,16 @@ def test_a_stopped_leader_below_the_top_is_pinged_by_its_parent_alone_whose_word
         await until(lambda: all(2 in tasks[r].failures() for r in (0, 1, 6, 7)), 8.0)
         assert "rank 0, on a node above its, found it silent" in tasks[6].failures()[2], tasks[6].failures()
         assert "stopped answering: no answer at" in tasks[0].failures()[2]
-        assert 6 not in tasks[2]._detector.failed and pinged[:1] == [tasks[6].server.port]  # node 3 watched while told
+        # node 3 watched while told (and node 1's other task, `Watch._bereft`), node 1's leader pinged by nobody else
+        assert 6 not in tasks[2]._detector.failed and tasks[6].cluster.endpoint(6) in pinged
+        assert leader.cluster.endpoint(2) not in pinged, pinged
         # Rank 3, on node 1, listens but does not know its leader dead (it sees no stopped process here): rank 6 asks
-        # it to take its call for `ADOPTING` patiences, then (no other candidate: a task of node 1 listens, so the
-        # root is none) watches nobody, declaring nobody else.
-        await until(lambda: tasks[6]._detector.heartbeat.above is None, 10.0)
-        assert 3 not in tasks[6].failures() and Source.node(3) not in tasks[0]._detector.watch.sources
+        # it to take its call for `ADOPTING` patiences, then calls the root, which takes it (node 1's holder is dead
+        # to it), declaring nobody else: rank 3 answers the root's pings.
+        beat = tasks[6]._detector.heartbeat
+        await until(lambda: beat.above == 0 and beat.answered, 10.0)
+        assert Source.node(3) in tasks[0]._detector.watch.sources
+        assert all(set(tasks[r].failures()) == {2} for r in (0, 1, 6, 7)), [t.failures() for t in tasks]
 
     run(scenario, nodes=4, per_node=2, fanout=2)
 
