@@ -440,7 +440,7 @@ class Watch:
         words = (f"{cluster.label(holder)} stopped answering: {silent.result()}, and took no word that "
                  f"{cluster.label(rank)} is silent (its node gone)")
         self.deaths.declare([holder], Fault(Cause.SILENT, words))
-        await self._tell_lost(position, holder, words)
+        await asyncio.gather(self._tell_lost(position, holder, words), self._bereft(position, holder))
 
     async def _word(self, position: int, rank: int, words: str) -> bool:
         """Tell every task of node ``position`` that ``rank`` is silent: whether one took the word, or all answered
