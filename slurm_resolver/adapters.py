@@ -103,18 +103,13 @@ def jax_arguments(b: Bootstrapped, environ: Mapping[str, str] | None = None) -> 
     }
 
 
-OTHER_ACCELERATORS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS")
-"""Variables that give a task accelerators NVML does not count (AMD's GPUs, TPUs): where one is set, a task without
-NVIDIA GPUs is not told to run JAX on its CPU."""
-
-
 def jax_env(b: Bootstrapped, environ: Mapping[str, str] | None = None, jax: Jax | None = None) -> dict[str, str]:
     """What a bare ``jax.distributed.initialize()`` reads, for ``slurm-resolver env --format jax`` and
     ``bootstrap --format jax``: ``JAX_COORDINATOR_ADDRESS`` (rank 0's spare port), ``JAX_LOCAL_DEVICE_IDS``
     (`device_ordinals()`, where the task has GPUs and the release reads it: 0.4.33 and later),
-    ``JAX_PLATFORMS=cpu`` where the task has no GPU (a CPU job on a GPU node: JAX would otherwise start CUDA on
-    the GPUs it sees, which Slurm gave to other jobs where it does not confine devices; not where the environment
-    sets ``JAX_PLATFORMS``, or gives other accelerators, `OTHER_ACCELERATORS`), and gRPC's
+    ``JAX_PLATFORMS=cpu`` where the task has no GPU of its own but sees some (a CPU job on a GPU node whose GPUs
+    Slurm does not hide, or a ``ps`` given none beside its workers: JAX would start CUDA on them; not where the
+    environment sets ``JAX_PLATFORMS``, nor where it sees none: a CPU node, or other accelerators), and gRPC's
     proxy off (as `tensorflow_env()`: JAX's coordination service is gRPC). Nothing else: JAX takes the
     process count and id only from its own cluster detection, whose rules are those of ``jax`` (the
     installed release by default, `slurm_resolver.jax_detection.installed`: never imported).
@@ -133,8 +128,8 @@ def jax_env(b: Bootstrapped, environ: Mapping[str, str] | None = None, jax: Jax 
     devices = args["local_device_ids"] or []
     if devices and "JAX_LOCAL_DEVICE_IDS" in jax.rules.reads:
         variables["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, devices))
-    if not devices and "JAX_PLATFORMS" not in env and not any(env.get(name) for name in OTHER_ACCELERATORS):
-        variables["JAX_PLATFORMS"] = "cpu"  # else JAX's CUDA plugin takes the node's GPUs, another job's
+    if not devices and b.cluster.gpu_plan.visible.ids and "JAX_PLATFORMS" not in env:
+        variables["JAX_PLATFORMS"] = "cpu"  # the GPUs it sees are another task's, or another job's: JAX would take them
     launch = b.cluster.launch
     refused = refusal({**env, **variables}, b.rank, b.world_size, b.launcher, jax, devices,
                       task=launch.is_task or launch.standalone)

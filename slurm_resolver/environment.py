@@ -26,7 +26,7 @@ PREFIXES: tuple[str, ...] = (
     "grpc_proxy", "no_grpc_proxy", "https_proxy", "http_proxy",
     "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "CROSS_RANK", "LOCAL_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "JAX_PLATFORMS", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS",
+    "JAX_PLATFORMS",
 )
 """Names (or prefixes of names) copied into the environment snapshot (`slurm_resolver.variables` exports it
 beside its table; it is here so that a task's start does not load the table)."""

@@ -37,17 +37,21 @@ def test_jax_arguments_and_env() -> None:
     assert adapters.jax_arguments(b) == {"coordinator_address": "node1:8888", "num_processes": 6, "process_id": 5,
                                          "local_device_ids": None}
     # only what jax.distributed.initialize() reads: its own Slurm detection tells the count and id here
-    # and, for a task without a GPU, JAX kept off the node's GPUs (another job's)
-    assert adapters.jax_env(b, captured("srun_N3_n6")[5]) == {"JAX_COORDINATOR_ADDRESS": "node1:8888",
-                                                              "JAX_PLATFORMS": "cpu"}
+    assert adapters.jax_env(b, captured("srun_N3_n6")[5]) == {"JAX_COORDINATOR_ADDRESS": "node1:8888"}
 
 
-@pytest.mark.parametrize("given", [{"JAX_PLATFORMS": "cuda"}, {"JAX_PLATFORMS": ""}, {"ROCR_VISIBLE_DEVICES": "0"},
-                                   {"HIP_VISIBLE_DEVICES": "1"}, {"TPU_VISIBLE_CHIPS": "0"}])
-def test_jax_platforms_is_left_to_the_environment_that_sets_it_or_gives_other_accelerators(given: dict[str, str]
-                                                                                           ) -> None:
-    b = planned(5)
-    assert "JAX_PLATFORMS" not in adapters.jax_env(b, {**captured("srun_N3_n6")[5], **given})
+def test_jax_runs_on_the_cpu_where_the_task_sees_gpus_that_are_not_its_own() -> None:
+    """Both tasks see GPUs 2 and 3 (CUDA_VISIBLE_DEVICES, no device cgroup); the ps is given none, the worker both:
+    JAX on the ps would start CUDA on the worker's GPUs. A task that sees none (a CPU node, above) is told nothing:
+    JAX finds its CPU, or accelerators that are not NVIDIA's, itself; a JAX_PLATFORMS already set is kept."""
+    tasks = [Bootstrapped.from_cluster(resolve(_gpus(captured("srun_gres3_n2")[r], "2,3"), resolves=lambda n: True,
+                                               jobs={"ps": 1, "worker": 1}, gpus_per_task={"ps": 0, "worker": 2}))
+             for r in (0, 1)]
+    ps, worker = (adapters.jax_env(b, _gpus(captured("srun_gres3_n2")[b.rank], "2,3")) for b in tasks)
+    assert ps["JAX_PLATFORMS"] == "cpu" and "JAX_LOCAL_DEVICE_IDS" not in ps
+    assert "JAX_PLATFORMS" not in worker and worker["JAX_LOCAL_DEVICE_IDS"] == "0,1"
+    chosen = {**_gpus(captured("srun_gres3_n2")[0], "2,3"), "JAX_PLATFORMS": "cuda"}
+    assert "JAX_PLATFORMS" not in adapters.jax_env(tasks[0], chosen)
 
 
 def _task(case: str, rank: int, **changes: str) -> tuple[Bootstrapped, dict[str, str]]:

@@ -26,6 +26,10 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Answering)
+
+PROBE = 2.0
+"""Seconds a probe of a server (`Network.gone`) waits for its connection: neither made nor refused by then, it says
+nothing (a server on cores far past their load, or a node without power)."""
 A_co = TypeVar("A_co", bound=Answering, covariant=True)
 
 
@@ -89,7 +93,7 @@ class Network(Protocol):
 
     async def gone(self, host: str, port: int) -> bool:
         """Whether nothing listens at ``host:port``: it refuses a connection (a cheap probe, no call). A connection
-        neither made nor refused in time (a server on cores far past their load) says nothing: False."""
+        neither made nor refused within `PROBE` seconds (a server on cores far past their load) says nothing: False."""
         ...
 
     def reserve(self, host: str) -> int:

@@ -5,6 +5,7 @@ once for the job."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from ..conftest import json_objects
+from ..conftest import ROOT, json_objects
+from .conftest import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -201,3 +203,50 @@ def test_a_stopped_task_is_declared_dead_by_what_its_watchers_see(
         assert "stopped answering" in row["failed"][held], row
     witness = {"3": 2, "2": 3}[held]  # the task of its node that reads its state in the kernel
     assert "its process is stopped" in next(r for r in rows if r["rank"] == witness)["failed"][held], rows
+
+
+POWER = textwrap.dedent("""
+    import json, os, pathlib, time
+    from slurm_resolver import bootstrap
+    b = bootstrap(timeout=60, heartbeat=0.5, patience=2.0)
+    b.barrier("watching", timeout=60)  # every call up made
+    here = pathlib.Path(os.environ["TEST_DIR"])
+    (here / f"ready-{b.rank}").touch()
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline and len(b.failures()) < 2:
+        time.sleep(0.1)
+    time.sleep(1.0)  # no other death comes
+    (here / f"failed-{b.rank}.json").write_text(json.dumps({str(k): v for k, v in b.failures().items()}))
+    time.sleep(600)  # until the test ends the step
+""")
+
+
+def test_a_node_that_loses_power_is_named_whole_to_the_tasks_left(lose_node2: Callable[[bool], float],
+                                                                     tmp_path: Path) -> None:
+    """-N2 -n4 (node1: ranks 0, 1; node2: 2, its leader, and 3), patience 2 s; node2 loses power silently (its slurmd
+    and tasks frozen: no FIN, no RST; its kernel still completes a connection). The root finds rank 2 silent over the
+    network, then rank 3 (`Watch._bereft`): both of node1's tasks name both (before, rank 2 alone: nobody watched
+    rank 3 but its leader)."""
+    (tmp_path / "task.py").write_text(POWER)
+    name = f"power-{os.getpid()}"
+    srun = subprocess.Popen(["srun", "-J", name, "-N2", "-n4", "--ntasks-per-node=2", "-w", "node[1-2]",
+                             sys.executable, str(tmp_path / "task.py")], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "TEST_DIR": str(tmp_path)})
+    try:
+        wait_until(lambda: all((tmp_path / f"ready-{r}").exists() for r in range(4)) or srun.poll() is not None, 90,
+                   "every task watching")
+        assert srun.poll() is None, srun.communicate()[1]
+        lost = lose_node2(True)
+        wait_until(lambda: all((tmp_path / f"failed-{r}.json").exists() for r in (0, 1)), 60, "node1's findings")
+        took = time.time() - lost
+    finally:
+        subprocess.run(["scancel", "-n", name], capture_output=True)
+        srun.kill()
+        srun.communicate()
+    for rank in (0, 1):
+        failed = json.loads((tmp_path / f"failed-{rank}.json").read_text())
+        assert set(failed) == {"2", "3"}, (rank, failed)
+        assert "stopped answering" in failed["2"] and "more of node2's tasks stopped answering with" in failed["3"], \
+            failed
+    assert took < 30, took  # a patience or two, a probe, and the tasks' own second

@@ -21,7 +21,6 @@ import pytest
 
 from ..conftest import TESTCLUSTER
 from . import test_bootstrap_e2e, test_cli_e2e, test_restart_e2e, test_stacks_e2e
-from .test_restart_e2e import lose_node2  # noqa: F401 (a fixture, of this module's cluster here)
 from .test_stacks_e2e import hung_step  # noqa: F401 (a fixture, of this module's cluster here)
 
 pytestmark = pytest.mark.slurm
@@ -85,7 +84,7 @@ def test_stacks_from_outside_the_job(hung_step: tuple[str, str, subprocess.Popen
     print(f"stacks from outside and from the allocation: {time.monotonic() - started:.1f} s")
 
 
-def test_run_replaces_a_lost_node(lose_node2: Callable[[bool], float], tmp_path: Path) -> None:  # noqa: F811
+def test_run_replaces_a_lost_node(lose_node2: Callable[[bool], float], tmp_path: Path) -> None:
     """run probes the lost node's slurmd at its NodeAddr, and the spare's tasks bootstrap at their names."""
     test_restart_e2e.test_a_node_that_loses_power_is_replaced_by_the_spare_at_once(lose_node2, tmp_path, False)
 

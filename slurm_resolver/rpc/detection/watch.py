@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Protocol
 
 from ...cluster import Cluster
@@ -33,7 +33,7 @@ from ...faults import Cause, Fault
 from ...stacks.progress import Marks
 from ..messages import News, Source, SourceKind, WireError
 from ..shapes import stream, unary
-from ..transport import CallFailure, LinkError, Network, Refusal, Refused, end_call, within
+from ..transport import PROBE, CallFailure, LinkError, Network, Refusal, Refused, end_call, within
 from ..tree import Plan
 from ..trust.gate import Gate
 from ..trust.seals import Authority, Purpose
@@ -48,8 +48,6 @@ log = logging.getLogger("slurm_resolver")
 
 FIRST_BEAT = 10.0
 """Seconds a server waits for a watch call's first beat (then it refuses the call)."""
-PROBE = 2.0
-"""Seconds a probe of a server (`Network.gone`) may take: a connection neither made nor refused by then is none."""
 
 
 class Watched(Protocol):
@@ -215,6 +213,8 @@ class Watch:
         self._probes: dict[Source, tuple[float, float]] = {}  # an unheard task found listening: next probe, wait
         self._unstarted: dict[Source, tuple[asyncio.Queue[News], AsyncIterator[bytes]]] = {}  # served, not begun
         self._reading: dict[Source, asyncio.Future[None]] = {}  # what reads a begun call's beats (cancelled: its end)
+        self._bereft_of: dict[int, asyncio.Task[None]] = {}  # a node whose holder is silent: the look at its others
+        self._tasks: set[asyncio.Task[None]] = set()  # what runs on after a death (`_background`)
         self._unheard = True  # whether some task of this node is still to be looked for as one that never called
         self._last: tuple[tuple[News, ...], bytes] = ((), b"")  # the last event written, and what it told
 
@@ -241,6 +241,10 @@ class Watch:
                 self._checks()
         elif source not in self._lost or self._watching.get(source) != first.source:  # a successor, say
             self._lose(source, first.source)
+        if source.kind is SourceKind.NODE:
+            looking = self._bereft_of.pop(source.number, None)
+            if looking is not None:
+                looking.cancel()  # a task of that node lives, and watches its others from now on
         events = self._events(source, queue, beats)
         self._unstarted[source] = (queue, events)
         return events
@@ -357,26 +361,46 @@ class Watch:
         if source not in self._left and not self.deaths.leaving and rank not in self.deaths.failed:
             words = f"{cluster.label(rank)} stopped answering: {why} (its process stopped or ended, or its node gone)"
             self.deaths.declare([rank], Fault(Cause.SILENT, words))
-            await asyncio.gather(self._tell_lost(source.number, rank, words), self._bereft(source.number, rank))
+            self._silenced(source.number, rank, words)
+
+    def _silenced(self, position: int, holder: int, words: str) -> None:
+        """Node ``position``'s holder, ``holder``, was declared silent here: its child nodes told (`_tell_lost`) and
+        its other tasks looked at (`_bereft`), each a task of its own, so that a successor's call for the node, which
+        ends the watch of the holder (`_lose`), does not end them (the telling goes on; the look ends then)."""
+        self._background(self._tell_lost(position, holder, words))
+        looking = self._bereft_of.pop(position, None)
+        if looking is not None:
+            looking.cancel()
+        looking = self._bereft_of[position] = self._background(self._bereft(position, holder))
+        looking.add_done_callback(lambda done: self._bereft_of.pop(position, None)
+                                  if self._bereft_of.get(position) is done else None)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """``work`` on a task of its own, cancelled by `stop()` where it has not ended."""
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _bereft(self, position: int, holder: int) -> None:
         """Node ``position``'s holder here, ``holder``, is silent: its node's other tasks that are silent too (none
         answers a connection or a ping: its node without power, its processes stopped) are declared dead with it,
-        within about a patience (before, only the holder was: nobody else watches them). A task of the node that
-        lives answers gRPC's pings whatever its Python does, and takes the holder's place here, which ends this
-        (`_lose`); one whose server is gone ended, normally or not, which only its own leader could tell: neither is
-        declared."""
+        together, once every look ended (within about two patiences: before, only the holder was, nobody else
+        watching them). A task of the node that lives answers gRPC's pings whatever its Python does, and never
+        ends its look; one whose server is gone ended, normally or not, which only its own leader could tell: neither
+        is declared. A call for the node here (its successor) ends the look (`serve`)."""
         cluster, failed = self.cluster, self.deaths.failed
         ranks = [r for r in map(int, cluster.placement.ranks_on(position)) if r != holder and r not in failed]
         checks = [asyncio.ensure_future(self._silent(r)) for r in ranks]
         if not checks:
             return
         try:
-            await asyncio.wait(checks, timeout=2 * self.patience + 2 * PROBE)
+            await asyncio.wait(checks, timeout=3 * self.patience + 2 * PROBE)
         finally:
             for check in checks:
                 check.cancel()
-        found = [(r, c.result()) for r, c in zip(ranks, checks) if c.done() and not c.cancelled()
+            await asyncio.gather(*checks, return_exceptions=True)  # their channels closed before this ends
+        found = [(r, c.result()) for r, c in zip(ranks, checks) if not c.cancelled()
                  and c.exception() is None and c.result() is not None and r not in failed]
         if found and not self.deaths.leaving:
             silent = [r for r, _ in found]
@@ -385,12 +409,13 @@ class Watch:
             self.deaths.declare(silent, Fault(Cause.SILENT, words))
 
     async def _silent(self, rank: int) -> str | None:
-        """Why the task ``rank`` is silent (it neither takes nor refuses a connection, and answers no ping for a
-        patience); None where its server is gone (it ended). Never returns while it answers."""
+        """Why the task ``rank`` is silent (its server takes no gRPC connection within two patiences, or answers no
+        ping for one: a stopped process's kernel may still take the bare connection); None where its server is gone
+        (it ended). Never returns while it answers (a first connection on busy cores gets two patiences)."""
         host, port = self.cluster.endpoint(rank)
         if await self.network.gone(host, port):
             return None
-        why = await self.network.lost(host, port, self.patience, self.patience)
+        why = await self.network.lost(host, port, self.patience, 2 * self.patience)
         return None if await self.network.gone(host, port) else why
 
     async def _tell_lost(self, position: int, rank: int, words: str) -> None:
@@ -440,7 +465,7 @@ class Watch:
         words = (f"{cluster.label(holder)} stopped answering: {silent.result()}, and took no word that "
                  f"{cluster.label(rank)} is silent (its node gone)")
         self.deaths.declare([holder], Fault(Cause.SILENT, words))
-        await asyncio.gather(self._tell_lost(position, holder, words), self._bereft(position, holder))
+        self._silenced(position, holder, words)
 
     async def _word(self, position: int, rank: int, words: str) -> bool:
         """Tell every task of node ``position`` that ``rank`` is silent: whether one took the word, or all answered
@@ -564,17 +589,20 @@ class Watch:
 
     async def stop(self) -> None:
         """Stop watching."""
-        for losing in [*self._lost.values(), *([self._checking] if self._checking is not None else [])]:
+        for losing in [*self._lost.values(), *([self._checking] if self._checking is not None else []),
+                       *self._tasks]:
             losing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await losing
         self._lost.clear()
+        self._bereft_of.clear()
 
     def adopts(self, node: int) -> bool:
         """Whether this task takes the call of node ``node``'s leader (or successor) from now on: the node's parent node
-        is one of this task's child nodes, and the task that held it died (that node's tasks call here only where none
-        of them still listens: `Heartbeat._adopters`). One generation only: a task takes at most the square of the
-        fan-out more calls, and only those of the child nodes of its dead child nodes."""
+        is one of this task's child nodes, and the task that held it died (that node's leader calls here where no task
+        of the dead holder's node listens, or the one that does took not its call: `Heartbeat._adopters`). One
+        generation only: a task takes at most the square of the fan-out more calls, and only those of the child nodes
+        of its dead child nodes."""
         tree = self.plan.tree
         parent = tree.parent(node) if 0 < node < tree.size else None
         if (parent is None or parent not in tree.children(self.plan.position) or Source.node(parent) not in self.sources

@@ -12,7 +12,7 @@ from typing import Any, Generic
 from ...errors import ResolutionError
 from ..messages import WireError
 from ..shapes import SERVICE, Call, RoundCall, Stream, Unary
-from ..transport import A, CallFailure, Link, LinkError, Refusal, Served, within
+from ..transport import PROBE, A, CallFailure, Link, LinkError, Refusal, Served, within
 from ..wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
 from .server import LEAN_OPTIONS, bindable, grpc_module, open_server, stop_server
 
@@ -200,8 +200,8 @@ class GrpcNetwork:
 
     async def _connect(self, host: str, port: int) -> BaseException | None:
         """A bare connection to ``host:port`` (no transport, no protocol, closed at once): None where it was made,
-        else why not (a refusal, `asyncio.TimeoutError` after 2 s, another `OSError`, or the `ResolutionError` of a
-        name that does not resolve)."""
+        else why not (a refusal, `asyncio.TimeoutError` after `PROBE` seconds, another `OSError`, or the
+        `ResolutionError` of a name that does not resolve)."""
         address = self._addresses.get(host)
         if address is None:  # a node's name is looked up once, not by asyncio in a thread at every probe
             try:
@@ -211,7 +211,7 @@ class GrpcNetwork:
         with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
             sock.setblocking(False)
             try:
-                with within(2.0):
+                with within(PROBE):
                     await asyncio.get_running_loop().sock_connect(sock, (address, port))
             except (OSError, asyncio.TimeoutError) as exc:
                 return exc

@@ -95,8 +95,18 @@ class _LocalLink:
         self._count(stats, messages, answer)
         return answer
 
+    def _frozen(self) -> bool:
+        """Whether the server here was frozen (`LocalNetwork.freeze`): a call made to it now goes unanswered, as to a
+        stopped process (whose kernel still takes the connection) or a node without power."""
+        flag = self._network._lost.get(self._address)
+        return flag is not None and flag.is_set()
+
     async def unary(self, call: Unary[Any], message: bytes, timeout: float) -> bytes:
         handlers, stats = self._served(call)
+        if self._frozen():
+            await asyncio.sleep(timeout)
+            host, port = self._address
+            raise LinkError(CallFailure.DEADLINE, f"no answer at {host}:{port} in {timeout:g} s")
         try:
             call.check_request(message)
             reply = await call.handler(handlers.parts)(message, time.monotonic() + timeout)
@@ -107,6 +117,8 @@ class _LocalLink:
 
     async def stream(self, call: Stream[Any], messages: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         handlers, stats = self._served(call)
+        if self._frozen():
+            await asyncio.Event().wait()  # unanswered until its caller gives up
         try:
             events = call.handler(handlers.parts)(messages).__aiter__()
         except Refused as exc:
@@ -199,8 +211,8 @@ class LocalNetwork:
         return f"no answer at {host}:{port} for about {patience:g} s"
 
     def freeze(self, host: str, port: int) -> None:
-        """The server at ``host:port`` stops answering as a stopped process does: its calls stay open, and who
-        watches it (`lost`) finds it lost after its patience. For tests."""
+        """The server at ``host:port`` stops answering as a stopped process does: its calls stay open, a call made to
+        it from now on goes unanswered, and who watches it (`lost`) finds it lost after its patience. For tests."""
         self._lost.setdefault((host, port), Flag()).set()
 
     async def close(self) -> None:

@@ -145,6 +145,7 @@ def test_a_stopped_leader_whose_call_stays_open_is_replaced_at_its_parent_by_its
     async def scenario(tasks: list[Bootstrapped]) -> None:
         await until(lambda: _watching(tasks), 4.0)
         leader = tasks[2]
+        stopped_call = tasks[0]._detector.watch._reading[Source.node(1)]  # what reads rank 2's call at the root
         leader._detector.deaths.declare = lambda *args, **kwargs: None  # stopped: it says nothing
         tasks[3]._detector.heartbeat.seen = lambda process: Seen.STOPPED  # what rank 3 reads of rank 2's process
         tasks[0]._member.uplink.network.freeze(leader.cluster.task(2).host, leader.server.port)
@@ -154,6 +155,7 @@ def test_a_stopped_leader_whose_call_stays_open_is_replaced_at_its_parent_by_its
         await until(lambda: beats[3].above == 0 and beats[3].answered and beats[4].above == 3 and beats[4].answered,
                     8.0)
         assert root._holders[Source.node(1)] == 3 and Source.node(1) in root.deaths.below
+        assert stopped_call.done() and root._reading[Source.node(1)] is not stopped_call  # rank 2's call ended
         await tasks[5].aio.fail("out of memory on node 2")
         await until(lambda: all(5 in t.failures() for t in living if t.rank != 5), 4.0)
         assert all(set(t.failures()) == {2, 5} for t in living if t.rank != 5), [t.failures() for t in living]
@@ -182,6 +184,23 @@ def test_a_node_without_power_is_declared_dead_whole_and_its_child_node_watched_
         assert all(set(t.failures()) == {2, 3, 5} for t in living if t.rank != 5), [t.failures() for t in living]
 
     run(scenario, nodes=3, per_node=2, fanout=1)
+
+
+def test_two_nodes_without_power_one_below_the_other_are_named_whole_by_the_root() -> None:
+    """A chain of 4 nodes; nodes 1 and 2 lose power together (ranks 2 to 5 silent). The root finds rank 2 silent and
+    then rank 3; its word to node 2 goes unanswered, so it finds node 2's leader lost over the network, then rank 5
+    (`Watch._telling`, then `_bereft`): the root's node names all four."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        network = tasks[0]._member.uplink.network
+        for rank in (2, 3, 4, 5):
+            tasks[rank]._detector.deaths.declare = lambda *args, **kwargs: None  # it says nothing
+            network.freeze(tasks[rank].cluster.task(rank).host, tasks[rank].server.port)
+        await until(lambda: all({2, 3, 4, 5} <= set(tasks[r].failures()) for r in (0, 1)), 15.0)
+        assert "more of node3's tasks stopped answering with" in tasks[0].failures()[5], tasks[0].failures()
+        assert set(tasks[0].failures()) == {2, 3, 4, 5}
+
+    run(scenario, nodes=4, per_node=2, fanout=1)
 
 
 def test_a_second_call_for_a_node_is_refused_while_its_holder_lives() -> None:
