@@ -488,12 +488,18 @@ class Watch:
                 return None
 
         answered = True
-        for each in asyncio.as_completed([tell(int(r)) for r in cluster.placement.ranks_on(position)]):
-            answer = await each
-            if answer == TAKEN:
-                return True
-            answered = answered and answer is not None
-        return answered
+        tells = [asyncio.ensure_future(tell(int(r))) for r in cluster.placement.ranks_on(position)]
+        try:
+            for each in asyncio.as_completed(tells):
+                answer = await each
+                if answer == TAKEN:
+                    return True
+                answered = answered and answer is not None
+            return answered
+        finally:  # once one took it, the others are not told (nor waited for: up to a patience each)
+            for telling in tells:
+                telling.cancel()
+            await asyncio.gather(*tells, return_exceptions=True)
 
     def progress(self) -> Marks:
         """The last progress marks of every task below this one."""
