@@ -26,11 +26,11 @@ __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Answering)
+A_co = TypeVar("A_co", bound=Answering, covariant=True)
 
 PROBE = 2.0
 """Seconds a probe of a server (`Network.gone`) waits for its connection: neither made nor refused by then, it says
 nothing (a server on cores far past their load, or a node without power)."""
-A_co = TypeVar("A_co", bound=Answering, covariant=True)
 
 
 class Link(Protocol):

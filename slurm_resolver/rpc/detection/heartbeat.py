@@ -414,12 +414,12 @@ class Heartbeat:
         position = placement.node_index(dead)
         parent = tree.parent(position)
         here = await self._listening(position, dead)
-        if here and position == self.node and here[0] < self.rank:
-            return False, here[:1]
+        if position == self.node and here and here[0] < self.rank:
+            return False, here[:1]  # a lower task of this node takes its place
         above = [] if parent is None else (await self._listening(parent, dead))[:1]
-        if here and position != self.node:
-            return False, here[:1] + above
-        return position == self.node, above
+        if position == self.node:
+            return True, above  # this task takes its place, and calls where it called
+        return False, here[:1] + above
 
     async def _listening(self, position: int, dead: int) -> list[int]:
         """The tasks of node ``position`` but this one and ``dead`` not known dead whose server still takes

@@ -242,9 +242,7 @@ class Watch:
         elif source not in self._lost or self._watching.get(source) != first.source:  # a successor, say
             self._lose(source, first.source)
         if source.kind is SourceKind.NODE:
-            looking = self._bereft_of.pop(source.number, None)
-            if looking is not None:
-                looking.cancel()  # a task of that node lives, and watches its others from now on
+            self._stop_looking(source.number)  # a task of that node lives, and watches its others from now on
         events = self._events(source, queue, beats)
         self._unstarted[source] = (queue, events)
         return events
@@ -368,12 +366,15 @@ class Watch:
         its other tasks looked at (`_bereft`), each a task of its own, so that a successor's call for the node, which
         ends the watch of the holder (`_lose`), does not end them (the telling goes on; the look ends then)."""
         self._background(self._tell_lost(position, holder, words))
+        self._stop_looking(position)
+        self._bereft_of[position] = self._background(self._bereft(position, holder))
+
+    def _stop_looking(self, position: int) -> None:
+        """End the look at node ``position``'s other tasks (`_bereft`), where one runs (or ran: the entries are at most
+        this task's child nodes and theirs)."""
         looking = self._bereft_of.pop(position, None)
         if looking is not None:
             looking.cancel()
-        looking = self._bereft_of[position] = self._background(self._bereft(position, holder))
-        looking.add_done_callback(lambda done: self._bereft_of.pop(position, None)
-                                  if self._bereft_of.get(position) is done else None)
 
     def _background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """``work`` on a task of its own, cancelled by `stop()` where it has not ended."""
