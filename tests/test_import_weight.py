@@ -55,7 +55,8 @@ def test_a_tasks_start_loads_only_what_it_uses() -> None:
               "google.protobuf.text_format", "google.protobuf.internal.python_message",
               "encodings.idna", "stringprep",  # a name looked up as text: getaddrinfo encodes it with idna
               "slurm_resolver.stacks.render", "slurm_resolver.stacks.picture",  # a hang's tree, written or drawn
-              "slurm_resolver.rpc.diagnosis.judge"}  # a hang judged
+              "slurm_resolver.rpc.diagnosis.judge",  # a hang judged
+              "hashlib", "_hashlib", "hmac", "secrets", "random"}  # OpenSSL's hashes, `random`'s seeding: primitives
     assert "slurm_resolver.rpc.bootstrap" in loaded and not loaded & spared, loaded & spared
 
 

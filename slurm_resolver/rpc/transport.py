@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from .primitives import uniform
 from .refusals import CallFailure as CallFailure  # how a call fails: found here by most callers
 from .refusals import LinkError as LinkError
 from .refusals import Refusal as Refusal
@@ -125,7 +125,7 @@ async def retrying(call: Callable[[float], Awaitable[T]], deadline: float, first
             left = deadline - time.monotonic()
             if not exc.again or left <= 0:
                 raise
-        await asyncio.sleep(min(left, pause * random.uniform(0.5, 1.5)))
+        await asyncio.sleep(min(left, pause * uniform(0.5, 1.5)))
         pause = min(pause * 2, 0.25)
 
 

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -30,6 +28,7 @@ from ...cluster import Cluster
 from ...faults import Cause, Fault
 from ...stacks.progress import Marks
 from ..messages import HandOver, News, Source, WireError
+from ..primitives import fresh, uniform
 from ..transport import CallFailure, Link, LinkError, Network, Refusal, end_call, within
 from ..tree import Tree
 from ..trust.seals import Authority, Purpose
@@ -63,7 +62,7 @@ saw the death: at once where the dead task's process ended, after a patience whe
 
 async def _paused(pause: float) -> float:
     """Wait about ``pause`` seconds before a call is made again; the next wait (doubled, up to a second)."""
-    await asyncio.sleep(pause * random.uniform(0.5, 1.5))
+    await asyncio.sleep(pause * uniform(0.5, 1.5))
     return min(1.0, 2 * pause)
 
 
@@ -172,7 +171,7 @@ class Heartbeat:
         """Follow one call to ``above`` until it ends: its last event if it left normally, else None
         (a death declared, or this task leaving). Raises as the call broke, or the task above stopped; a
         ``candidate`` (`_adopters`) on another node raises too where it stops answering before its first event."""
-        nonce = secrets.token_bytes(NONCE)
+        nonce = fresh(NONCE)
         self.answered = False
         events = self._call(above, nonce).__aiter__()
         pending: asyncio.Future[Any] | None = None  # the first event, then the end of the others (`_heard`)
@@ -378,7 +377,7 @@ class Heartbeat:
         others after it (None, None: nowhere; this task stops watching); where this task is the lowest task left on
         ``dead``'s node, it takes ``dead``'s place first. Looked for one to two heartbeats later: the news of the death
         goes first (a burst of deaths leaves thousands of tasks to move at once)."""
-        await asyncio.sleep(self.heartbeat * random.uniform(1.0, 2.0))
+        await asyncio.sleep(self.heartbeat * uniform(1.0, 2.0))
         if self.deaths.leaving:
             return None, None
         successor, found = await self._adopters(dead)

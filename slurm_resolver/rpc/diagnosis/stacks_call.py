@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,6 +29,7 @@ from ...stacks.capture import ThreadStack, capture
 from ...stacks.classes import Stacks
 from ...stacks.job import JobStacks, nodes_of
 from ..messages import Source, SourceKind, WireError
+from ..primitives import fresh
 from ..shapes import unary
 from ..transport import Link, Refusal, Refused, within
 from ..tree import Plan
@@ -217,7 +217,7 @@ class StacksHandler:
         """A sealed ask of ``rank``'s subtree, good for its server alone, and its nonce."""
         bound = self.cluster.bound_ports
         assert bound is not None
-        nonce = secrets.token_bytes(16)
+        nonce = fresh(16)
         ask = StacksAsk(self.cluster.launch.key, self.plan.rank, nonce, bound[rank], within, time.time(),
                         self.node_of(rank), rank)
         return encode_ask(ask, lambda h: self.authority.seal(Purpose.CALL, h)), nonce

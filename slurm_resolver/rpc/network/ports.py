@@ -7,11 +7,11 @@ ephemeral ports, so that no server bound to port 0 takes one.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 from ...errors import EnvironmentVariableError
+from ..primitives import sha256
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -21,7 +21,7 @@ _RANGE = (20000, 32768)  # below Linux's ephemeral ports (32768-60999): no port 
 @lru_cache(maxsize=8)
 def _derived_ports(key: str, count: int, span: tuple[int, int]) -> tuple[int, ...]:
     low, high = span
-    digest = hashlib.sha256(key.encode()).digest()
+    digest = sha256(key.encode()).digest()
     ports: list[int] = []
     for i in range(0, len(digest) - 1, 2):
         port = low + int.from_bytes(digest[i:i + 2], "big") % (high - low)

@@ -9,7 +9,6 @@ the whole table (16,384 ports and spare ports at 16,384 tasks), where numbers on
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
@@ -33,6 +32,7 @@ from ..messages import (
     cause_on_wire,
     read_cause,
 )
+from ..primitives import sha256
 from ..wire import CHUNK, CHUNK_BYTES, MOST_NAME, MOST_NONCE, Seal, envelope, most_chunks, parse_message
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
@@ -42,7 +42,7 @@ _DIGEST = 16
 
 
 def _digest(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()[:_DIGEST]
+    return sha256(data).digest()[:_DIGEST]
 
 
 # Rounds, failures and records.

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
-import secrets
 import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
@@ -24,6 +22,7 @@ from ...errors import ResolutionError
 from ...faults import Cause
 from ...speakers import Speaker
 from ..messages import Contribution, Failure, Round, Table, WireError
+from ..primitives import fresh, uniform
 from ..transport import CallFailure, Hedged, Link, LinkError, Network, Refusal, hedged, retrying, within
 from ..tree import Plan
 from ..trust.identity import Question, Unproven, identify
@@ -224,7 +223,7 @@ class Uplink:
                     raise self._not_found(found, timeout, round)
                 held = beside is not None or bool(calls)
                 pause = max(pause, unproven_wait(timeout)) if held else pause
-                answer = await self._answered(calls, time.monotonic() + min(left, pause * random.uniform(0.5, 1.5)),
+                answer = await self._answered(calls, time.monotonic() + min(left, pause * uniform(0.5, 1.5)),
                                               found)  # jitter: no herd on a late leader
                 if answer is not None:
                     return answer
@@ -306,7 +305,7 @@ class Uplink:
         """One call to ``round`` at the server on ``port``: the answer, proven to come from a task of
         this job (from rank ``expected``, where known)."""
         first_round = round.kind.policy.first
-        nonce = secrets.token_bytes(NONCE)
+        nonce = fresh(NONCE)
         call = Call(self.cluster.launch.key, round, self.plan.rank, self.plan.position, nonce, port,
                     brought.failure, votes=brought.votes)
         messages = encode_call(call, brought.records,

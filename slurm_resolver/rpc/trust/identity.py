@@ -6,11 +6,10 @@ its writer, checked before it is believed.
 
 from __future__ import annotations
 
-import secrets
-
 from ...values import Value, fill
 from .. import protos as pb
 from ..messages import Identity, WireError
+from ..primitives import fresh
 from ..shapes import unary
 from ..transport import Link, Refusal, Refused, retrying
 from ..wire import MOST_NAME, MOST_NONCE, NONCE, Seal, envelope, parse_message, unwrap
@@ -109,7 +108,7 @@ async def identify(link: Link, authority: Authority, question: Question, deadlin
     Raises `LinkError` (no answer, or a refusal), `WireError` (a malformed answer) or `Unproven`.
     """
     async def asked(left: float) -> tuple[bytes, bytes]:
-        nonce = secrets.token_bytes(NONCE)
+        nonce = fresh(NONCE)
         message = encode_who(Question(question.job_key, question.source, nonce, question.port, question.early),
                              lambda header: authority.seal(Purpose.CALL, header, question.early))
         return nonce, await link.unary(WHO, message, left)

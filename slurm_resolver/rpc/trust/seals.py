@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import enum
 import functools
-import hashlib
-import hmac
 import logging
 import os
 import pwd
-import secrets
 from typing import TYPE_CHECKING
 
 from ...values import Value, fill
 from ..messages import MOST_KEY
+from ..primitives import blake2b, fresh, same, sha256
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...munge import Munge  # libmunge loads only where MUNGE proves calls
@@ -160,7 +158,7 @@ class Authority:
     def new_key(self) -> bytes:
         """The root's key for this launch's later seals (a secret's key stays)."""
         if self.key is None:
-            self.key = secrets.token_bytes(32)
+            self.key = fresh(32)
         return self.key
 
     def learn(self, key: bytes) -> None:
@@ -176,7 +174,7 @@ class Authority:
         root decided one)."""
         if first_round and self.mode is AuthMode.MUNGE:
             assert self._munge is not None
-            digest = hashlib.sha256(header).hexdigest().encode()
+            digest = sha256(header).hexdigest().encode()
             if purpose is Purpose.CALL:
                 return self._munge.encode(b" ".join((_VERSION, purpose.value, digest)))
             key = self.key.hex().encode() if self.key is not None else b"-"  # a failed round decided no key
@@ -197,7 +195,7 @@ class Authority:
             return Checked(SealVerdict.UNREADY, "this task does not know the launch's key yet")
         if not seal:
             return Checked.refused("no seal: not a task of this launch, or of an older slurm_resolver")
-        if not hmac.compare_digest(seal, mac(self.key, purpose.value + b"\0" + header)):
+        if not same(seal, mac(self.key, purpose.value + b"\0" + header)):
             return Checked.refused("a seal not made with this launch's key: not a task of this launch")
         return BELIEVED
 
@@ -232,7 +230,7 @@ class Authority:
                                                                      "another message")
         outside_key = self._outside_key
         if outside_key is not None:
-            if seal and hmac.compare_digest(seal, mac(outside_key, words)):
+            if seal and same(seal, mac(outside_key, words)):
                 return BELIEVED
             return Checked.refused("a seal not made with the job's secret")
         if self.mode is AuthMode.NONE:
@@ -277,7 +275,7 @@ class Authority:
         if payload is None:
             return who
         words = payload.split(b" ")
-        digest = hashlib.sha256(header).hexdigest().encode()
+        digest = sha256(header).hexdigest().encode()
         if words[:3] != [_VERSION, purpose.value, digest] or len(words) != (4 if purpose is Purpose.ANSWER else 3):
             return f"{who} presented a credential made for another message"
         if purpose is Purpose.ANSWER and words[3] != b"-":
@@ -297,16 +295,16 @@ _MUNGE_PREFIX = b"MUNGE:"
 
 def mac(key: bytes, message: bytes) -> bytes:
     """A seal of ``message`` with ``key`` (at most `MOST_KEY`, BLAKE2b's longest): keyed BLAKE2b-256, a MAC by
-    design, from hashlib's own BLAKE2. A task makes or checks about nine in its bootstrap: HMAC-SHA256 through
+    design, from Python's own BLAKE2. A task makes or checks about nine in its bootstrap: HMAC-SHA256 through
     OpenSSL 3 looked its digest up again at every call and cost 11 µs each in a busy task, this about 3.5."""
-    return hashlib.blake2b(message, key=key, digest_size=32).digest()
+    return blake2b(message, key=key, digest_size=32).digest()
 
 
 def _derived(secret: bytes, purpose: bytes) -> bytes:
     """A key derived from the job's secret (any length) for one ``purpose``: keyed BLAKE2b-256 of the
     purpose, keyed with the secret's BLAKE2b-512."""
-    return mac(hashlib.blake2b(secret).digest(), _VERSION + purpose)
+    return mac(blake2b(secret).digest(), _VERSION + purpose)
 
 
 def _outside_words(purpose: Purpose, header: bytes) -> bytes:
-    return b" ".join((_VERSION, b"outside", purpose.value, hashlib.sha256(header).hexdigest().encode()))
+    return b" ".join((_VERSION, b"outside", purpose.value, sha256(header).hexdigest().encode()))
