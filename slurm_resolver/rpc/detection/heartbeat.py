@@ -322,7 +322,12 @@ class Heartbeat:
         moved_at = 0.0  # when the call last moved to a successor: it may not be ready for a moment
         pause = 0.05  # before a call made again: doubled while calls go unanswered, up to a second
         candidates: list[int] | None = None  # where the task above died: who may take this call, after ``above``
+        dead = -1  # the task above that died last
         while above is not None and not (self.deaths.leaving and self.deaths.up.empty()):
+            if above == self.rank:  # no lower task of the dead one's node took this call: this one takes its place
+                above, candidates = await self._succeed(dead)
+                moved_at, pause = time.monotonic(), 0.05
+                continue
             self.above = above  # a task that ends before its call is made still makes it, to say so
             try:
                 event = await self._follow_one(above, candidates is not None)
@@ -339,6 +344,8 @@ class Heartbeat:
                         continue
                     log.debug("slurm_resolver: rank %d's watch was not taken at rank %d: %r", self.rank, above, exc)
                     above, candidates = self._next(candidates)
+                    if above == self.rank and not isinstance(exc, _Silent):
+                        above = None  # the lower task lives, yet took not the call: this one does not lead beside it
                     moved_at = time.monotonic()
                     continue
                 cut = isinstance(exc, LinkError) and exc.kind is CallFailure.CUT and not self.answered
@@ -358,6 +365,7 @@ class Heartbeat:
                 else:
                     fault = self._why(above, exc)
                 self.deaths.declare([above], fault)
+                dead = above
                 above, candidates = await self._orphaned(above)
                 moved_at, pause = time.monotonic(), 0.05
                 continue
@@ -403,6 +411,8 @@ class Heartbeat:
 
         On ``dead``'s node, its lowest task still listening takes its place (as a successor does: this task itself,
         where it is that one, then calls where ``dead`` called); the others, and its child nodes' leaders, call it.
+        A task of that node calls its lower tasks in turn, and where each is silent or gone (stopped with ``dead``),
+        takes the place itself (`_succeed`).
         Where no task of that node listens (it died whole), or, for a child node's leader, where that task does not
         take the call (silent too: the node without power; or it does not learn of the death), the leader of its
         parent node, which takes the calls of its child nodes' child nodes once their parent's holder died
@@ -413,12 +423,25 @@ class Heartbeat:
         position = placement.node_index(dead)
         parent = tree.parent(position)
         here = await self._listening(position, dead)
-        if position == self.node and here and here[0] < self.rank:
-            return False, here[:1]  # a lower task of this node takes its place
+        lower = [r for r in here if r < self.rank]
+        if position == self.node and lower:
+            return False, [*lower, self.rank]  # a lower task of this node takes its place; where none does, this one
         above = [] if parent is None else (await self._listening(parent, dead))[:1]
         if position == self.node:
             return True, above  # this task takes its place, and calls where it called
         return False, here[:1] + above
+
+    async def _succeed(self, dead: int) -> tuple[int | None, list[int] | None]:
+        """None of the lower tasks of this node took this task's call after its leader ``dead`` died (stopped with
+        it, or its node's processes held): this task takes ``dead``'s place, and calls where it called (the task
+        above that it finds listening), as the lowest task would have; the lower ones, if they live, call here."""
+        if self.deaths.leaving or self.tree is None:
+            return None, None
+        log.debug("slurm_resolver: rank %d takes the place of rank %d: no lower task of its node took it", self.rank,
+                  dead)
+        self._take_over(frozenset({Source.task(dead)}))
+        parent = self.tree.parent(self.node)
+        return self._next([] if parent is None else (await self._listening(parent, dead))[:1])
 
     async def _listening(self, position: int, dead: int) -> list[int]:
         """The tasks of node ``position`` but this one and ``dead`` not known dead whose server still takes

@@ -214,6 +214,8 @@ class Watch:
         self._unstarted: dict[Source, tuple[asyncio.Queue[News], AsyncIterator[bytes]]] = {}  # served, not begun
         self._reading: dict[Source, asyncio.Future[None]] = {}  # what reads a begun call's beats (cancelled: its end)
         self._bereft_of: dict[int, asyncio.Task[None]] = {}  # a node whose holder is silent: the look at its others
+        self._muted: dict[Source, asyncio.Task[None]] = {}  # a task of this node that never called its successor
+        self._succeeded = False  # whether this task took the place of its node's leader (`take_over`)
         self._tasks: set[asyncio.Task[None]] = set()  # what runs on after a death (`_background`)
         self._unheard = True  # whether some task of this node is still to be looked for as one that never called
         self._last: tuple[tuple[News, ...], bytes] = ((), b"")  # the last event written, and what it told
@@ -235,6 +237,9 @@ class Watch:
         self._holders[source] = first.source
         self._left.discard(source)
         if source.kind is SourceKind.TASK:
+            muted = self._muted.pop(source, None)
+            if muted is not None:
+                muted.cancel()  # it lives, and watches here from now on
             process = first.process
             if process is not None and process.pid != Process.own().pid and self.seen(process) is not Seen.UNKNOWN:
                 self._processes[source] = process  # another process, seen from here: its state is looked at
@@ -580,10 +585,24 @@ class Watch:
                 wait = min(2 * wait, self.most_between_probes)
                 self._probes[source] = (now + wait, wait)
                 waiting = True
+                if self._succeeded and source not in self._muted:
+                    self._muted[source] = self._background(self._mute(source, rank))
                 continue
             self.deaths.declare([rank], Fault(Cause.CRASHED, f"{cluster.label(rank)} ended before it watched at rank "
                                                              f"{self.plan.rank}: its server is gone"))
         return waiting
+
+    async def _mute(self, source: Source, rank: int) -> None:
+        """A task of this node that never called here since this task took its leader's place, and still listens:
+        declared dead where it answers no gRPC connection or ping either (`_silent`: stopped with its leader,
+        SIGSTOP or a debugger; nobody else watches it, its call having been its dead leader's). Its call here, as
+        it lives, ends the look (`serve`)."""
+        why = await self._silent(rank)
+        self._muted.pop(source, None)
+        if why is not None and source in self.unheard() and not self.deaths.leaving:
+            self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} stopped answering: it never "
+                                                            f"watched at rank {self.plan.rank}, which took its node's "
+                                                            f"leader's place, and {why}"))
 
     def start(self) -> None:
         """Start watching (on the running event loop), where any task reports here: the leaders of child nodes
@@ -603,6 +622,7 @@ class Watch:
                 await losing
         self._lost.clear()
         self._bereft_of.clear()
+        self._muted.clear()
 
     def adopts(self, node: int) -> bool:
         """Whether this task takes the call of node ``node``'s leader (or successor) from now on: the node's parent node
@@ -640,6 +660,7 @@ class Watch:
         self.sources = frozenset(node | {Source.node(c) for c in self.plan.tree.children(position)})
         self._left |= gone & self.sources
         self._since = time.monotonic()  # a fresh patience for those that move their call here
+        self._succeeded = True
         self._probes.clear()
         if self._checking is not None:
             self._checking.cancel()

@@ -186,6 +186,55 @@ def test_a_node_without_power_is_declared_dead_whole_and_its_child_node_watched_
     run(scenario, nodes=3, per_node=2, fanout=1)
 
 
+def test_a_task_stopped_with_its_leader_is_named_by_the_successor_it_never_called() -> None:
+    """Node 1 (ranks 3, 4, 5) below the root's node: its leader (rank 3) and rank 5 are stopped together (SIGSTOP, a
+    debugger holding both). Rank 4 sees its leader stopped and takes its place; rank 5 never moves its call there, and
+    its server still takes connections but answers no ping: rank 4 names it, and every living task hears. Before,
+    rank 4 probed rank 5's port for ever and nobody named it (the root's look at node 1's other tasks ends once rank 4
+    calls for the node)."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        network = tasks[0]._member.uplink.network
+        for rank in (3, 5):
+            tasks[rank]._detector.deaths.declare = lambda *args, **kwargs: None  # stopped: it says nothing
+            network.freeze(tasks[rank].cluster.task(rank).host, tasks[rank].server.port)
+        tasks[5]._detector._beating.cancel()  # its heartbeat stands still: it calls nobody
+        tasks[4]._detector.heartbeat.seen = lambda process: Seen.STOPPED  # what rank 4 reads of rank 3's process
+        living = [t for t in tasks if t.rank not in (3, 5)]
+        await until(lambda: all({3, 5} <= set(t.failures()) for t in living), 15.0)
+        assert "never watched at rank 4, which took its node's leader's place" in tasks[4].failures()[5], \
+            tasks[4].failures()
+        assert all(set(t.failures()) == {3, 5} for t in living), [t.failures() for t in living]
+
+    run(scenario, nodes=2, per_node=3)
+
+
+def test_where_the_lower_tasks_were_stopped_with_their_leader_the_lowest_living_task_takes_its_place() -> None:
+    """A chain of 3 nodes of 3 tasks; node 1's leader (rank 3) and rank 4 are stopped together. Rank 5 sees its leader
+    stopped and calls rank 4, the lowest task left, to take its call; rank 4 answers nothing, so rank 5 takes the
+    leader's place itself: it watches on the root for node 1, and a later death on node 2 is known to every living
+    task. Before, rank 5 stopped watching (nobody watched it for the rest of the job)."""
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        await until(lambda: _watching(tasks), 4.0)
+        network = tasks[0]._member.uplink.network
+        for rank in (3, 4):
+            tasks[rank]._detector.deaths.declare = lambda *args, **kwargs: None  # stopped: it says nothing
+            network.freeze(tasks[rank].cluster.task(rank).host, tasks[rank].server.port)
+        tasks[4]._detector._beating.cancel()  # its heartbeat stands still: it calls nobody
+        tasks[5]._detector.heartbeat.seen = lambda process: Seen.STOPPED  # what rank 5 reads of rank 3's process
+        living = [t for t in tasks if t.rank not in (3, 4)]
+        await until(lambda: all({3, 4} <= set(t.failures()) for t in living), 15.0)
+        beats, root = {t.rank: t._detector.heartbeat for t in living}, tasks[0]._detector.watch
+        await until(lambda: beats[5].above == 0 and beats[5].answered and beats[6].above in (0, 5)
+                    and beats[6].answered, 15.0)  # node 2's leader: the root adopts it where rank 4 did not take it
+        assert root._holders[Source.node(1)] == 5
+        await tasks[7].aio.fail("out of memory on node 2")
+        await until(lambda: all(7 in t.failures() for t in living if t.rank != 7), 4.0)
+        assert all(set(t.failures()) == {3, 4, 7} for t in living if t.rank != 7), [t.failures() for t in living]
+
+    run(scenario, nodes=3, per_node=3, fanout=1)
+
+
 def test_two_nodes_without_power_one_below_the_other_are_named_whole_by_the_root() -> None:
     """A chain of 4 nodes; nodes 1 and 2 lose power together (ranks 2 to 5 silent). The root finds rank 2 silent and
     then rank 3; its word to node 2 goes unanswered, so it finds node 2's leader lost over the network, then rank 5
