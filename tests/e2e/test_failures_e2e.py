@@ -250,3 +250,62 @@ def test_a_node_that_loses_power_is_named_whole_to_the_tasks_left(lose_node2: Ca
         assert "stopped answering" in failed["2"] and "more of node2's tasks stopped answering with" in failed["3"], \
             failed
     assert took < 30, took  # a patience or two, a probe, and the tasks' own second
+
+
+STOPPED_WITH_LEADER = textwrap.dedent("""
+    import json, os, pathlib, signal, subprocess, time
+    from slurm_resolver import bootstrap
+    b = bootstrap(timeout=60, heartbeat=0.5, patience=2.0)
+    held, here = [int(r) for r in os.environ["TEST_RANKS"].split(",")], pathlib.Path(os.environ["TEST_DIR"])
+    b.barrier("watching", timeout=60)  # every call up made: what follows happens after the bootstrap
+    time.sleep(1.0)
+    if b.rank in held:  # stopped together (a debugger holding both) until the test ends the step
+        os.kill(os.getpid(), signal.SIGSTOP)
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and not set(held) <= set(b.failures()):
+        time.sleep(0.1)
+    named = {str(k): v for k, v in b.failures().items()}
+    if b.rank == 1:  # then a death on node1: heard on node2 only where its living task still watches
+        time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and 1 not in b.failures():
+        time.sleep(0.1)
+    later = {str(k): v for k, v in b.failures().items()}
+    (here / f"failed-{b.rank}.json").write_text(json.dumps({"named": named, "later": later}))
+    time.sleep(600)  # until the test ends the step
+""")
+
+
+@pytest.mark.parametrize("held, living", [("3,5", 4), ("3,4", 5)], ids=["a higher task", "the lower task"])
+def test_a_leader_stopped_with_another_task_of_its_node_leaves_both_named_and_the_third_watching(
+        slurm_cluster: dict[str, str], tmp_path: Path, held: str, living: int) -> None:
+    """-N2 -n6 (node1: ranks 0-2; node2: 3, its leader, 4 and 5), patience 2 s: node2's leader and one other task are
+    stopped together (SIGSTOP). The third task of node2 takes the leader's place and every living task names both:
+    where the stopped one is above it, the successor names it (`Watch._mute`: it never called there, and answers no
+    ping; before, nobody named it); where the stopped one is below it, the successor takes the place once that one
+    did not take its call (`Heartbeat._succeed`; before, it watched nobody from then on). Then rank 1 is killed, and
+    node2's living task hears of it."""
+    (tmp_path / "task.py").write_text(STOPPED_WITH_LEADER)
+    name = f"stopped-{os.getpid()}"
+    srun = subprocess.Popen(["srun", "-J", name, "-N2", "-n6", "--ntasks-per-node=3", "-w", "node[1-2]",
+                             sys.executable, str(tmp_path / "task.py")], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "TEST_DIR": str(tmp_path), "TEST_RANKS": held})
+    alive = [0, 2, living]
+    try:
+        wait_until(lambda: all((tmp_path / f"failed-{r}.json").exists() for r in alive) or srun.poll() is not None,
+                   120, "the living tasks' findings")
+        assert all((tmp_path / f"failed-{r}.json").exists() for r in alive), srun.communicate()[1]
+    finally:
+        subprocess.run(["scancel", "-s", "KILL", "-n", name], capture_output=True)
+        srun.kill()
+        srun.communicate()
+    stopped = set(held.split(","))
+    for rank in alive:
+        found = json.loads((tmp_path / f"failed-{rank}.json").read_text())
+        assert set(found["named"]) == stopped, (rank, found)
+        assert set(found["later"]) == stopped | {"1"}, (rank, found)
+    if living == 4:
+        named = json.loads((tmp_path / "failed-4.json").read_text())["named"]["5"]
+        assert "never watched at rank 4" in named, named
