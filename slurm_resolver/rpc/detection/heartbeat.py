@@ -47,6 +47,17 @@ word of its silence cannot come (the task that pings it dead or gone too): found
 log = logging.getLogger("slurm_resolver")
 
 
+class _Candidates:
+    """Who may take a task's call after the task above it died (`Heartbeat._adopters`): ``ranks`` in turn, then the
+    nodes above node ``climbing`` (a position; None: none), one at a time (`Heartbeat._next`)."""
+
+    __slots__ = ("ranks", "climbing")
+
+    def __init__(self, ranks: list[int], climbing: int | None) -> None:
+        self.ranks = ranks
+        self.climbing = climbing
+
+
 class _Silent(Exception):
     """The task above stopped answering (why, in words)."""
 
@@ -321,7 +332,7 @@ class Heartbeat:
         above = self._first[0]
         moved_at = 0.0  # when the call last moved to a successor: it may not be ready for a moment
         pause = 0.05  # before a call made again: doubled while calls go unanswered, up to a second
-        candidates: list[int] | None = None  # where the task above died: who may take this call, after ``above``
+        candidates: _Candidates | None = None  # where the task above died: who may take this call, after ``above``
         dead = -1  # the task above that died last
         while above is not None and not (self.deaths.leaving and self.deaths.up.empty()):
             if above == self.rank:  # no lower task of the dead one's node took this call: this one takes its place
@@ -343,7 +354,7 @@ class Heartbeat:
                         pause = await _paused(pause)
                         continue
                     log.debug("slurm_resolver: rank %d's watch was not taken at rank %d: %r", self.rank, above, exc)
-                    above, candidates = self._next(candidates)
+                    above, candidates = await self._next(candidates, dead)
                     if above == self.rank and not isinstance(exc, _Silent):
                         above = None  # the lower task lives, yet took not the call: this one does not lead beside it
                     moved_at = time.monotonic()
@@ -380,7 +391,7 @@ class Heartbeat:
             moved_at = time.monotonic()
             log.debug("slurm_resolver: rank %d watches on rank %s from now on", self.rank, above)
 
-    async def _orphaned(self, dead: int) -> tuple[int | None, list[int] | None]:
+    async def _orphaned(self, dead: int) -> tuple[int | None, _Candidates | None]:
         """Where this task's call goes now that the task above it, ``dead``, died: the first of `_adopters`, and the
         others after it (None, None: nowhere; this task stops watching); where this task is the lowest task left on
         ``dead``'s node, it takes ``dead``'s place first. Looked for one to two heartbeats later: the news of the death
@@ -393,18 +404,27 @@ class Heartbeat:
             return None, None
         if successor:
             self._take_over(frozenset({Source.task(dead)}))
-        if found:
-            log.debug("slurm_resolver: rank %d watches on rank %d now that rank %d died", self.rank, found[0], dead)
-        return self._next(found)
+        above, candidates = await self._next(found, dead)
+        if above is not None:
+            log.debug("slurm_resolver: rank %d watches on rank %d now that rank %d died", self.rank, above, dead)
+        return above, candidates
 
-    @staticmethod
-    def _next(candidates: list[int] | None) -> tuple[int | None, list[int] | None]:
-        """The next candidate, and those after it."""
-        if not candidates:
+    async def _next(self, candidates: _Candidates | None, dead: int) -> tuple[int | None, _Candidates | None]:
+        """The next candidate, and those after it (None, None: none is left). Once the ranks ran out, the nodes further
+        up the tree are looked at, one at a time: the lowest task still listening of the first that has one."""
+        if candidates is None:
             return None, None
-        return candidates[0], candidates[1:]
+        if candidates.ranks:
+            return candidates.ranks.pop(0), candidates
+        while self.tree is not None and candidates.climbing is not None:
+            candidates.climbing = self.tree.parent(candidates.climbing)
+            if candidates.climbing is not None:
+                listening = await self._listening(candidates.climbing, dead)
+                if listening:
+                    return listening[0], candidates
+        return None, None
 
-    async def _adopters(self, dead: int) -> tuple[bool, list[int]]:
+    async def _adopters(self, dead: int) -> tuple[bool, _Candidates]:
         """Whether this task takes the place of the task above it, ``dead``, which died, and who may take its call
         then (none: it stops watching), so that a death does not cut the tasks below it off from failure detection
         for the rest of the job.
@@ -414,24 +434,23 @@ class Heartbeat:
         A task of that node calls its lower tasks in turn, and where each is silent or gone (stopped with ``dead``),
         takes the place itself (`_succeed`).
         Where no task of that node listens (it died whole), or, for a child node's leader, where that task does not
-        take the call (silent too: the node without power; or it does not learn of the death), the leader of its
-        parent node, which takes the calls of its child nodes' child nodes once their parent's holder died
-        (`Watch.adopts`): one generation, so that no server takes more than the fan-out and its square."""
+        take the call (silent too: the node without power; or it does not learn of the death), the nodes above it in
+        turn, up to the root: the first task listening of each, which takes the calls of the nodes below its child
+        nodes once the holder of the child node between died (`Watch.adopts`; at most the square of the fan-out
+        more calls a server)."""
         tree, placement = self.tree, self.cluster.placement
         if tree is None:
-            return False, []
+            return False, _Candidates([], None)
         position = placement.node_index(dead)
-        parent = tree.parent(position)
         here = await self._listening(position, dead)
         lower = [r for r in here if r < self.rank]
         if position == self.node and lower:
-            return False, [*lower, self.rank]  # a lower task of this node takes its place; where none does, this one
-        above = [] if parent is None else (await self._listening(parent, dead))[:1]
+            return False, _Candidates([*lower, self.rank], None)  # a lower task takes its place; where none does, this
         if position == self.node:
-            return True, above  # this task takes its place, and calls where it called
-        return False, here[:1] + above
+            return True, _Candidates([], position)  # this task takes its place, and calls where it called
+        return False, _Candidates(here[:1], position)
 
-    async def _succeed(self, dead: int) -> tuple[int | None, list[int] | None]:
+    async def _succeed(self, dead: int) -> tuple[int | None, _Candidates | None]:
         """None of the lower tasks of this node took this task's call after its leader ``dead`` died (stopped with
         it, or its node's processes held): this task takes ``dead``'s place, and calls where it called (the task
         above that it finds listening), as the lowest task would have; the lower ones, if they live, call here."""
@@ -440,8 +459,7 @@ class Heartbeat:
         log.debug("slurm_resolver: rank %d takes the place of rank %d: no lower task of its node took it", self.rank,
                   dead)
         self._take_over(frozenset({Source.task(dead)}))
-        parent = self.tree.parent(self.node)
-        return self._next([] if parent is None else (await self._listening(parent, dead))[:1])
+        return await self._next(_Candidates([], self.node), dead)
 
     async def _listening(self, position: int, dead: int) -> list[int]:
         """The tasks of node ``position`` but this one and ``dead`` not known dead whose server still takes

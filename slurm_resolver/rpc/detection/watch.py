@@ -70,7 +70,7 @@ class Watched(Protocol):
         ...
 
     def adopts(self, node: int) -> bool:
-        """Whether this task takes the call of node ``node``'s leader, whose parent node's holder died
+        """Whether this task takes the call of node ``node``'s leader, below a child node whose holder died
         (`Watch.adopts`)."""
         ...
 
@@ -216,6 +216,7 @@ class Watch:
         self._bereft_of: dict[int, asyncio.Task[None]] = {}  # a node whose holder is silent: the look at its others
         self._muted: dict[Source, asyncio.Task[None]] = {}  # a task of this node that never called its successor
         self._succeeded = False  # whether this task took the place of its node's leader (`take_over`)
+        self._adopted = 0  # the calls of nodes below its child nodes this task took (`adopts`)
         self._tasks: set[asyncio.Task[None]] = set()  # what runs on after a death (`_background`)
         self._unheard = True  # whether some task of this node is still to be looked for as one that never called
         self._last: tuple[tuple[News, ...], bytes] = ((), b"")  # the last event written, and what it told
@@ -625,20 +626,23 @@ class Watch:
         self._muted.clear()
 
     def adopts(self, node: int) -> bool:
-        """Whether this task takes the call of node ``node``'s leader (or successor) from now on: the node's parent node
-        is one of this task's child nodes, and the task that held it died (that node's leader calls here where no task
-        of the dead holder's node listens, or the one that does took not its call: `Heartbeat._adopters`). One
-        generation only: a task takes at most the square of the fan-out more calls, and only those of the child nodes
-        of its dead child nodes."""
+        """Whether this task takes the call of node ``node``'s leader (or successor) from now on: ``node`` is below one
+        of this task's child nodes (not one itself), whose holder died (that node's leader calls here where no task
+        between took its call, `Heartbeat._adopters`: its parent node died whole, or its nodes above died two deep).
+        At most the square of the fan-out such calls a task, so that a server takes a bounded number of calls
+        whatever dies below it; one more is refused, and its caller looks further up."""
         tree = self.plan.tree
-        parent = tree.parent(node) if 0 < node < tree.size else None
-        if (parent is None or parent not in tree.children(self.plan.position) or Source.node(parent) not in self.sources
-                or self.deaths.leaving):
+        child = tree.parent(node) if 0 < node < tree.size else None  # this task's child node above ``node``
+        while child is not None and tree.parent(child) != self.plan.position:
+            child = tree.parent(child)
+        if (child is None or Source.node(child) not in self.sources or self.deaths.leaving
+                or self._adopted >= tree.fanout ** 2):
             return False
-        if self._rank(Source.node(parent)) not in self.deaths.failed:
-            return False  # its parent node's leader (or successor) lives: the call goes there
+        if self._rank(Source.node(child)) not in self.deaths.failed:
+            return False  # the holder of the child node between lives: the call goes there
         self.sources = self.sources | {Source.node(node)}
-        log.debug("slurm_resolver: rank %d watches node %d, whose parent node's leader died", self.plan.rank, node)
+        self._adopted += 1
+        log.debug("slurm_resolver: rank %d watches node %d, below its dead child node %d", self.plan.rank, node, child)
         return True
 
     # Handing over.

@@ -118,8 +118,8 @@ def test_a_leader_that_dies_is_replaced_by_its_nodes_lowest_task_and_the_tree_be
 
 def test_a_node_that_dies_whole_leaves_its_child_node_to_the_node_above_it() -> None:
     """The same chain; node 1 dies whole (ranks 2 and 3, as a node without power): node 2's leader moves its call to
-    the root, which takes it (its child node's leader died), one generation only; a later death on node 2 is still
-    known to the root's node."""
+    the root, which takes it (its child node's leader died); a later death on node 2 is still known to the root's
+    node."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
         await until(lambda: _watching(tasks), 4.0)
         root = tasks[0]._detector.watch
@@ -276,15 +276,21 @@ def test_a_second_call_for_a_node_is_refused_while_its_holder_lives() -> None:
     run(scenario, nodes=3, per_node=2, fanout=1)
 
 
-def test_a_task_whose_two_nodes_above_died_stops_watching() -> None:
+def test_a_task_whose_two_nodes_above_died_is_taken_by_the_node_above_them() -> None:
     """A chain of 4 nodes; nodes 1 and 2 die whole: node 3's leader finds no task on node 2 nor node 1 to take its
-    call (the root adopts one generation only), and stops watching, as before, having declared its leader dead."""
+    call, and calls the root, which takes it (its child node's holder died); a later death on node 3 is known to the
+    root's node. Before, the root adopted one generation only, and node 3 watched nobody. The root takes no more
+    such calls than the square of the fan-out (1 here): one more is refused."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
         await until(lambda: _watching(tasks), 4.0)
         await asyncio.gather(*(_dies(tasks[r]) for r in (2, 3, 4, 5)))
         await until(lambda: 4 in tasks[6].failures() and 2 in tasks[0].failures(), 3.0)
-        await until(lambda: tasks[6]._detector.heartbeat.above is None, 4.0)
-        assert Source.node(3) not in tasks[0]._detector.watch.sources
+        beat, root = tasks[6]._detector.heartbeat, tasks[0]._detector.watch
+        await until(lambda: beat.above == 0 and beat.answered, 10.0)
+        assert Source.node(3) in root.sources and not root.adopts(2)  # one such call at fan-out 1
+        await tasks[7].aio.fail("out of memory on node 3")
+        await until(lambda: all(7 in tasks[r].failures() for r in (0, 1, 6)), 4.0)
+        assert tasks[1].failures()[7] == "out of memory on node 3"
 
     run(scenario, nodes=4, per_node=2, fanout=1)
 
