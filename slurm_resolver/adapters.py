@@ -26,7 +26,7 @@ from .jax_detection import Jax, installed, refusal
 from .optional import import_optional
 from .rpc.bootstrapped import Bootstrapped
 
-__all__ = ["tensorflow_env", "torch_env", "jax_arguments", "jax_env", "shell_env", "shell", "apply",
+__all__ = ["tensorflow_env", "torch_env", "jax_arguments", "jax_env", "jax_platforms", "shell_env", "shell", "apply",
            "tensorflow_server", "tensorflow_resolver", "device_ordinals", "torch_device", "FORMATS"]
 
 
@@ -103,6 +103,17 @@ def jax_arguments(b: Bootstrapped, environ: Mapping[str, str] | None = None) -> 
     }
 
 
+def jax_platforms(b: Bootstrapped, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{"JAX_PLATFORMS": "cpu"}`` where the task has no GPU of its own but sees some (a CPU job on a GPU node whose
+    GPUs Slurm does not hide, or a ``ps`` given none beside its workers: the GPUs it sees are another task's or
+    another job's, and JAX would start CUDA on them); nothing where ``environ`` (this process's by default) sets
+    ``JAX_PLATFORMS``, or where the task sees no GPU (a CPU node, or accelerators that are not NVIDIA's: JAX finds
+    them itself)."""
+    if b.me.gpus or not b.cluster.gpu_plan.visible.ids or "JAX_PLATFORMS" in snapshot(environ):
+        return {}
+    return {"JAX_PLATFORMS": "cpu"}
+
+
 def jax_env(b: Bootstrapped, environ: Mapping[str, str] | None = None, jax: Jax | None = None) -> dict[str, str]:
     """What a bare ``jax.distributed.initialize()`` reads, for ``slurm-resolver env --format jax`` and
     ``bootstrap --format jax``: ``JAX_COORDINATOR_ADDRESS`` (rank 0's spare port), ``JAX_LOCAL_DEVICE_IDS``
@@ -128,8 +139,7 @@ def jax_env(b: Bootstrapped, environ: Mapping[str, str] | None = None, jax: Jax 
     devices = args["local_device_ids"] or []
     if devices and "JAX_LOCAL_DEVICE_IDS" in jax.rules.reads:
         variables["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, devices))
-    if not devices and b.cluster.gpu_plan.visible.ids and "JAX_PLATFORMS" not in env:
-        variables["JAX_PLATFORMS"] = "cpu"  # the GPUs it sees are another task's, or another job's: JAX would take them
+    variables.update(jax_platforms(b, env))
     launch = b.cluster.launch
     refused = refusal({**env, **variables}, b.rank, b.world_size, b.launcher, jax, devices,
                       task=launch.is_task or launch.standalone)

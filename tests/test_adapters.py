@@ -52,6 +52,12 @@ def test_jax_runs_on_the_cpu_where_the_task_sees_gpus_that_are_not_its_own() -> 
     assert "JAX_PLATFORMS" not in worker and worker["JAX_LOCAL_DEVICE_IDS"] == "0,1"
     chosen = {**_gpus(captured("srun_gres3_n2")[0], "2,3"), "JAX_PLATFORMS": "cuda"}
     assert "JAX_PLATFORMS" not in adapters.jax_env(tasks[0], chosen)
+    # The bundled JAX job's rule (`python -m slurm_resolver.training.jax_job`) is the same.
+    assert adapters.jax_platforms(tasks[0], {}) == {"JAX_PLATFORMS": "cpu"}
+    assert adapters.jax_platforms(tasks[1], {}) == {}
+    assert adapters.jax_platforms(tasks[0], chosen) == {}
+    cpu_node = Bootstrapped.from_cluster(resolve(captured("srun_N3_n6")[5], resolves=lambda n: True))
+    assert adapters.jax_platforms(cpu_node, captured("srun_N3_n6")[5]) == {}
 
 
 def _task(case: str, rank: int, **changes: str) -> tuple[Bootstrapped, dict[str, str]]:

@@ -36,8 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if b is None:
         return 1
     say = Reporter(b)
-    if not b.me.gpus:
-        export_defaults({"JAX_PLATFORMS": "cpu"})
+    export_defaults(adapters.jax_platforms(b))  # CPU where the GPUs it sees are not its own; else JAX's choice
     arguments = adapters.jax_arguments(b)
     keep_grpc_off_proxies()  # JAX's coordination service is gRPC
     b.stop()  # JAX's coordinator takes rank 0's spare port from here
