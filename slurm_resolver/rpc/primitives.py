@@ -65,5 +65,11 @@ def fresh(size: int) -> bytes:
 
 
 def uniform(low: float, high: float) -> float:
-    """A number drawn evenly between ``low`` and ``high``: the jitter of a pause (not for secrets)."""
-    return low + (high - low) * int.from_bytes(os.urandom(7), "little") / (1 << 56)
+    """A number drawn evenly between ``low`` and ``high`` (``high`` only by rounding, as `random.uniform`): the
+    jitter of a pause (not for secrets)."""
+    return low + (high - low) * (int.from_bytes(os.urandom(7), "little") >> 3) / (1 << 53)  # 53 bits: exact
+
+
+def integer(low: int, high: int) -> int:
+    """An integer drawn from ``low`` up to ``high`` (never ``high``; at most 2**32 apart), as `random.randrange`."""
+    return low + int.from_bytes(os.urandom(8), "little") % (high - low)

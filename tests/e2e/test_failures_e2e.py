@@ -261,14 +261,14 @@ STOPPED_WITH_LEADER = textwrap.dedent("""
     time.sleep(1.0)
     if b.rank in held:  # stopped together (a debugger holding both) until the test ends the step
         os.kill(os.getpid(), signal.SIGSTOP)
-    deadline = time.monotonic() + 40
+    deadline = time.monotonic() + 100  # a successor after a stopped lower task: gRPC's bound for a first connection
     while time.monotonic() < deadline and not set(held) <= set(b.failures()):
         time.sleep(0.1)
     named = {str(k): v for k, v in b.failures().items()}
     if b.rank == 1:  # then a death on node1: heard on node2 only where its living task still watches
         time.sleep(1.0)
         os.kill(os.getpid(), signal.SIGKILL)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and 1 not in b.failures():
         time.sleep(0.1)
     later = {str(k): v for k, v in b.failures().items()}
@@ -282,10 +282,11 @@ def test_a_leader_stopped_with_another_task_of_its_node_leaves_both_named_and_th
         slurm_cluster: dict[str, str], tmp_path: Path, held: str, living: int) -> None:
     """-N2 -n6 (node1: ranks 0-2; node2: 3, its leader, 4 and 5), patience 2 s: node2's leader and one other task are
     stopped together (SIGSTOP). The third task of node2 takes the leader's place and every living task names both:
-    where the stopped one is above it, the successor names it (`Watch._mute`: it never called there, and answers no
-    ping; before, nobody named it); where the stopped one is below it, the successor takes the place once that one
-    did not take its call (`Heartbeat._succeed`; before, it watched nobody from then on). Then rank 1 is killed, and
-    node2's living task hears of it."""
+    where the stopped one is above it, the successor names it (`Watch._mute`: it never called there, and makes no gRPC
+    connection within gRPC's bound for a first one, 60 s; before, nobody named it); where the stopped one is below it,
+    the root names it (`Watch._bereft`) and the third task takes the place once that one did not take its call within
+    that bound (`Heartbeat._succeed`; before, it watched nobody from then on). Then rank 1 is killed, and node2's
+    living task hears of it."""
     (tmp_path / "task.py").write_text(STOPPED_WITH_LEADER)
     name = f"stopped-{os.getpid()}"
     srun = subprocess.Popen(["srun", "-J", name, "-N2", "-n6", "--ntasks-per-node=3", "-w", "node[1-2]",
@@ -295,7 +296,7 @@ def test_a_leader_stopped_with_another_task_of_its_node_leaves_both_named_and_th
     alive = [0, 2, living]
     try:
         wait_until(lambda: all((tmp_path / f"failed-{r}.json").exists() for r in alive) or srun.poll() is not None,
-                   120, "the living tasks' findings")
+                   200, "the living tasks' findings")
         assert all((tmp_path / f"failed-{r}.json").exists() for r in alive), srun.communicate()[1]
     finally:
         subprocess.run(["scancel", "-s", "KILL", "-n", name], capture_output=True)
@@ -304,7 +305,7 @@ def test_a_leader_stopped_with_another_task_of_its_node_leaves_both_named_and_th
     stopped = set(held.split(","))
     for rank in alive:
         found = json.loads((tmp_path / f"failed-{rank}.json").read_text())
-        assert set(found["named"]) == stopped, (rank, found)
+        assert set(found["named"]) - {"1"} == stopped, (rank, found)  # (a task that watched late: rank 1 too)
         assert set(found["later"]) == stopped | {"1"}, (rank, found)
     if living == 4:
         named = json.loads((tmp_path / "failed-4.json").read_text())["named"]["5"]

@@ -29,5 +29,14 @@ def test_fresh_bytes_and_jitter() -> None:
     nonces = {primitives.fresh(16) for _ in range(100)}
     assert len(nonces) == 100 and all(len(n) == 16 for n in nonces)
     draws = [primitives.uniform(0.5, 1.5) for _ in range(2000)]
-    assert all(0.5 <= d < 1.5 for d in draws)
+    assert all(0.5 <= d <= 1.5 for d in draws)
     assert min(draws) < 0.6 and max(draws) > 1.4  # spread over the range
+    ports = [primitives.integer(10000, 10004) for _ in range(400)]
+    assert set(ports) == {10000, 10001, 10002, 10003}
+
+
+def test_the_highest_draw_stays_below_the_bound() -> None:
+    from unittest.mock import patch
+
+    with patch("os.urandom", lambda n: b"\xff" * n):
+        assert primitives.integer(10000, 20000) < 20000 and primitives.uniform(0.0, 1.0) < 1.0

@@ -224,14 +224,17 @@ class Heartbeat:
         a process's sockets close one by one as it ends, so that a probe made as it died found it listening; probed
         four times a patience for a patience), or, after that patience, silent (`Network.lost`: a node without power
         answers no ping). A candidate that lives is waited for however busy it is: a call given up after the
-        candidate took it would be this task's death to it."""
+        candidate took it would be this task's death to it. A candidate of this node (whose silence makes this task
+        take its node's leader's place, `_succeed`) gets the network's whole bound for its first connection
+        (`FIRST_CONNECTION` over gRPC: a living task on cores past their load), another node's a patience."""
         host, port = self.cluster.endpoint(candidate)
         until = time.monotonic() + self.patience
         while time.monotonic() < until:
             await asyncio.sleep(self.patience / 4)
             if await self.network.gone(host, port):
                 return "its server is gone"
-        return await self.network.lost(host, port, self.patience, self.patience)
+        same_node = self.cluster.placement.node_index(candidate) == self.node
+        return await self.network.lost(host, port, self.patience, None if same_node else self.patience)
 
     async def _heard(self, events: AsyncIterator[bytes]) -> Event | None:
         """The events after the first, the deaths they tell heard, until the call ends: its last event where the task
@@ -348,14 +351,15 @@ class Heartbeat:
                 if candidates is not None and not self.answered:  # a candidate that did not take the call: not
                     # declared dead (it may live, and watch elsewhere). One that still listens may not have seen the
                     # death yet (a task of the dead one's node takes its place once it has): asked again for
-                    # `ADOPTING` patiences; then the next.
-                    if (isinstance(exc, LinkError) and time.monotonic() - moved_at < ADOPTING * self.patience
-                            and not await self.network.gone(*self.cluster.endpoint(above))):
+                    # `ADOPTING` patiences; then the next. One that takes no more such calls (INVALID): the next.
+                    gone = isinstance(exc, LinkError) and await self.network.gone(*self.cluster.endpoint(above))
+                    if (isinstance(exc, LinkError) and not gone and exc.code is not Refusal.INVALID
+                            and time.monotonic() - moved_at < ADOPTING * self.patience):
                         pause = await _paused(pause)
                         continue
                     log.debug("slurm_resolver: rank %d's watch was not taken at rank %d: %r", self.rank, above, exc)
                     above, candidates = await self._next(candidates, dead)
-                    if above == self.rank and not isinstance(exc, _Silent):
+                    if above == self.rank and not (gone or isinstance(exc, _Silent)):
                         above = None  # the lower task lives, yet took not the call: this one does not lead beside it
                     moved_at = time.monotonic()
                     continue
@@ -451,9 +455,10 @@ class Heartbeat:
         return False, _Candidates(here[:1], position)
 
     async def _succeed(self, dead: int) -> tuple[int | None, _Candidates | None]:
-        """None of the lower tasks of this node took this task's call after its leader ``dead`` died (stopped with
-        it, or its node's processes held): this task takes ``dead``'s place, and calls where it called (the task
-        above that it finds listening), as the lowest task would have; the lower ones, if they live, call here."""
+        """None of the lower tasks of this node took this task's call after its leader ``dead`` died: each is gone, or
+        silent (stopped with it: no gRPC connection within the network's bound for a first one, or no ping answered
+        for a patience). This task takes ``dead``'s place, and calls where it called (the task above that it finds
+        listening), as the lowest task would have."""
         if self.deaths.leaving or self.tree is None:
             return None, None
         log.debug("slurm_resolver: rank %d takes the place of rank %d: no lower task of its node took it", self.rank,

@@ -71,7 +71,7 @@ class Watched(Protocol):
 
     def adopts(self, node: int) -> bool:
         """Whether this task takes the call of node ``node``'s leader, below a child node whose holder died
-        (`Watch.adopts`)."""
+        (`Watch.adopts`); raises `Refused` where it takes no more such calls."""
         ...
 
 
@@ -398,7 +398,7 @@ class Watch:
         is declared. A call for the node here (its successor) ends the look (`serve`)."""
         cluster, failed = self.cluster, self.deaths.failed
         ranks = [r for r in map(int, cluster.placement.ranks_on(position)) if r != holder and r not in failed]
-        checks = [asyncio.ensure_future(self._silent(r)) for r in ranks]
+        checks = [asyncio.ensure_future(self._silent(r, 2 * self.patience)) for r in ranks]  # on busy cores: two
         if not checks:
             return
         try:
@@ -415,14 +415,14 @@ class Watch:
                      f"{cluster.label(holder)}: {found[0][1]} (its node without power, or its processes stopped)")
             self.deaths.declare(silent, Fault(Cause.SILENT, words))
 
-    async def _silent(self, rank: int) -> str | None:
-        """Why the task ``rank`` is silent (its server takes no gRPC connection within two patiences, or answers no
-        ping for one: a stopped process's kernel may still take the bare connection); None where its server is gone
-        (it ended). Never returns while it answers (a first connection on busy cores gets two patiences)."""
+    async def _silent(self, rank: int, first: float | None) -> str | None:
+        """Why the task ``rank`` is silent (its server takes no gRPC connection within ``first`` seconds, None: the
+        network's bound, or answers no ping for a patience: a stopped process's kernel may still take the bare
+        connection); None where its server is gone (it ended). Never returns while it answers."""
         host, port = self.cluster.endpoint(rank)
         if await self.network.gone(host, port):
             return None
-        why = await self.network.lost(host, port, self.patience, 2 * self.patience)
+        why = await self.network.lost(host, port, self.patience, first)
         return None if await self.network.gone(host, port) else why
 
     async def _tell_lost(self, position: int, rank: int, words: str) -> None:
@@ -586,7 +586,7 @@ class Watch:
                 wait = min(2 * wait, self.most_between_probes)
                 self._probes[source] = (now + wait, wait)
                 waiting = True
-                if self._succeeded and source not in self._muted:
+                if self._succeeded and source not in self._muted and rank not in self.deaths.failed:
                     self._muted[source] = self._background(self._mute(source, rank))
                 continue
             self.deaths.declare([rank], Fault(Cause.CRASHED, f"{cluster.label(rank)} ended before it watched at rank "
@@ -595,11 +595,15 @@ class Watch:
 
     async def _mute(self, source: Source, rank: int) -> None:
         """A task of this node that never called here since this task took its leader's place, and still listens:
-        declared dead where it answers no gRPC connection or ping either (`_silent`: stopped with its leader,
-        SIGSTOP or a debugger; nobody else watches it, its call having been its dead leader's). Its call here, as
-        it lives, ends the look (`serve`)."""
-        why = await self._silent(rank)
-        self._muted.pop(source, None)
+        declared dead where it answers no gRPC connection within the network's bound for a first one
+        (`FIRST_CONNECTION` over gRPC: a living task on cores past their load connects within it) or no ping for a
+        patience (`_silent`: stopped with its leader, SIGSTOP or a debugger; nobody else watches it, its call having
+        been its dead leader's). Its call here, as it lives, ends the look (`serve`); else it runs as long as the
+        task answers, as the look at a child node's leader does (`_lose`)."""
+        try:
+            why = await self._silent(rank, None)
+        finally:
+            self._muted.pop(source, None)
         if why is not None and source in self.unheard() and not self.deaths.leaving:
             self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} stopped answering: it never "
                                                             f"watched at rank {self.plan.rank}, which took its node's "
@@ -630,16 +634,19 @@ class Watch:
         of this task's child nodes (not one itself), whose holder died (that node's leader calls here where no task
         between took its call, `Heartbeat._adopters`: its parent node died whole, or its nodes above died two deep).
         At most the square of the fan-out such calls a task, so that a server takes a bounded number of calls
-        whatever dies below it; one more is refused, and its caller looks further up."""
+        whatever dies below it: one more is refused at once (`Refused`, ``INVALID``), and its caller looks further
+        up without asking again."""
         tree = self.plan.tree
         child = tree.parent(node) if 0 < node < tree.size else None  # this task's child node above ``node``
         while child is not None and tree.parent(child) != self.plan.position:
             child = tree.parent(child)
-        if (child is None or Source.node(child) not in self.sources or self.deaths.leaving
-                or self._adopted >= tree.fanout ** 2):
+        if child is None or Source.node(child) not in self.sources or self.deaths.leaving:
             return False
         if self._rank(Source.node(child)) not in self.deaths.failed:
             return False  # the holder of the child node between lives: the call goes there
+        if self._adopted >= tree.fanout ** 2:
+            raise Refused(Refusal.INVALID, f"rank {self.plan.rank} takes no more calls of nodes below its dead child "
+                                           f"nodes ({self._adopted}): call further up")
         self.sources = self.sources | {Source.node(node)}
         self._adopted += 1
         log.debug("slurm_resolver: rank %d watches node %d, below its dead child node %d", self.plan.rank, node, child)

@@ -10,7 +10,7 @@ from typing import Any, Generic
 
 from ...errors import ResolutionError
 from ..messages import WireError
-from ..primitives import uniform
+from ..primitives import integer
 from ..shapes import SERVICE, Call, RoundCall, Stream, Unary
 from ..transport import PROBE, A, CallFailure, Link, LinkError, Refusal, Served, within
 from ..wire import MAX_ANSWER, MAX_MESSAGE, bundle, unbundle
@@ -74,7 +74,7 @@ def spare_port(address: str, tries: int = 32) -> int:
     random picks is free, else any the kernel gives."""
     with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
         for _ in range(tries):
-            port = int(uniform(*SPARE_PORTS))
+            port = integer(*SPARE_PORTS)
             try:
                 sock.bind((address, port))
             except OSError:
