@@ -25,6 +25,9 @@ class Refusal(enum.Enum):
     """The server cannot answer yet (it does not know the launch's key): ask again."""
     BUSY = "busy"
     """Too many calls not yet proven wait here: ask again."""
+    FULL = "full"
+    """This task takes no more calls of this kind (a bound it keeps whatever dies below it): call elsewhere, and
+    not here again."""
 
 
 class Refused(Exception):

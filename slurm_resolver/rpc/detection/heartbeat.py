@@ -351,9 +351,9 @@ class Heartbeat:
                 if candidates is not None and not self.answered:  # a candidate that did not take the call: not
                     # declared dead (it may live, and watch elsewhere). One that still listens may not have seen the
                     # death yet (a task of the dead one's node takes its place once it has): asked again for
-                    # `ADOPTING` patiences; then the next. One that takes no more such calls (INVALID): the next.
+                    # `ADOPTING` patiences; then the next. One that takes no more such calls (FULL): the next at once.
                     gone = isinstance(exc, LinkError) and await self.network.gone(*self.cluster.endpoint(above))
-                    if (isinstance(exc, LinkError) and not gone and exc.code is not Refusal.INVALID
+                    if (isinstance(exc, LinkError) and not gone and exc.code is not Refusal.FULL
                             and time.monotonic() - moved_at < ADOPTING * self.patience):
                         pause = await _paused(pause)
                         continue

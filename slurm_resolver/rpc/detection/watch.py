@@ -634,8 +634,8 @@ class Watch:
         of this task's child nodes (not one itself), whose holder died (that node's leader calls here where no task
         between took its call, `Heartbeat._adopters`: its parent node died whole, or its nodes above died two deep).
         At most the square of the fan-out such calls a task, so that a server takes a bounded number of calls
-        whatever dies below it: one more is refused at once (`Refused`, ``INVALID``), and its caller looks further
-        up without asking again."""
+        whatever dies below it: one more is refused at once (`Refused`, ``FULL``), and its caller looks further up
+        without asking again."""
         tree = self.plan.tree
         child = tree.parent(node) if 0 < node < tree.size else None  # this task's child node above ``node``
         while child is not None and tree.parent(child) != self.plan.position:
@@ -645,7 +645,7 @@ class Watch:
         if self._rank(Source.node(child)) not in self.deaths.failed:
             return False  # the holder of the child node between lives: the call goes there
         if self._adopted >= tree.fanout ** 2:
-            raise Refused(Refusal.INVALID, f"rank {self.plan.rank} takes no more calls of nodes below its dead child "
+            raise Refused(Refusal.FULL, f"rank {self.plan.rank} takes no more calls of nodes below its dead child "
                                            f"nodes ({self._adopted}): call further up")
         self.sources = self.sources | {Source.node(node)}
         self._adopted += 1

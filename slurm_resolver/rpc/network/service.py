@@ -324,4 +324,4 @@ def _status_codes(grpc: Any) -> Mapping[Refusal, Any]:
     return {Refusal.FOREIGN: codes.FAILED_PRECONDITION, Refusal.NOT_LEADER: codes.FAILED_PRECONDITION,
             Refusal.INVALID: codes.INVALID_ARGUMENT, Refusal.UNAUTHENTICATED: codes.UNAUTHENTICATED,
             Refusal.DEADLINE: codes.DEADLINE_EXCEEDED, Refusal.UNREADY: codes.UNAVAILABLE,
-            Refusal.BUSY: codes.RESOURCE_EXHAUSTED}
+            Refusal.BUSY: codes.RESOURCE_EXHAUSTED, Refusal.FULL: codes.FAILED_PRECONDITION}

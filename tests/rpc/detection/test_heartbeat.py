@@ -314,7 +314,7 @@ def test_a_task_whose_two_nodes_above_died_is_taken_by_the_node_above_them() -> 
         assert Source.node(3) in root.sources
         with pytest.raises(Refused) as refused:  # one such call at fan-out 1: the next is told to call further up
             root.adopts(2)
-        assert refused.value.code is Refusal.INVALID
+        assert refused.value.code is Refusal.FULL
         await tasks[7].aio.fail("out of memory on node 3")
         await until(lambda: all(7 in tasks[r].failures() for r in (0, 1, 6)), 4.0)
         assert tasks[1].failures()[7] == "out of memory on node 3"
