@@ -12,7 +12,7 @@ benchmarks and tests import the simulation):
   envelope every message opens with, and the limits), `waits` (a flag, a wait with a deadline, a
   value that comes later, and what the bootstrap agrees), `tree` (its shape, each task's place, its
   deadlines), `protos` (the message classes; `coordination_pb2` and `coordination_descriptor`,
-  generated);
+  generated), `primitives` (hashes, nonces and jitter without the modules that load OpenSSL);
 - `rounds`: `codec` (Join's messages), `state` (the rounds one server keeps), `coordinator`
   (Join's server side, and its row), `uplink` (one task's calls up the tree), `member` (one task's
   rounds, barriers, votes and notices);
