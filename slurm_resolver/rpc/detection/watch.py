@@ -213,8 +213,7 @@ class Watch:
         self._probes: dict[Source, tuple[float, float]] = {}  # an unheard task found listening: next probe, wait
         self._unstarted: dict[Source, tuple[asyncio.Queue[News], AsyncIterator[bytes]]] = {}  # served, not begun
         self._reading: dict[Source, asyncio.Future[None]] = {}  # what reads a begun call's beats (cancelled: its end)
-        self._bereft_of: dict[int, asyncio.Task[None]] = {}  # a node whose holder is silent: the look at its others
-        self._muted: dict[Source, asyncio.Task[None]] = {}  # a task of this node that never called its successor
+        self._looks: dict[Source, asyncio.Task[None]] = {}  # a look over the network that a call for the source ends
         self._succeeded = False  # whether this task took the place of its node's leader (`take_over`)
         self._adopted = 0  # the calls of nodes below its child nodes this task took (`adopts`)
         self._tasks: set[asyncio.Task[None]] = set()  # what runs on after a death (`_background`)
@@ -237,18 +236,14 @@ class Watch:
         self.deaths.below[source] = queue
         self._holders[source] = first.source
         self._left.discard(source)
+        self._stop_looking(source)  # a task of the source lives, and watches here from now on
         if source.kind is SourceKind.TASK:
-            muted = self._muted.pop(source, None)
-            if muted is not None:
-                muted.cancel()  # it lives, and watches here from now on
             process = first.process
             if process is not None and process.pid != Process.own().pid and self.seen(process) is not Seen.UNKNOWN:
                 self._processes[source] = process  # another process, seen from here: its state is looked at
                 self._checks()
         elif source not in self._lost or self._watching.get(source) != first.source:  # a successor, say
             self._lose(source, first.source)
-        if source.kind is SourceKind.NODE:
-            self._stop_looking(source.number)  # a task of that node lives, and watches its others from now on
         events = self._events(source, queue, beats)
         self._unstarted[source] = (queue, events)
         return events
@@ -372,13 +367,19 @@ class Watch:
         its other tasks looked at (`_bereft`), each a task of its own, so that a successor's call for the node, which
         ends the watch of the holder (`_lose`), does not end them (the telling goes on; the look ends then)."""
         self._background(self._tell_lost(position, holder, words))
-        self._stop_looking(position)
-        self._bereft_of[position] = self._background(self._bereft(position, holder))
+        self._look(Source.node(position), self._bereft(position, holder))
 
-    def _stop_looking(self, position: int) -> None:
-        """End the look at node ``position``'s other tasks (`_bereft`), where one runs (or ran: the entries are at most
-        this task's child nodes and theirs)."""
-        looking = self._bereft_of.pop(position, None)
+    def _look(self, source: Source, look: Coroutine[Any, Any, None]) -> None:
+        """Run ``look`` at tasks of ``source`` that may be silent (`_bereft`: a silent node's other tasks; `_mute`: a
+        node-mate that never called this successor) until it ends, or a call for ``source`` comes (`serve`): a task
+        of it lives, and watches here. One look a source: a new one ends the one before."""
+        self._stop_looking(source)
+        task = self._looks[source] = self._background(look)
+        task.add_done_callback(lambda done: self._looks.pop(source) if self._looks.get(source) is done else None)
+
+    def _stop_looking(self, source: Source) -> None:
+        """End the look at ``source`` (`_look`), where one runs."""
+        looking = self._looks.pop(source, None)
         if looking is not None:
             looking.cancel()
 
@@ -586,8 +587,8 @@ class Watch:
                 wait = min(2 * wait, self.most_between_probes)
                 self._probes[source] = (now + wait, wait)
                 waiting = True
-                if self._succeeded and source not in self._muted and rank not in self.deaths.failed:
-                    self._muted[source] = self._background(self._mute(source, rank))
+                if self._succeeded and source not in self._looks and rank not in self.deaths.failed:
+                    self._look(source, self._mute(source, rank))
                 continue
             self.deaths.declare([rank], Fault(Cause.CRASHED, f"{cluster.label(rank)} ended before it watched at rank "
                                                              f"{self.plan.rank}: its server is gone"))
@@ -600,10 +601,7 @@ class Watch:
         patience (`_silent`: stopped with its leader, SIGSTOP or a debugger; nobody else watches it, its call having
         been its dead leader's). Its call here, as it lives, ends the look (`serve`); else it runs as long as the
         task answers, as the look at a child node's leader does (`_lose`)."""
-        try:
-            why = await self._silent(rank, None)
-        finally:
-            self._muted.pop(source, None)
+        why = await self._silent(rank, None)
         if why is not None and source in self.unheard() and not self.deaths.leaving:
             self.deaths.declare([rank], Fault(Cause.SILENT, f"{self.cluster.label(rank)} stopped answering: it never "
                                                             f"watched at rank {self.plan.rank}, which took its node's "
@@ -626,8 +624,7 @@ class Watch:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await losing
         self._lost.clear()
-        self._bereft_of.clear()
-        self._muted.clear()
+        self._looks.clear()
 
     def adopts(self, node: int) -> bool:
         """Whether this task takes the call of node ``node``'s leader (or successor) from now on: ``node`` is below one

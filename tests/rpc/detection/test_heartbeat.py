@@ -186,6 +186,18 @@ def test_a_node_without_power_is_declared_dead_whole_and_its_child_node_watched_
     run(scenario, nodes=3, per_node=2, fanout=1)
 
 
+def _stopped_with_its_leader(tasks: list[Bootstrapped], leader: int, other: int, witness: int) -> None:
+    """A node's ``leader`` and ``other`` task stopped together (SIGSTOP, a debugger holding both): they say nothing,
+    their servers take no call, ``other``'s heartbeat stands still; ``witness``, on their node, reads the leader's
+    process stopped."""
+    network = tasks[0]._member.uplink.network
+    for rank in (leader, other):
+        tasks[rank]._detector.deaths.declare = lambda *args, **kwargs: None
+        network.freeze(tasks[rank].cluster.task(rank).host, tasks[rank].server.port)
+    tasks[other]._detector._beating.cancel()
+    tasks[witness]._detector.heartbeat.seen = lambda process: Seen.STOPPED
+
+
 def test_a_task_stopped_with_its_leader_is_named_by_the_successor_it_never_called() -> None:
     """Node 1 (ranks 3, 4, 5) below the root's node: its leader (rank 3) and rank 5 are stopped together (SIGSTOP, a
     debugger holding both). Rank 4 sees its leader stopped and takes its place; rank 5 never moves its call there, and
@@ -194,12 +206,7 @@ def test_a_task_stopped_with_its_leader_is_named_by_the_successor_it_never_calle
     calls for the node)."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
         await until(lambda: _watching(tasks), 4.0)
-        network = tasks[0]._member.uplink.network
-        for rank in (3, 5):
-            tasks[rank]._detector.deaths.declare = lambda *args, **kwargs: None  # stopped: it says nothing
-            network.freeze(tasks[rank].cluster.task(rank).host, tasks[rank].server.port)
-        tasks[5]._detector._beating.cancel()  # its heartbeat stands still: it calls nobody
-        tasks[4]._detector.heartbeat.seen = lambda process: Seen.STOPPED  # what rank 4 reads of rank 3's process
+        _stopped_with_its_leader(tasks, 3, 5, witness=4)
         living = [t for t in tasks if t.rank not in (3, 5)]
         await until(lambda: all({3, 5} <= set(t.failures()) for t in living), 15.0)
         assert "never watched at rank 4, which took its node's leader's place" in tasks[4].failures()[5], \
@@ -216,12 +223,7 @@ def test_where_the_lower_tasks_were_stopped_with_their_leader_the_lowest_living_
     task. Before, rank 5 stopped watching (nobody watched it for the rest of the job)."""
     async def scenario(tasks: list[Bootstrapped]) -> None:
         await until(lambda: _watching(tasks), 4.0)
-        network = tasks[0]._member.uplink.network
-        for rank in (3, 4):
-            tasks[rank]._detector.deaths.declare = lambda *args, **kwargs: None  # stopped: it says nothing
-            network.freeze(tasks[rank].cluster.task(rank).host, tasks[rank].server.port)
-        tasks[4]._detector._beating.cancel()  # its heartbeat stands still: it calls nobody
-        tasks[5]._detector.heartbeat.seen = lambda process: Seen.STOPPED  # what rank 5 reads of rank 3's process
+        _stopped_with_its_leader(tasks, 3, 4, witness=5)
         living = [t for t in tasks if t.rank not in (3, 4)]
         await until(lambda: all({3, 4} <= set(t.failures()) for t in living), 15.0)
         beats, root = {t.rank: t._detector.heartbeat for t in living}, tasks[0]._detector.watch
