@@ -5,14 +5,14 @@ the rounds and failure detection never import each other, nor do the network and
 rounds and diagnosis; diagnosis never imports failure detection; the base imports no wing; only
 benchmarks and tests import the simulation):
 
-- the base: `messages` (the protocol's state as values: rounds, sources, records, failures and
-  their causes), `refusals` (how a call fails: a server's refusal, what the caller sees), `shapes`
-  (what a call is: its shape, its bounds, the part of a task's server that answers it: each call's
-  row), `transport` (the networks' contract: links and servers; waits on calls), `wire` (the
-  envelope every message opens with, and the limits), `waits` (a flag, a wait with a deadline, a
-  value that comes later, and what the bootstrap agrees), `tree` (its shape, each task's place, its
-  deadlines), `protos` (the message classes; `coordination_pb2` and `coordination_descriptor`,
-  generated), `primitives` (hashes, nonces and jitter without the modules that load OpenSSL);
+- the base: `messages` (the protocol's state as values: rounds, sources, records, failures and their
+  causes), `refusals` (how a call fails: a server's refusal, what the caller sees), `shapes` (what a call
+  is: its shape, its bounds, the part of a task's server that answers it: each call's row), `transport` (the
+  networks' contract: links and servers; waits on calls), `wire` (the envelope every message opens with, and
+  the limits), `waits` (a flag, a wait with a deadline, a value that comes later, and what the bootstrap
+  agrees), `tree` (its shape, each task's place, its deadlines), `proto3` (protocol buffers' wire format,
+  without protobuf), `protos` (the message classes, generated; and `coordination_pb2`, protoc's, for the
+  tests), `primitives` (hashes, nonces and jitter without the modules that load OpenSSL);
 - `rounds`: `codec` (Join's messages), `state` (the rounds one server keeps), `coordinator`
   (Join's server side, and its row), `uplink` (one task's calls up the tree), `member` (one task's
   rounds, barriers, votes and notices);

@@ -2,25 +2,23 @@
 read in `slurm_resolver.rpc.rounds.codec`, the watch's in `slurm_resolver.rpc.detection.beats`, WhoAreYou's in
 `slurm_resolver.rpc.trust.identity`; nowhere else).
 
-The messages are those of ``coordination.proto``. Every call and every answer opens with an
-envelope: a header and its seal (`slurm_resolver.rpc.trust.seals` makes and checks seals; this
-module only carries them). A header commits to the records chunks that follow it by their
-digests, so a server checks who calls from the first message alone, and a chunk that is not
-the one committed to is refused. Bytes from the network are checked before they are
-believed: a malformed, oversized or out-of-range message is a
-`WireError`, never a crash. Sizes do not grow with the
-job: a chunk carries at most `CHUNK` records and `CHUNK_BYTES` bytes.
+The messages are those of ``coordination.proto`` (read and written by `slurm_resolver.rpc.proto3`). Every call
+and every answer opens with an envelope: a header and its seal (`slurm_resolver.rpc.trust.seals` makes and
+checks seals; this module only carries them). A header commits to the records chunks that follow it by their
+digests, so a server checks who calls from the first message alone, and a chunk that is not the one committed
+to is refused. Bytes from the network are checked before they are believed: a malformed, oversized or
+out-of-range message is a `WireError`, never a crash. Sizes do not grow with the job: a chunk carries at most
+`CHUNK` records and `CHUNK_BYTES` bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
-
-from google.protobuf.message import DecodeError
+from typing import TypeVar
 
 from . import protos as pb
 from .messages import WireError
+from .proto3 import Message, ProtoError
 
 __all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)
 
@@ -40,17 +38,20 @@ MOST_NAME = 256
 """Characters of a launch's key, a node's or a job's name a message may carry."""
 _SEAL = 4096
 
+M = TypeVar("M", bound=Message)
+
 Seal = Callable[[bytes], bytes]
 """What seals a header: its bytes in, the seal out (see `slurm_resolver.rpc.trust.seals`)."""
 
 
-def parse_message(message: Any, data: object, limit: int = MAX_MESSAGE) -> Any:
+def parse_message(message: M, data: object, limit: int = MAX_MESSAGE) -> M:
+    """``message`` read from ``data``: `WireError` where it is larger than ``limit`` or malformed."""
     if not isinstance(data, bytes) or len(data) > limit:
         raise WireError("a message larger than any this protocol sends")
     try:
         message.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError) as exc:
-        raise WireError(f"a malformed message ({exc.__class__.__name__})") from None
+    except ProtoError as exc:
+        raise WireError(f"a malformed message ({exc})") from None
     return message
 
 
@@ -90,7 +91,7 @@ def unwrap(data: object) -> tuple[bytes, bytes]:
     return bytes(envelope.header), bytes(envelope.seal)
 
 
-def envelope(header: Any, seal: Seal) -> bytes:
+def envelope(header: Message, seal: Seal) -> bytes:
     data = header.SerializeToString()
     return bytes(pb.Envelope(header=data, seal=seal(data)).SerializeToString())
 

@@ -10,6 +10,7 @@ subtree.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ...stacks.progress import Marks
 from ...values import Value, fill
@@ -90,14 +91,17 @@ def _died(message: pb.Beat | pb.Event, world_size: int) -> tuple[News, ...]:
     return tuple(died)
 
 
-def _told(message: pb.Beat | pb.Event, news: Sequence[News]) -> None:
-    """Write the deaths of ``news`` (at most `MOST_NEWS`, each `SHOWN` ranks) into a beat or an event: the first
-    reason in its own fields, the others in ``more``."""
+def _told(news: Sequence[News]) -> dict[str, Any]:
+    """The fields of a beat or an event that tell the deaths of ``news`` (at most `MOST_NEWS`, each `SHOWN`
+    ranks): the first reason in its own fields, the others in ``more``."""
     groups = [n for n in news if n.failed][:MOST_NEWS]
-    for at, told in enumerate(groups):
-        group = message if at == 0 else message.more.add()
-        group.failed.extend(told.failed[:SHOWN])
-        group.reason, group.cause, group.status = told.reason[:REASON], cause_on_wire(told.cause), told.status
+    if not groups:
+        return {}
+    first, *others = groups
+    return {"failed": first.failed[:SHOWN], "reason": first.reason[:REASON], "cause": cause_on_wire(first.cause),
+            "status": first.status,
+            "more": [pb.Death(failed=told.failed[:SHOWN], reason=told.reason[:REASON], cause=cause_on_wire(told.cause),
+                              status=told.status) for told in others]}
 
 
 def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
@@ -110,11 +114,8 @@ def encode_first_beat(beat: Beat, seal: Seal) -> bytes:
 def encode_beat(news: Sequence[News] = (), progress: Marks | None = None) -> bytes:
     """A later beat: the deaths found below (at most `MOST_NEWS` reasons, each with at most `SHOWN` ranks), or
     that this task leaves, and the ``progress`` marks of its subtree (where any task marked)."""
-    beat = pb.Beat(leaving=any(n.leaving for n in news))
-    _told(beat, news)
-    if progress is not None and progress.tasks:
-        beat.progress.CopyFrom(progress_pb(progress))
-    return bytes(beat.SerializeToString())
+    marks = progress_pb(progress) if progress is not None and progress.tasks else None
+    return pb.Beat(leaving=any(n.leaving for n in news), progress=marks, **_told(news)).SerializeToString()
 
 
 def decode_beat(data: bytes, world_size: int) -> Beat:
@@ -138,16 +139,14 @@ def encode_first_event(nonce: bytes, source: int, seal: Seal, process: Process |
 def encode_event(news: Sequence[News] = ()) -> bytes:
     """A later event: deaths (at most `MOST_NEWS` reasons, each with at most `SHOWN` ranks), or that the task above
     leaves (and who takes over: the last news's hand-over)."""
-    event = pb.Event(leaving=any(n.leaving for n in news))
-    _told(event, news)
     hand_over = next((n.hand_over for n in reversed(news) if n.hand_over is not None), None)
+    told = None
     if hand_over is not None:
         gone = sorted(hand_over.gone)[:1024]
-        event.hand_over.CopyFrom(pb.HandOver(
-            successor=hand_over.successor, above=hand_over.above,
-            gone_ranks=[s.number for s in gone if s.kind is SourceKind.TASK],
-            gone_nodes=[s.number for s in gone if s.kind is SourceKind.NODE]))
-    return bytes(event.SerializeToString())
+        told = pb.HandOver(successor=hand_over.successor, above=hand_over.above,
+                           gone_ranks=[s.number for s in gone if s.kind is SourceKind.TASK],
+                           gone_nodes=[s.number for s in gone if s.kind is SourceKind.NODE])
+    return pb.Event(leaving=any(n.leaving for n in news), hand_over=told, **_told(news)).SerializeToString()
 
 
 def decode_event(data: bytes, world_size: int) -> Event:

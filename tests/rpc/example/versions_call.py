@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import platform
+import runpy
 import secrets
 import tempfile
 import time
@@ -28,13 +29,17 @@ from slurm_resolver.rpc.wire import MOST_NAME, MOST_NONCE, Seal, envelope, parse
 
 
 def _compiled() -> Any:
-    """Step 1 for the test: ``versions.proto`` through protoc, as ``scripts/generate-protos`` does the package's."""
+    """Step 1 for the test: ``versions.proto`` through protoc and `proto3`'s classes of it, as
+    ``scripts/generate-protos`` does the package's."""
     from grpc_tools import protoc
 
-    here, out = Path(__file__).parent, tempfile.mkdtemp(prefix="versions-pb-")
+    here, out = Path(__file__).parent, Path(tempfile.mkdtemp(prefix="versions-pb-"))
     if protoc.main(["protoc", f"-I{here}", f"--python_out={out}", str(here / "versions.proto")]) != 0:
         raise RuntimeError("protoc failed on versions.proto")
-    spec = importlib.util.spec_from_file_location("versions_pb2", Path(out) / "versions_pb2.py")
+    classes = runpy.run_path(str(here.parent.parent.parent / "scripts" / "proto3_classes.py"))["source"]
+    (out / "versions_messages.py").write_text(classes(runpy.run_path(str(out / "versions_pb2.py"))["DESCRIPTOR"],
+                                                      "slurm_resolver.rpc.proto3"))
+    spec = importlib.util.spec_from_file_location("versions_messages", out / "versions_messages.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
