@@ -68,9 +68,12 @@ class Message:
     _NAMES: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, **fields: Any) -> None:
-        if not self._NAMES.issuperset(fields):
-            raise TypeError(f"{type(self).__name__} has no field {sorted(set(fields) - self._NAMES)[0]!r}")
-        self.__dict__.update((name, value) for name, value in fields.items() if value is not None)
+        names, values = self._NAMES, self.__dict__
+        for name, value in fields.items():
+            if name not in names:
+                raise TypeError(f"{type(self).__name__} has no field {name!r}")
+            if value is not None:
+                values[name] = value
 
     @classmethod
     def FromString(cls, data: bytes) -> Any:  # noqa: N802 (protobuf's name)
@@ -193,6 +196,21 @@ def _write(message: Message, out: bytearray) -> None:
             else:
                 for item in value:
                     _item(out, f.tag, kind, item)
+        elif kind == UINT32 or kind == BYTES or kind == STRING:  # the commonest, written at once
+            if not value and not f.present:
+                continue
+            if kind == STRING:
+                value = value.encode()
+            elif kind == UINT32 and not 0 <= value <= 0xFFFFFFFF:
+                raise ValueError(f"{value} is no uint32")
+            out += f.tag
+            length = value if kind == UINT32 else len(value)
+            if length < 0x80:
+                out.append(length)
+            else:
+                _put(out, length)
+            if kind != UINT32:
+                out += value
         elif kind == MAP:
             for key, item in value.items():
                 entry = bytearray()  # its key and value written even where they hold their defaults, as protobuf does
@@ -232,10 +250,12 @@ def _entry_field(out: bytearray, tag: bytes, kind: int, value: Any) -> None:
 
 def _item(out: bytearray, tag: bytes, kind: int, value: Any) -> None:
     """One length-delimited value: a string, bytes or a message."""
+    data: bytes | bytearray
     if kind == STRING:
-        data: bytes = value.encode()
+        data = value.encode()
     elif kind == MESSAGE:
-        data = value.SerializeToString()
+        data = bytearray()
+        _write(value, data)
     else:
         data = value
     out += tag
@@ -283,7 +303,11 @@ def _value(kind: int, raw: int) -> Any:
 
 def _span(data: bytes, at: int, end: int) -> tuple[int, int]:
     """Where a length-delimited value whose length starts at ``at`` begins and ends, within ``end``."""
-    length, at = _get(data, at)
+    length = data[at]
+    if length < 0x80:
+        at += 1
+    else:
+        length, at = _get(data, at)
     stop = at + length
     if stop > end:
         raise ProtoError("a field longer than its message")
@@ -297,7 +321,11 @@ def _read(message: Message, data: bytes, at: int, end: int, budget: list[int]) -
         budget[0] -= 1
         if budget[0] < 0:
             raise ProtoError(f"a message of more than {MOST_FIELDS} fields")
-        key, at = _get(data, at)
+        key = data[at]
+        if key < 0x80:  # a field of number 15 or less: one byte
+            at += 1
+        else:
+            key, at = _get(data, at)
         f = by_number.get(key >> 3)
         wire = key & 7
         if f is None:
@@ -338,8 +366,13 @@ def _read(message: Message, data: bytes, at: int, end: int, budget: list[int]) -
                 raise ProtoError(f"{f.name} with the wrong wire type")
             at = stop
         elif wire == VARINT and kind in _NUMBERS:
-            raw, at = _get(data, at)
-            value = _value(kind, raw)
+            raw = data[at]
+            if raw < 0x80 and kind != SINT32:
+                at += 1
+                value = raw if kind != BOOL else raw != 0
+            else:
+                raw, at = _get(data, at)
+                value = _value(kind, raw)
             if f.repeated:
                 found = values.get(f.name)
                 if found is None:
