@@ -17,6 +17,10 @@ _PYTHON = {"UINT32": "int", "UINT64": "int", "INT64": "int", "SINT32": "int", "B
            "BYTES": "bytes"}
 
 
+_RESERVED = {"Field", "Message", "declare", "Mapping", "Sequence", "annotations", *_PYTHON, "MAP", "MESSAGE"}
+"""Names the generated module imports: no message may take one."""
+
+
 def _repeated(field: Any) -> bool:
     return bool(getattr(field, "is_repeated", None) if hasattr(field, "is_repeated") else field.label == 3)
 
@@ -32,6 +36,9 @@ def source(file: Any, runtime: str = ".proto3") -> str:
     """The module of ``file``'s messages (a protobuf ``FileDescriptor``), importing ``runtime``."""
     classes, declarations = [], []
     for message in file.message_types_by_name.values():
+        if message.name in _RESERVED:
+            raise SystemExit(f"{message.full_name}: a name the generated module imports "
+                             f"({', '.join(sorted(_RESERVED))})")
         maps = {nested.name for nested in message.nested_types if nested.GetOptions().map_entry}
         if len(maps) != len(message.nested_types) or message.enum_types or message.oneofs and not all(
                 o.name.startswith("_") for o in message.oneofs):
@@ -63,7 +70,7 @@ def source(file: Any, runtime: str = ".proto3") -> str:
             f'"""The messages of ``{file.name}`` (`slurm_resolver.rpc.proto3` reads and writes them)."""\n\n'
             "from __future__ import annotations\n\n"
             + (f"from collections.abc import {', '.join(typing)}\n\n" if typing else "")
-            + f"from {runtime} import {', '.join(used)}, Field, Message, declare\n\n"
+            + f"from {runtime} import {', '.join([*used, 'Field', 'Message', 'declare'])}\n\n"
             "__all__: list[str] = []  # internal: the bootstrap's protocol (docs/protocol.md)\n\n\n"
             + "\n\n\n".join(classes) + "\n\n\n" + "\n".join(declarations) + "\n")
 

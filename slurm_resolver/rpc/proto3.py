@@ -25,7 +25,8 @@ MOST_FIELDS = 1 << 16
 """Fields a message read may hold, nested ones counted (the largest this package sends, a Stacks answer of 256
 classes of 32 frames, holds about 30,000)."""
 MOST_REPEATED = 4096
-"""Values a repeated or map field may hold (the most any message of this package sends: a chunk's records)."""
+"""Values a repeated or map field may hold (the most any message of this package sends: a chunk's records; a
+call's or an answer's chunks, one for every 256 tasks or fewer, reach it at a job of a million tasks)."""
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 """The wire types this format reads (3 and 4, groups, are refused)."""
@@ -38,6 +39,7 @@ _WIRE = {UINT32: VARINT, UINT64: VARINT, INT64: VARINT, SINT32: VARINT, BOOL: VA
 _NUMBERS = frozenset((UINT32, UINT64, INT64, SINT32, BOOL))
 _CONTINUED = bytes(range(0x80, 0x100))
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
+_BITS64 = (1 << 64) - 1
 
 
 class ProtoError(ValueError):
@@ -61,11 +63,12 @@ class Field:
 class Message:
     """A message of a ``.proto``: its fields are attributes (each class's defaults where unset: 0, ``""``,
     ``b""``, ``False``, an empty tuple or mapping, an empty message), set by keyword as protobuf's are.
-    Treat one as read-only once made."""
+    Read-only once made (a field assigned raises `AttributeError`)."""
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
     _BY_NUMBER: ClassVar[dict[int, Field]] = {}
     _NAMES: ClassVar[frozenset[str]] = frozenset()
+    _PRESENT: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, **fields: Any) -> None:
         names, values = self._NAMES, self.__dict__
@@ -103,8 +106,13 @@ class Message:
         return len(self.SerializeToString())
 
     def HasField(self, name: str) -> bool:  # noqa: N802 (protobuf's name)
-        """Whether a message field, or an ``optional`` one, is set."""
+        """Whether a message field, or an ``optional`` one, is set (`ValueError` for any other name, as protobuf)."""
+        if name not in self._PRESENT:
+            raise ValueError(f"{type(self).__name__} has no field {name!r} whose presence is told")
         return name in self.__dict__
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only: make one with its fields by keyword")
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -130,6 +138,7 @@ def declare(cls: type[Message], *fields: Field) -> None:
     cls.FIELDS = tuple(sorted(fields, key=lambda f: f.number))
     cls._BY_NUMBER = {f.number: f for f in fields}
     cls._NAMES = frozenset(f.name for f in fields)
+    cls._PRESENT = frozenset(f.name for f in fields if f.present or f.kind == MESSAGE and not f.repeated)
     for f in fields:
         default: Any
         if f.kind == MAP:
@@ -169,12 +178,16 @@ def _number(kind: int, value: Any) -> int:
     if kind == BOOL:
         return 1 if value else 0
     if kind == INT64:
-        return int(value) & 0xFFFFFFFFFFFFFFFF
+        if not -(1 << 63) <= value < 1 << 63:
+            raise ValueError(f"{value} is no int64")
+        return int(value) & _BITS64
     if kind == SINT32:
         if not -0x80000000 <= value <= 0x7FFFFFFF:
             raise ValueError(f"{value} is no sint32")
         return ((int(value) << 1) ^ (int(value) >> 31)) & 0xFFFFFFFF
-    return int(value)  # UINT64
+    if not 0 <= value <= _BITS64:
+        raise ValueError(f"{value} is no uint64")
+    return int(value)
 
 
 def _write(message: Message, out: bytearray) -> None:
@@ -280,10 +293,18 @@ def _get(data: bytes, at: int) -> tuple[int, int]:
         at += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return value, at
+            return value & _BITS64, at  # (bits beyond 64 dropped, as protobuf does)
         shift += 7
         if shift >= 70:
             raise ProtoError("a varint longer than ten bytes")
+
+
+def _short(data: bytes, at: int) -> tuple[int, int]:
+    """A tag or a length: a varint of at most five bytes and 32 bits (protobuf refuses longer ones)."""
+    value, after = _get(data, at)
+    if after - at > 5 or value > 0xFFFFFFFF:
+        raise ProtoError("a tag or a length longer than five bytes")
+    return value, after
 
 
 def _value(kind: int, raw: int) -> Any:
@@ -307,7 +328,7 @@ def _span(data: bytes, at: int, end: int) -> tuple[int, int]:
     if length < 0x80:
         at += 1
     else:
-        length, at = _get(data, at)
+        length, at = _short(data, at)
     stop = at + length
     if stop > end:
         raise ProtoError("a field longer than its message")
@@ -325,7 +346,7 @@ def _read(message: Message, data: bytes, at: int, end: int, budget: list[int]) -
         if key < 0x80:  # a field of number 15 or less: one byte
             at += 1
         else:
-            key, at = _get(data, at)
+            key, at = _short(data, at)
         f = by_number.get(key >> 3)
         wire = key & 7
         if f is None:
@@ -435,7 +456,7 @@ def _entry(f: Field, data: bytes, at: int, end: int, budget: list[int]) -> tuple
         budget[0] -= 1
         if budget[0] < 0:
             raise ProtoError(f"a message of more than {MOST_FIELDS} fields")
-        tag, at = _get(data, at)
+        tag, at = _short(data, at)
         number, wire = tag >> 3, tag & 7
         kind = f.key if number == 1 else f.value if number == 2 else None
         if kind is None or wire != _WIRE[kind]:

@@ -142,6 +142,8 @@ MALFORMED = [  # bytes read as a Who (1 job_key, 2 source, 3 nonce, 4 port, 5 ea
     (b"\x10" + b"\xff" * 10 + b"\x01", "ten bytes", True),
     (b"\x0a\x05ab", "longer than its message", True),  # job_key: 5 bytes said, 2 there
     (b"\x0a\x02\xff\xfe", "UTF-8", True),
+    (b"\x90\x80\x80\x80\x80\x00\x05", "five bytes", True),  # source's tag in six bytes
+    (b"\x0a\x82\x80\x80\x80\x80\x00ab", "five bytes", True),  # job_key's length in six bytes
     (b"\x78\x01", "does not have", False),  # field 15: protobuf keeps it as unknown
     (b"\x7b\x7c", "does not have", False),  # a group (wire types 3 and 4) in field 15
     (b"\x12\x01x", "wrong wire type", False),  # source (a varint) with a length: protobuf keeps it as unknown
@@ -195,6 +197,21 @@ def test_a_message_holds_at_most_its_bound_of_fields() -> None:
         protos.Who.FromString(b"\x10\x01" * (MOST_FIELDS + 1))
 
 
+def test_a_number_s_bits_beyond_64_are_dropped_as_protobuf_drops_them() -> None:
+    data = b"\x28" + b"\x80" * 9 + b"\x02"  # early (a bool): a ten-byte varint whose only bit set is the 65th
+    assert protos.Who.FromString(data).early is coordination_pb2.Who.FromString(data).early is False
+
+
+@pytest.mark.parametrize(("message", "said"), [
+    (protos.Beat(started=2**64), "no uint64"), (protos.Beat(started=-1), "no uint64"),
+    (protos.Progress(lowest=2**63), "no int64"), (protos.Beat(status=2**31), "no sint32"),
+    (protos.Who(source=2**32), "no uint32"),
+])
+def test_a_number_its_field_cannot_hold_is_not_written(message: Message, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        message.SerializeToString()
+
+
 def test_a_message_is_made_by_name_and_tells_what_is_set() -> None:
     with pytest.raises(TypeError, match="no field 'colour'"):
         protos.Who(colour=1)
@@ -206,3 +223,14 @@ def test_a_message_is_made_by_name_and_tells_what_is_set() -> None:
     with pytest.raises(ValueError, match="no uint32"):
         protos.Who(source=-1).SerializeToString()
     assert repr(protos.Round(kind="table")) == "Round(kind='table')"
+    with pytest.raises(ValueError, match="presence"):
+        protos.Who().HasField("source")  # a plain scalar's presence is not told, as in protobuf
+
+
+def test_a_message_is_read_only_and_its_defaults_shared_by_none() -> None:
+    beat = protos.Beat(source=1)
+    with pytest.raises(AttributeError, match="read-only"):
+        beat.progress.tasks = 3
+    with pytest.raises(AttributeError, match="read-only"):
+        beat.source = 2
+    assert protos.Beat().progress.tasks == 0 and beat.SerializeToString() == b"\x10\x01"
