@@ -56,6 +56,7 @@ def test_a_tasks_start_loads_only_what_it_uses() -> None:
               "encodings.idna", "stringprep",  # a name looked up as text: getaddrinfo encodes it with idna
               "slurm_resolver.stacks.render", "slurm_resolver.stacks.picture",  # a hang's tree, written or drawn
               "slurm_resolver.rpc.diagnosis.judge",  # a hang judged
+              "slurm_resolver.stacks.command", "mmap",  # a progress mark's file, a command's stacks
               "hmac", "secrets", "random"}  # `random`'s seeding: rpc/primitives.py
     if _own_sha256():  # CPython's own SHA-256 (a Fedora or RHEL build has none: hashlib's is OpenSSL's there)
         spared |= {"hashlib", "_hashlib"}

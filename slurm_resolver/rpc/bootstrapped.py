@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..cluster import Cluster
 from ..environment import snapshot
 from ..errors import ConfigurationError
 from ..faults import Cause, Fault
 from ..stacks.capture import ThreadStack
-from ..stacks.command import Marker, Watched, marker
 from ..stacks.job import JobStacks, nodes_of
 from .detection import crashes
 from .detection.detector import FailureDetector
@@ -27,6 +26,9 @@ from .network.loop import LoopThread
 from .rounds.member import Member
 from .transport import Served
 from .view import ClusterView
+
+if TYPE_CHECKING:
+    from ..stacks.command import Marker, Watched  # loaded at the first mark: a task that marks none never needs them
 
 __all__ = ["Bootstrapped", "Coroutines", "Exchanged"]
 
@@ -172,6 +174,8 @@ class Bootstrapped(ClusterView):
         if detector is not None:
             detector.mark = mark
         if not self._marker_read:  # where its task made it a file: read at the first mark, not at every start
+            from ..stacks.command import marker
+
             self._marker, self._marker_read = marker(snapshot()), True
         if self._marker is not None:
             self._marker.mark(mark)
