@@ -243,17 +243,12 @@ def _write(message: Message, out: bytearray) -> None:
 
 def _scalar(out: bytearray, tag: bytes, kind: int, value: Any) -> None:
     """A singular field, left out where it holds its default (proto3's rule)."""
-    if not value:
-        return
-    if kind == STRING or kind == BYTES:
-        _item(out, tag, kind, value)
-    else:
-        out += tag
-        _put(out, _number(kind, value))
+    if value:
+        _entry_field(out, tag, kind, value)
 
 
 def _entry_field(out: bytearray, tag: bytes, kind: int, value: Any) -> None:
-    """A map entry's key or value."""
+    """A map entry's key or value (written whatever it holds), or a singular field that holds no default."""
     if kind == STRING or kind == BYTES:
         _item(out, tag, kind, value)
     else:
