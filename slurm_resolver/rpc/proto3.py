@@ -28,8 +28,8 @@ MOST_REPEATED = 4096
 """Values a repeated or map field may hold (the most any message of this package sends: a chunk's records; a
 call's or an answer's chunks, one for every 256 tasks or fewer, reach it at a job of a million tasks)."""
 
-VARINT, I64, LEN, I32 = 0, 1, 2, 5
-"""The wire types this format reads (3 and 4, groups, are refused)."""
+VARINT, LEN = 0, 2
+"""The wire types of the field kinds below (no other is read: fixed-width numbers and groups are refused)."""
 
 UINT32, UINT64, INT64, SINT32, BOOL, STRING, BYTES, MESSAGE, MAP = range(9)
 """The kinds of field the ``.proto`` files use."""
@@ -57,7 +57,7 @@ class Field:
         self.number, self.name, self.kind, self.repeated, self.present = number, name, kind, repeated, present
         self.message, self.key, self.value = message, key, value
         self.packed = repeated and kind in _NUMBERS
-        self.tag = _varint(number << 3 | (LEN if self.packed else _WIRE[kind]))
+        self.tag = varint(number << 3 | (LEN if self.packed else _WIRE[kind]))
 
 
 class Message:
@@ -155,7 +155,8 @@ def declare(cls: type[Message], *fields: Field) -> None:
 
 # Writing.
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """``n`` (not negative) as a varint's bytes."""
     out = bytearray()
     _put(out, n)
     return bytes(out)
@@ -209,21 +210,6 @@ def _write(message: Message, out: bytearray) -> None:
             else:
                 for item in value:
                     _item(out, f.tag, kind, item)
-        elif kind == UINT32 or kind == BYTES or kind == STRING:  # the commonest, written at once
-            if not value and not f.present:
-                continue
-            if kind == STRING:
-                value = value.encode()
-            elif kind == UINT32 and not 0 <= value <= 0xFFFFFFFF:
-                raise ValueError(f"{value} is no uint32")
-            out += f.tag
-            length = value if kind == UINT32 else len(value)
-            if length < 0x80:
-                out.append(length)
-            else:
-                _put(out, length)
-            if kind != UINT32:
-                out += value
         elif kind == MAP:
             for key, item in value.items():
                 entry = bytearray()  # its key and value written even where they hold their defaults, as protobuf does
@@ -234,21 +220,12 @@ def _write(message: Message, out: bytearray) -> None:
                 out += entry
         elif kind == MESSAGE:
             _item(out, f.tag, kind, value)
-        elif f.present:
-            out += f.tag
-            _put(out, _number(kind, value))
-        else:
-            _scalar(out, f.tag, kind, value)
-
-
-def _scalar(out: bytearray, tag: bytes, kind: int, value: Any) -> None:
-    """A singular field, left out where it holds its default (proto3's rule)."""
-    if value:
-        _entry_field(out, tag, kind, value)
+        elif value or f.present:  # a default left out (proto3's rule), unless whether it is set is told
+            _entry_field(out, f.tag, kind, value)
 
 
 def _entry_field(out: bytearray, tag: bytes, kind: int, value: Any) -> None:
-    """A map entry's key or value (written whatever it holds), or a singular field that holds no default."""
+    """A singular field, or a map entry's key or value (written whatever it holds)."""
     if kind == STRING or kind == BYTES:
         _item(out, tag, kind, value)
     else:
@@ -271,8 +248,8 @@ def _item(out: bytearray, tag: bytes, kind: int, value: Any) -> None:
     out += data
 
 
-_KEY_TAGS = {kind: _varint(1 << 3 | _WIRE[kind]) for kind in (UINT32, UINT64, INT64, SINT32, BOOL, STRING)}
-_VALUE_TAGS = {kind: _varint(2 << 3 | _WIRE[kind]) for kind in (UINT32, UINT64, INT64, SINT32, BOOL, STRING, BYTES)}
+_KEY_TAGS = {kind: varint(1 << 3 | _WIRE[kind]) for kind in (UINT32, UINT64, INT64, SINT32, BOOL, STRING)}
+_VALUE_TAGS = {kind: varint(2 << 3 | _WIRE[kind]) for kind in (UINT32, UINT64, INT64, SINT32, BOOL, STRING, BYTES)}
 
 
 # Reading.
@@ -303,18 +280,17 @@ def _short(data: bytes, at: int) -> tuple[int, int]:
 
 
 def _value(kind: int, raw: int) -> Any:
-    """A number read as its kind reads it."""
+    """A number (a varint of at most 64 bits) read as its kind reads it."""
     if kind == UINT32:
         return raw & 0xFFFFFFFF
     if kind == BOOL:
         return raw != 0
     if kind == INT64:
-        raw &= 0xFFFFFFFFFFFFFFFF
         return raw - (1 << 64) if raw >> 63 else raw
     if kind == SINT32:
         raw &= 0xFFFFFFFF
         return (raw >> 1) ^ -(raw & 1)
-    return raw & 0xFFFFFFFFFFFFFFFF  # UINT64
+    return raw  # UINT64 (`_get` keeps 64 bits)
 
 
 def _span(data: bytes, at: int, end: int) -> tuple[int, int]:
@@ -389,14 +365,6 @@ def _read(message: Message, data: bytes, at: int, end: int, budget: list[int]) -
             else:
                 raw, at = _get(data, at)
                 value = _value(kind, raw)
-            if f.repeated:
-                found = values.get(f.name)
-                if found is None:
-                    found = values[f.name] = []
-                if len(found) >= MOST_REPEATED:
-                    raise ProtoError(f"more than {MOST_REPEATED} values in {f.name}")
-                found.append(value)
-                continue
         else:
             raise ProtoError(f"{f.name} with the wrong wire type")
         if f.repeated:

@@ -25,6 +25,7 @@ from slurm_resolver.rpc.proto3 import (
     UINT64,
     Message,
     ProtoError,
+    varint,
 )
 
 NAMES = list(coordination_pb2.DESCRIPTOR.message_types_by_name)
@@ -162,16 +163,7 @@ def test_malformed_bytes_are_refused_and_say_why(data: bytes, said: str, refused
 
 def _packed(field: int, count: int) -> bytes:
     body = b"\x01" * count
-    return bytes([field << 3 | 2]) + _varint(len(body)) + body
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return bytes([field << 3 | 2]) + varint(len(body)) + body
 
 
 def test_a_repeated_field_holds_at_most_its_bound_however_it_comes() -> None:
@@ -185,7 +177,7 @@ def test_a_repeated_field_holds_at_most_its_bound_however_it_comes() -> None:
     for cls, data in beyond:
         with pytest.raises(ProtoError, match="more than"):
             cls.FromString(data)
-    entries = b"".join(b"\x22" + _varint(len(e)) + e for e in (b"\x08" + _varint(r) + b"\x12\x00"
+    entries = b"".join(b"\x22" + varint(len(e)) + e for e in (b"\x08" + varint(r) + b"\x12\x00"
                                                               for r in range(MOST_REPEATED + 1)))  # gpus {r: ""}
     with pytest.raises(ProtoError, match="more than"):
         protos.Records.FromString(entries)
