@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any
+
+from .values import Value, fill
 
 __all__: list[str] = []  # internal: no public names (docs/reference.md)
 
@@ -26,16 +27,21 @@ def driver_present() -> bool:
 log = logging.getLogger("slurm_resolver")
 
 
-@dataclass(frozen=True)
-class Device:
-    """One GPU as NVML sees it; ``mig`` holds its MIG instances (their UUIDs start ``MIG-``)."""
+class Device(Value):
+    """One GPU as NVML sees it; ``mig`` holds its MIG instances (their UUIDs start ``MIG-``). A `Value`, not a
+    dataclass: a CPU node's task asks NVML too, and a dataclass compiles its methods at import."""
 
+    __slots__ = ("index", "minor", "uuid", "pci_bus_id", "name", "mig")
     index: int
     minor: int | None
     uuid: str
     pci_bus_id: str
     name: str
-    mig: tuple[str, ...] = ()
+    mig: tuple[str, ...]
+
+    def __init__(self, index: int, minor: int | None, uuid: str, pci_bus_id: str, name: str,
+                 mig: tuple[str, ...] = ()) -> None:
+        fill(self, index, minor, uuid, pci_bus_id, name, mig)
 
 
 def _text(value: Any) -> str:

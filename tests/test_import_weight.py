@@ -57,7 +57,8 @@ def test_a_tasks_start_loads_only_what_it_uses() -> None:
               "slurm_resolver.stacks.render", "slurm_resolver.stacks.picture",  # a hang's tree, written or drawn
               "slurm_resolver.rpc.diagnosis.judge",  # a hang judged
               "slurm_resolver.stacks.command", "mmap",  # a progress mark's file, a command's stacks
-              "hmac", "secrets", "random"}  # `random`'s seeding: rpc/primitives.py
+              "hmac", "secrets", "random",  # `random`'s seeding: rpc/primitives.py
+              "bisect"}  # a Stacks answer's check, a block layout of unequal counts
     if _own_sha256():  # CPython's own SHA-256 (a Fedora or RHEL build has none: hashlib's is OpenSSL's there)
         spared |= {"hashlib", "_hashlib"}
     assert "slurm_resolver.rpc.bootstrap" in loaded and not loaded & spared, loaded & spared
@@ -74,6 +75,7 @@ def test_a_tasks_start_compiles_no_dataclass_method() -> None:
             "sys.addaudithook(lambda event, args: made.append(1) if event == 'compile' "
             "and '__create_fn__' in str(args[0]) else None)\n"
             "from slurm_resolver import bootstrap\n"
+            "from slurm_resolver import nvml\n"  # a task on a node without GPU variables asks NVML
             "print(len(made), *sorted(f'{m.__name__}.{name}' for m in list(sys.modules.values()) "
             "if m.__name__.startswith('slurm_resolver') "
             "for name, value in vars(m).items() if isinstance(value, type) and dataclasses.is_dataclass(value) "

@@ -3,7 +3,6 @@ checked, and bounded whatever the size of the subtree (`MOST_ANSWER` bytes, 256 
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
 from ...stacks.capture import Frame
@@ -134,6 +133,8 @@ def beyond(stacks: Stacks, subtree: Sequence[int]) -> str | None:
     >>> beyond(Stacks.silent_tasks([3, 4]), [3, 4, 9]) is None, beyond(Stacks(answered=4), [5])
     (True, 'it counts 4 tasks, its subtree holds 1')
     """
+    from bisect import bisect_right  # here: only an answer's check needs it, not a task's start
+
     size = len(subtree)
     counted = stacks.answered + len(stacks.silent)
     if counted > size:
