@@ -39,6 +39,8 @@ _WIRE = {UINT32: VARINT, UINT64: VARINT, INT64: VARINT, SINT32: VARINT, BOOL: VA
 _NUMBERS = frozenset((UINT32, UINT64, INT64, SINT32, BOOL))
 _CONTINUED = bytes(range(0x80, 0x100))
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
+_WRITTEN = " bytes"
+"""Where a message keeps its bytes once written, beside its fields' values (no field's name has a space)."""
 _BITS64 = (1 << 64) - 1
 
 
@@ -63,7 +65,8 @@ class Field:
 class Message:
     """A message of a ``.proto``: its fields are attributes (each class's defaults where unset: 0, ``""``,
     ``b""``, ``False``, an empty tuple or mapping, an empty message), set by keyword as protobuf's are.
-    Read-only once made (a field assigned raises `AttributeError`)."""
+    Read-only once made (a field assigned raises `AttributeError`), so its bytes are written once: a message sized
+    (`ByteSize`) and then sent, or sent inside another, is not written again."""
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
     _BY_NUMBER: ClassVar[dict[int, Field]] = {}
@@ -87,7 +90,7 @@ class Message:
 
     def ParseFromString(self, data: bytes) -> None:  # noqa: N802 (protobuf's name)
         """Read ``data`` into this message, cleared first."""
-        self.__dict__.clear()
+        self.__dict__.clear()  # (its bytes, if written, with its fields)
         try:
             _read(self, data, 0, len(data), [MOST_FIELDS])
         except IndexError:
@@ -96,10 +99,14 @@ class Message:
             raise ProtoError("a string that is not UTF-8") from None
 
     def SerializeToString(self) -> bytes:  # noqa: N802 (protobuf's name)
-        """This message's bytes."""
-        out = bytearray()
-        _write(self, out)
-        return bytes(out)
+        """This message's bytes (written at the first call)."""
+        values = self.__dict__
+        written = values.get(_WRITTEN)
+        if written is None:
+            out = bytearray()
+            _write(self, out)
+            written = values[_WRITTEN] = bytes(out)
+        return written
 
     def ByteSize(self) -> int:  # noqa: N802 (protobuf's name)
         """The length of this message's bytes."""
@@ -122,7 +129,7 @@ class Message:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={value!r}" for name, value in self.__dict__.items())
+        shown = ", ".join(f"{name}={value!r}" for name, value in self.__dict__.items() if name != _WRITTEN)
         return f"{type(self).__name__}({shown})"
 
 
@@ -239,8 +246,10 @@ def _item(out: bytearray, tag: bytes, kind: int, value: Any) -> None:
     if kind == STRING:
         data = value.encode()
     elif kind == MESSAGE:
-        data = bytearray()
-        _write(value, data)
+        data = value.__dict__.get(_WRITTEN)
+        if data is None:
+            data = bytearray()
+            _write(value, data)
     else:
         data = value
     out += tag
@@ -306,6 +315,9 @@ def _span(data: bytes, at: int, end: int) -> tuple[int, int]:
     return at, stop
 
 
+_new = object.__new__
+
+
 def _read(message: Message, data: bytes, at: int, end: int, budget: list[int]) -> None:
     """Read ``data[at:end]`` into ``message``: each field spends one of ``budget[0]``."""
     by_number, values = message._BY_NUMBER, message.__dict__
@@ -342,7 +354,7 @@ def _read(message: Message, data: bytes, at: int, end: int, budget: list[int]) -
                 assert f.message is not None
                 value = None if f.repeated else values.get(f.name)
                 if value is None:
-                    value = f.message()
+                    value = _new(f.message)  # (a message made empty: its __init__ takes no field here)
                 _read(value, data, at, stop, budget)
             elif kind == MAP:
                 found = values.get(f.name)

@@ -226,3 +226,32 @@ def test_a_message_is_read_only_and_its_defaults_shared_by_none() -> None:
     with pytest.raises(AttributeError, match="read-only"):
         beat.source = 2
     assert protos.Beat().progress.tasks == 0 and beat.SerializeToString() == b"\x10\x01"
+
+
+def test_a_message_is_written_once_and_read_afresh() -> None:
+    """A message sized and then sent, or sent inside another (an answer of stacks sizes each class, then sends
+    them), is written once: it is read-only, so its bytes cannot change; reading into it forgets them."""
+    import slurm_resolver.rpc.proto3 as proto3
+
+    written: list[str] = []
+    original = proto3._write
+
+    def counted(message: Message, out: bytearray) -> None:
+        written.append(type(message).__name__)
+        original(message, out)
+
+    frame = protos.StackFrame(file="a.py", line=3, function="f")
+    one = protos.StackClass(frames=[frame], main=True)
+    proto3._write = counted
+    try:
+        size = one.ByteSize()
+        answer = protos.StacksAnswer(source=1, classes=[one]).SerializeToString()
+        assert one.SerializeToString() in answer and size == len(one.SerializeToString())
+    finally:
+        proto3._write = original
+    assert written == ["StackClass", "StackFrame", "StacksAnswer"], written
+    assert repr(one).startswith("StackClass(frames=") and "bytes" not in repr(one)
+    read = protos.StacksAnswer.FromString(answer)
+    assert read.SerializeToString() == answer
+    read.ParseFromString(protos.StacksAnswer(source=2).SerializeToString())
+    assert read.source == 2 and not read.classes and read.SerializeToString() == b"\x10\x02"
