@@ -65,7 +65,8 @@ class Field:
 class Message:
     """A message of a ``.proto``: its fields are attributes (each class's defaults where unset: 0, ``""``,
     ``b""``, ``False``, an empty tuple or mapping, an empty message), set by keyword as protobuf's are.
-    Read-only once made (a field assigned raises `AttributeError`), so its bytes are written once: a message sized
+    Read-only once made (a field assigned raises `AttributeError`; a list or mapping given for a repeated field or
+    a map is kept as given, and is not to be changed after), so its bytes are written once: a message sized
     (`ByteSize`) and then sent, or sent inside another, is not written again."""
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
