@@ -423,7 +423,7 @@ class Heartbeat:
         while self.tree is not None and candidates.climbing is not None:
             candidates.climbing = self.tree.parent(candidates.climbing)
             if candidates.climbing is not None:
-                listening = await self._listening(candidates.climbing, dead)
+                listening = await self._listening(candidates.climbing, dead, first=True)
                 if listening:
                     return listening[0], candidates
         return None, None
@@ -446,7 +446,7 @@ class Heartbeat:
         if tree is None:
             return False, _Candidates([], None)
         position = placement.node_index(dead)
-        here = await self._listening(position, dead)
+        here = await self._listening(position, dead, first=position != self.node)
         lower = [r for r in here if r < self.rank]
         if position == self.node and lower:
             return False, _Candidates([*lower, self.rank], None)  # a lower task takes its place; where none does, this
@@ -466,13 +466,20 @@ class Heartbeat:
         self._take_over(frozenset({Source.task(dead)}))
         return await self._next(_Candidates([], self.node), dead)
 
-    async def _listening(self, position: int, dead: int) -> list[int]:
+    async def _listening(self, position: int, dead: int, first: bool = False) -> list[int]:
         """The tasks of node ``position`` but this one and ``dead`` not known dead whose server still takes
         connections, lowest rank first (probed together: a node without power answers no probe, which is no
-        refusal, and counts as listening until its call finds it silent: `_unanswered`)."""
+        refusal, and counts as listening until its call finds it silent: `_unanswered`). ``first``: the lowest of
+        them alone, probed one after another up to it (a connection to a living server costs it an accept, and the
+        children of a dead node look at the node above together: one probe each, not one a task of it)."""
         cluster, failed = self.cluster, self.deaths.failed
         ranks = sorted(r for r in map(int, cluster.placement.ranks_on(position)) if r not in (dead, self.rank)
                        and r not in failed)
+        if first:
+            for rank in ranks:
+                if not await self.network.gone(*cluster.endpoint(rank)):
+                    return [rank]
+            return []
         gone = await asyncio.gather(*(self.network.gone(*cluster.endpoint(r)) for r in ranks))
         return [r for r, ended in zip(ranks, gone) if not ended]
 

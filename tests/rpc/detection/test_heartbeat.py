@@ -247,8 +247,8 @@ def test_where_the_lower_task_dies_between_its_probe_and_the_call_the_next_takes
         beat = tasks[5]._detector.heartbeat
         listening = beat._listening
 
-        async def probed(position: int, dead: int) -> list[int]:
-            found = await listening(position, dead)
+        async def probed(position: int, dead: int, first: bool = False) -> list[int]:
+            found = await listening(position, dead, first)
             if 4 in found and tasks[4]._detector is not None:
                 await _dies(tasks[4])  # listening when probed, gone when called
             return found
@@ -466,3 +466,28 @@ def test_a_word_of_silence_is_taken_only_from_the_node_that_watches_on_the_task_
         assert "rank 0, on a node above its, found it silent" in tasks[6].failures()[2]
 
     run(scenario, nodes=4, per_node=2, fanout=2)
+
+
+def test_a_node_looked_at_for_its_lowest_listening_task_is_probed_up_to_it_alone() -> None:
+    """The children of a dead node look at the node above together (after a process of many nodes is killed, about
+    two thousand at 16,384 tasks): each probes that node's tasks one after another up to the lowest that listens,
+    not every task of it (a connection to a living server costs it an accept); this task's own node is probed whole
+    (its lower tasks are candidates in turn)."""
+    probed: list[int] = []
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        beat = tasks[5]._detector.heartbeat
+        network, ranks = beat.network, {beat.cluster.endpoint(r): r for r in range(len(tasks))}
+
+        async def gone(host: str, port: int) -> bool:
+            probed.append(ranks[host, port])
+            return ranks[host, port] == 0  # rank 0's server is gone: the next is the lowest listening
+
+        with patch.object(network, "gone", gone):
+            assert await beat._listening(0, -1, first=True) == [1] and probed == [0, 1]
+            probed.clear()
+            assert await beat._listening(0, -1) == [1, 2, 3] and sorted(probed) == [0, 1, 2, 3]
+            probed.clear()
+            assert await beat._listening(1, 4, first=True) == [6] and probed == [6]  # 4 (dead) and 5 (itself) not
+
+    run(scenario, nodes=2, per_node=4)
