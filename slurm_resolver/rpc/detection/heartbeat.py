@@ -144,17 +144,23 @@ class Heartbeat:
         progress, told = self._progress, None
         sent = -SPACING  # when the last beat with news went (`SPACING` between two)
         while self.calls == mine:  # a call left behind takes no beat from the one that follows it
-            if progress is None:
-                news = await self.deaths.up.get()
-            else:  # marks go up at most once a heartbeat, where they moved
-                try:
-                    with within(self.heartbeat):
-                        news = await self.deaths.up.get()
-                except asyncio.TimeoutError:
-                    news = News()
-            wait = held(news, sent)
-            if wait:
-                await asyncio.sleep(wait)
+            news = None
+            try:
+                if progress is None:
+                    news = await self.deaths.up.get()
+                else:  # marks go up at most once a heartbeat, where they moved
+                    try:
+                        with within(self.heartbeat):
+                            news = await self.deaths.up.get()
+                    except asyncio.TimeoutError:
+                        news = News()
+                wait = held(news, sent)
+                if wait:
+                    await asyncio.sleep(wait)
+            except asyncio.CancelledError:  # the call ended (its task above died), and gRPC stopped reading its
+                if news:  # beats: news taken for them goes up on the next call, not lost with this one (deaths found
+                    self.deaths.up.put_nowait(news)  # below, waiting for the spacing); they end as a stream does
+                return
             if self.calls != mine:  # taken while the next call started: it is that call's to carry
                 if news:
                     self.deaths.up.put_nowait(news)

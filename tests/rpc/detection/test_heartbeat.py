@@ -349,6 +349,41 @@ def test_an_ended_calls_stream_asked_for_its_first_beat_late_leaves_the_next_cal
     run(scenario)
 
 
+def test_a_calls_beats_cancelled_as_the_call_ends_end_as_a_stream_does_and_keep_their_news() -> None:
+    """gRPC cancels the reader of a call's beats as the call ends (the task above died): news taken for them, waiting
+    for its spacing (deaths found below, to tell above), goes up on the next call (it was lost with the call, and the
+    job never heard of those deaths from this task), and the beats end as a stream does."""
+    from slurm_resolver.faults import Cause, Fault
+    from slurm_resolver.rpc.detection.deaths import Deaths
+    from slurm_resolver.rpc.messages import News
+
+    async def ended_while_waiting(beats: AsyncIterator[bytes]) -> None:
+        waiting = asyncio.ensure_future(beats.__anext__())
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(StopAsyncIteration):
+            await waiting
+
+    async def scenario(tasks: list[Bootstrapped]) -> None:
+        real = tasks[5]._detector.heartbeat
+        beat = Heartbeat(Deaths(5), real.cluster, 5, real.node, 4, None, real.network, real.authority, 0.2, 1.5,
+                         lambda gone: None)
+        beat.calls = 1
+        beats = beat._beats(1, b"n" * 16, 1)
+        await beats.__anext__()  # its first beat
+        await ended_while_waiting(beats)  # waiting for news
+        beat.calls = 2
+        beats = beat._beats(1, b"m" * 16, 2)
+        await beats.__anext__()
+        beat.deaths.up.put_nowait(News.of([7], Fault(Cause.CRASHED, "killed")))
+        assert await asyncio.wait_for(beats.__anext__(), 2.0)  # the first news goes at once
+        beat.deaths.up.put_nowait(News.of([6], Fault(Cause.CRASHED, "killed too")))
+        await ended_while_waiting(beats)  # the next waits for the spacing (0.2 s): the call ends meanwhile
+        assert beat.deaths.up.qsize() == 1 and beat.deaths.up.get_nowait().failed == (6,)
+
+    run(scenario)
+
+
 Call = Callable[[Heartbeat, int, bytes], AsyncIterator[bytes]]
 
 
