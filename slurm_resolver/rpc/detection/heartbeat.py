@@ -46,6 +46,9 @@ word of its silence cannot come (the task that pings it dead or gone too): found
 
 log = logging.getLogger("slurm_resolver")
 
+_NO_NEWS = News()
+"""A beat's news where none came (progress marks alone, or none)."""
+
 
 class _Candidates:
     """Who may take a task's call after the task above it died (`Heartbeat._adopters`): ``ranks`` in turn, then the
@@ -144,7 +147,7 @@ class Heartbeat:
         progress, told = self._progress, None
         sent = -SPACING  # when the last beat with news went (`SPACING` between two)
         while self.calls == mine:  # a call left behind takes no beat from the one that follows it
-            news = None
+            news, ended = _NO_NEWS, False
             try:
                 if progress is None:
                     news = await self.deaths.up.get()
@@ -153,16 +156,14 @@ class Heartbeat:
                         with within(self.heartbeat):
                             news = await self.deaths.up.get()
                     except asyncio.TimeoutError:
-                        news = News()
+                        news = _NO_NEWS
                 wait = held(news, sent)
                 if wait:
                     await asyncio.sleep(wait)
-            except asyncio.CancelledError:  # the call ended (its task above died), and gRPC stopped reading its
-                if news:  # beats: news taken for them goes up on the next call, not lost with this one (deaths found
-                    self.deaths.up.put_nowait(news)  # below, waiting for the spacing); they end as a stream does
-                return
-            if self.calls != mine:  # taken while the next call started: it is that call's to carry
-                if news:
+            except asyncio.CancelledError:  # the call ended (its task above died): gRPC stopped reading its beats,
+                ended = True  # which end as a stream does
+            if ended or self.calls != mine:  # news taken for this call (deaths found below, waiting for the spacing)
+                if news:  # goes up on the next, not lost with this one
                     self.deaths.up.put_nowait(news)
                 return
             marks = progress() if progress is not None else None
